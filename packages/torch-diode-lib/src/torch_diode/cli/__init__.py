@@ -1,0 +1,68 @@
+"""The ``diode`` command line. Each subcommand family lives in its own module of this package and
+exposes ``register(subparsers)``; ``main`` wires them together.
+
+Exit status: 0 on success, 1 when the work itself failed (for example a collection that measured
+nothing), 2 on bad arguments or unreadable input, always with one clear line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from torch_diode._version import __version__
+from torch_diode.errors import DiodeError
+
+# Subcommand modules, in the order their commands appear in --help.
+_MODULES: tuple[str, ...] = (
+    "torch_diode.cli.data",
+    "torch_diode.cli.hardware",
+    "torch_diode.cli.collect",
+    "torch_diode.cli.train",
+)
+
+
+class UsageError(Exception):
+    """Bad arguments or unreadable input: exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diode",
+        description="torch-diode: collect GEMM timings, train kernel-time models, and check them against max-autotune.",
+    )
+    parser.add_argument("--version", action="version", version=f"diode (torch-diode) {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _MODULES:
+        if importlib.util.find_spec(name) is None:  # a module still being written: skip it
+            continue
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2) if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s" if args.verbose else "%(message)s",
+    )
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args) or 0)
+    except UsageError as e:
+        print(f"diode {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except (DiodeError, ValueError, OSError) as e:
+        print(f"diode {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"diode {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,801 @@
+"""Datasets of timing records: the in-memory columnar ``Dataset`` and its two file formats.
+
+File layout (schema version 1), the same for both formats:
+
+* a stream of objects: one **header** ``{"format": "torch-diode-dataset", "schema_version": 1,
+  "created_by": ...}`` followed by any number of **chunks**;
+* a chunk defines the sources (provenance), problems and choices it introduces, each as
+  ``[id, dict]`` pairs, and holds records as columns ``problem``, ``choice``, ``time_us``,
+  ``source`` (ids into those tables) plus ``failures``.
+
+msgpack files (``.msgpack``) are concatenated msgpack objects; the record columns are raw
+little-endian arrays (int32, int32, float64, uint16), so a million records take about 18 MB and
+load in well under a second. JSON files (``.json``/``.jsonl``) hold one JSON object per line, with
+the columns as plain lists; Python's float repr makes every time round-trip exactly.
+
+Because a chunk is self-contained and appended whole, a writer interrupted at any moment leaves
+a file whose complete chunks are intact. Reading such a file raises ``TruncatedFileError``
+unless ``recover=True``, which keeps the complete chunks (``DatasetWriter`` resumes this way).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import msgpack
+import numpy as np
+
+from torch_diode.errors import DatasetFormatError, SchemaVersionError, TruncatedFileError
+from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
+
+FORMAT_NAME = "torch-diode-dataset"
+SCHEMA_VERSION = 1
+Format = Literal["json", "msgpack"]
+FORMATS: tuple[str, ...] = ("json", "msgpack")
+
+_COLUMNS: tuple[tuple[str, str], ...] = (("problem", "<i4"), ("choice", "<i4"), ("time_us", "<f8"), ("source", "<u2"))
+
+
+def format_for_path(path: str | os.PathLike[str], fmt: str | None = None) -> Format:
+    """The file format named by ``fmt`` or, when it is None, by the path's extension.
+
+    Raises:
+        ValueError: neither says json or msgpack.
+    """
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        return fmt  # type: ignore[return-value]
+    suffix = Path(path).suffix.lower()
+    if suffix in (".json", ".jsonl"):
+        return "json"
+    if suffix in (".msgpack", ".mpk", ".msgp"):
+        return "msgpack"
+    raise ValueError(
+        f"{path}: cannot tell the format from the extension {suffix!r}; name the file .json or .msgpack "
+        f"or pass --format json|msgpack"
+    )
+
+
+@dataclass(frozen=True)
+class ProblemTimings:
+    """All measurements of one problem: parallel arrays of choice ids and times (µs)."""
+
+    problem: Problem
+    choice_idx: np.ndarray  # [R] int32, ids into Dataset.choices
+    time_us: np.ndarray  # [R] float64
+
+    def median_by_choice(self) -> dict[int, float]:
+        """Median time per choice id (repeated measurements collapse to their median)."""
+        out: dict[int, float] = {}
+        order = np.argsort(self.choice_idx, kind="stable")
+        ids, starts = np.unique(self.choice_idx[order], return_index=True)
+        bounds = list(starts[1:]) + [len(order)]
+        for cid, s, e in zip(ids.tolist(), starts.tolist(), bounds):
+            out[int(cid)] = float(np.median(self.time_us[order[s:e]]))
+        return out
+
+
+class Dataset:
+    """A columnar set of timing records with provenance.
+
+    ``problems``, ``choices`` and ``sources`` are de-duplicated tables; the arrays ``problem_idx``,
+    ``choice_idx``, ``source_idx`` (ids into them) and ``time_us`` hold one entry per record.
+    A record's hardware key is its source's. Build one with ``Dataset.from_records`` or
+    ``read_dataset``; combine several with ``merge_datasets``.
+    """
+
+    def __init__(
+        self,
+        *,
+        sources: Sequence[Provenance],
+        problems: Sequence[Problem],
+        choices: Sequence[Choice],
+        problem_idx: np.ndarray,
+        choice_idx: np.ndarray,
+        time_us: np.ndarray,
+        source_idx: np.ndarray,
+        failures: Sequence[FailureRecord] = (),
+    ) -> None:
+        self.sources = list(sources)
+        self.problems = list(problems)
+        self.choices = list(choices)
+        self.problem_idx = np.ascontiguousarray(problem_idx, dtype=np.int32)
+        self.choice_idx = np.ascontiguousarray(choice_idx, dtype=np.int32)
+        self.time_us = np.ascontiguousarray(time_us, dtype=np.float64)
+        self.source_idx = np.ascontiguousarray(source_idx, dtype=np.uint16)
+        self.failures = list(failures)
+        n = len(self.time_us)
+        if not (len(self.problem_idx) == len(self.choice_idx) == len(self.source_idx) == n):
+            raise ValueError("records: the problem, choice, time_us and source columns differ in length")
+        if n:
+            _check_ids("problem", self.problem_idx, len(self.problems))
+            _check_ids("choice", self.choice_idx, len(self.choices))
+            _check_ids("source", self.source_idx, len(self.sources))
+            bad = ~(np.isfinite(self.time_us) & (self.time_us > 0))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"time_us: must be positive and finite, got {self.time_us[i]!r} at record {i}")
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def empty(cls, sources: Sequence[Provenance] = ()) -> Dataset:
+        z = np.zeros(0)
+        return cls(sources=sources, problems=[], choices=[], problem_idx=z, choice_idx=z, time_us=z, source_idx=z)
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Iterable[TimingRecord],
+        provenance: Provenance | Sequence[Provenance],
+        failures: Iterable[FailureRecord] = (),
+    ) -> Dataset:
+        """Build a dataset from records. Each record's hardware key must match a given source;
+        with several sources of one hardware key, records go to the first."""
+        sources = [provenance] if isinstance(provenance, Provenance) else list(provenance)
+        if not sources:
+            raise ValueError("provenance: at least one source is needed")
+        by_hw: dict[str, int] = {}
+        for i, s in enumerate(sources):
+            by_hw.setdefault(s.hardware, i)
+        t = _Tables()
+        cols: dict[str, list[Any]] = {"problem": [], "choice": [], "time_us": [], "source": []}
+        for r in records:
+            if r.hardware not in by_hw:
+                raise ValueError(f"hardware: record of {r.hardware!r} has no source; sources: {sorted(by_hw)}")
+            cols["problem"].append(t.problem_id(r.problem))
+            cols["choice"].append(t.choice_id(r.choice))
+            cols["time_us"].append(r.time_us)
+            cols["source"].append(by_hw[r.hardware])
+        fails = list(failures)
+        for f in fails:
+            if f.hardware not in by_hw:
+                raise ValueError(f"hardware: failure of {f.hardware!r} has no source; sources: {sorted(by_hw)}")
+        return cls(
+            sources=sources,
+            problems=t.problems,
+            choices=t.choices,
+            problem_idx=np.array(cols["problem"], dtype=np.int32),
+            choice_idx=np.array(cols["choice"], dtype=np.int32),
+            time_us=np.array(cols["time_us"], dtype=np.float64),
+            source_idx=np.array(cols["source"], dtype=np.uint16),
+            failures=fails,
+        )
+
+    # -- views ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.time_us)
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset({len(self)} records, {len(self.problems)} problems, {len(self.choices)} choices, "
+            f"hardware={self.hardware_keys}, {len(self.failures)} failures)"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when both hold the same sources and the same multiset of records and failures."""
+        if not isinstance(other, Dataset):
+            return NotImplemented
+        return (
+            set(self.sources) == set(other.sources)
+            and sorted(map(_record_key, self.records()), key=repr) == sorted(map(_record_key, other.records()), key=repr)
+            and sorted(map(repr, self.failures)) == sorted(map(repr, other.failures))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def hardware_keys(self) -> list[str]:
+        return sorted({s.hardware for s in self.sources})
+
+    @property
+    def hardware(self) -> str:
+        """The single hardware key of this dataset.
+
+        Raises:
+            ValueError: the dataset mixes GPUs (or has no source).
+        """
+        keys = self.hardware_keys
+        if len(keys) != 1:
+            raise ValueError(f"hardware: dataset holds {len(keys)} hardware keys {keys}; split it by hardware first")
+        return keys[0]
+
+    def records(self) -> Iterator[TimingRecord]:
+        """Every record as a ``TimingRecord`` (built lazily)."""
+        hw = [s.hardware for s in self.sources]
+        for p, c, t, s in zip(self.problem_idx.tolist(), self.choice_idx.tolist(), self.time_us.tolist(), self.source_idx.tolist()):
+            yield TimingRecord(problem=self.problems[p], choice=self.choices[c], time_us=t, hardware=hw[s])
+
+    def by_problem(self) -> list[ProblemTimings]:
+        """Measurements grouped by problem, in problem-table order (problems with no record skipped)."""
+        order = np.argsort(self.problem_idx, kind="stable")
+        pids, starts = np.unique(self.problem_idx[order], return_index=True)
+        bounds = list(starts[1:]) + [len(order)]
+        out = []
+        for pid, s, e in zip(pids.tolist(), starts.tolist(), bounds):
+            sel = order[s:e]
+            out.append(ProblemTimings(self.problems[pid], self.choice_idx[sel], self.time_us[sel]))
+        return out
+
+    def select_problems(self, keep: Iterable[Problem]) -> Dataset:
+        """A dataset with only the records and failures of the given problems (tables kept)."""
+        keep_set = set(keep)
+        mask_tbl = np.array([p in keep_set for p in self.problems], dtype=bool)
+        mask = mask_tbl[self.problem_idx] if len(self) else np.zeros(0, dtype=bool)
+        return Dataset(
+            sources=self.sources,
+            problems=self.problems,
+            choices=self.choices,
+            problem_idx=self.problem_idx[mask],
+            choice_idx=self.choice_idx[mask],
+            time_us=self.time_us[mask],
+            source_idx=self.source_idx[mask],
+            failures=[f for f in self.failures if f.problem in keep_set],
+        ).compact()
+
+    def compact(self) -> Dataset:
+        """Drop table entries no record or failure refers to (ids are renumbered)."""
+        used_p = set(self.problem_idx.tolist()) | {self.problems.index(f.problem) for f in self.failures}
+        used_c = set(self.choice_idx.tolist()) | {
+            self.choices.index(f.choice) for f in self.failures if f.choice is not None and f.choice in self.choices
+        }
+        pmap = np.full(len(self.problems), -1, dtype=np.int64)
+        pmap[sorted(used_p)] = np.arange(len(used_p))
+        cmap = np.full(len(self.choices), -1, dtype=np.int64)
+        cmap[sorted(used_c)] = np.arange(len(used_c))
+        return Dataset(
+            sources=self.sources,
+            problems=[self.problems[i] for i in sorted(used_p)],
+            choices=[self.choices[i] for i in sorted(used_c)],
+            problem_idx=pmap[self.problem_idx] if len(self) else self.problem_idx,
+            choice_idx=cmap[self.choice_idx] if len(self) else self.choice_idx,
+            time_us=self.time_us,
+            source_idx=self.source_idx,
+            failures=self.failures,
+        )
+
+
+def _record_key(r: TimingRecord) -> tuple[Problem, Choice, float, str]:
+    return (r.problem, r.choice, r.time_us, r.hardware)
+
+
+def _check_ids(name: str, ids: np.ndarray, n: int) -> None:
+    if ids.min() < 0 or ids.max() >= n:
+        raise ValueError(f"{name}: record refers to {name} id {int(ids.max())} but the table has {n} entries")
+
+
+class _Tables:
+    """Interning tables (object -> id) shared by the builders and the writer."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.choices: list[Choice] = []
+        self.sources: list[Provenance] = []
+        self._p: dict[Problem, int] = {}
+        self._c: dict[Choice, int] = {}
+        self._s: dict[Provenance, int] = {}
+
+    def problem_id(self, p: Problem) -> int:
+        i = self._p.get(p)
+        if i is None:
+            i = self._p[p] = len(self.problems)
+            self.problems.append(p)
+        return i
+
+    def choice_id(self, c: Choice) -> int:
+        i = self._c.get(c)
+        if i is None:
+            i = self._c[c] = len(self.choices)
+            self.choices.append(c)
+        return i
+
+    def source_id(self, s: Provenance) -> int:
+        i = self._s.get(s)
+        if i is None:
+            i = self._s[s] = len(self.sources)
+            self.sources.append(s)
+        return i
+
+
+def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = False) -> Dataset:
+    """Join datasets into one. Identical records (same problem, choice, time and hardware) are
+    kept once; repeated measurements with different times are all kept.
+
+    Raises:
+        ValueError: the datasets are of different GPUs and ``allow_mixed_hardware`` is False.
+    """
+    parts = list(datasets)
+    t = _Tables()
+    seen: set[tuple[int, int, float, str]] = set()
+    cols: dict[str, list[Any]] = {"problem": [], "choice": [], "time_us": [], "source": []}
+    failures: list[FailureRecord] = []
+    fail_seen: set[FailureRecord] = set()
+    for ds in parts:
+        smap = [t.source_id(s) for s in ds.sources]
+        pmap = [t.problem_id(p) for p in ds.problems]
+        cmap = [t.choice_id(c) for c in ds.choices]
+        for p, c, tm, s in zip(ds.problem_idx.tolist(), ds.choice_idx.tolist(), ds.time_us.tolist(), ds.source_idx.tolist()):
+            src = smap[s]
+            key = (pmap[p], cmap[c], tm, t.sources[src].hardware)
+            if key in seen:
+                continue
+            seen.add(key)
+            cols["problem"].append(pmap[p])
+            cols["choice"].append(cmap[c])
+            cols["time_us"].append(tm)
+            cols["source"].append(src)
+        for f in ds.failures:
+            if f not in fail_seen:
+                fail_seen.add(f)
+                failures.append(f)
+    keys = sorted({s.hardware for s in t.sources})
+    if len(keys) > 1 and not allow_mixed_hardware:
+        raise ValueError(
+            f"hardware: refusing to merge timings of different GPUs {keys}; merge each GPU's files separately "
+            f"(or pass allow_mixed_hardware=True / --allow-mixed-hardware if you really mean it)"
+        )
+    return Dataset(
+        sources=t.sources,
+        problems=t.problems,
+        choices=t.choices,
+        problem_idx=np.array(cols["problem"], dtype=np.int32),
+        choice_idx=np.array(cols["choice"], dtype=np.int32),
+        time_us=np.array(cols["time_us"], dtype=np.float64),
+        source_idx=np.array(cols["source"], dtype=np.uint16),
+        failures=failures,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------------
+
+
+def _header() -> dict[str, Any]:
+    from torch_diode._version import __version__
+
+    return {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, "created_by": f"torch-diode {__version__}"}
+
+
+def _encode_chunk(
+    fmt: Format,
+    *,
+    new_sources: Sequence[tuple[int, Provenance]],
+    new_problems: Sequence[tuple[int, Problem]],
+    new_choices: Sequence[tuple[int, Choice]],
+    columns: Mapping[str, np.ndarray],
+    failures: Sequence[Mapping[str, Any]],
+) -> bytes:
+    obj: dict[str, Any] = {
+        "sources": [[i, s.to_dict()] for i, s in new_sources],
+        "problems": [[i, p.to_dict()] for i, p in new_problems],
+        "choices": [[i, c.to_dict()] for i, c in new_choices],
+        "failures": list(failures),
+    }
+    if fmt == "msgpack":
+        obj["records"] = {name: np.ascontiguousarray(columns[name], dtype=dt).tobytes() for name, dt in _COLUMNS}
+        return msgpack.packb(obj, use_bin_type=True)
+    obj["records"] = {name: np.asarray(columns[name]).tolist() for name, _ in _COLUMNS}
+    return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
+def _encode_header(fmt: Format) -> bytes:
+    if fmt == "msgpack":
+        return msgpack.packb(_header(), use_bin_type=True)
+    return (json.dumps(_header()) + "\n").encode()
+
+
+def _failure_dict(f: FailureRecord, t: _Tables, source: int) -> dict[str, Any]:
+    return {
+        "problem": t.problem_id(f.problem),
+        "choice": None if f.choice is None else t.choice_id(f.choice),
+        "reason": f.reason,
+        "message": f.message,
+        "source": source,
+    }
+
+
+def write_dataset(dataset: Dataset, path: str | os.PathLike[str], *, format: str | None = None) -> Path:
+    """Write a whole dataset to ``path`` atomically (a temp file, then ``os.replace``).
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    fmt = format_for_path(path, format)
+    t = _Tables()
+    for s in dataset.sources:
+        t.source_id(s)
+    for p in dataset.problems:
+        t.problem_id(p)
+    for c in dataset.choices:
+        t.choice_id(c)
+    src_of_hw = {s.hardware: i for i, s in reversed(list(enumerate(dataset.sources)))}
+    failures = [_failure_dict(f, t, src_of_hw[f.hardware]) for f in dataset.failures]
+    body = _encode_header(fmt) + _encode_chunk(
+        fmt,
+        new_sources=list(enumerate(t.sources)),
+        new_problems=list(enumerate(t.problems)),
+        new_choices=list(enumerate(t.choices)),
+        columns={
+            "problem": dataset.problem_idx,
+            "choice": dataset.choice_idx,
+            "time_us": dataset.time_us,
+            "source": dataset.source_idx,
+        },
+        failures=failures,
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _ReadState:
+    """What the complete chunks of a file define; also how a writer resumes."""
+
+    tables: _Tables
+    id_sources: dict[int, int]
+    id_problems: dict[int, int]
+    id_choices: dict[int, int]
+    columns: dict[str, list[np.ndarray]]
+    failures: list[FailureRecord]
+    chunks: int = 0
+    good_bytes: int = 0
+    records: int = 0
+
+
+def _iter_objects(path: Path, data: bytes, fmt: Format) -> Iterator[tuple[Any, int, int]]:
+    """Yield (object, end offset, index). Raises TruncatedFileError-ready info via _Truncated."""
+    if fmt == "msgpack":
+        unpacker = msgpack.Unpacker(io.BytesIO(data), raw=False, strict_map_key=False, max_buffer_size=0)
+        i = 0
+        while True:
+            try:
+                obj = unpacker.unpack()
+            except msgpack.OutOfData:
+                pos = unpacker.tell()
+                if pos < len(data):
+                    raise _Truncated(pos, f"{len(data) - pos} trailing byte(s) do not form a complete object") from None
+                return
+            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as e:
+                raise DatasetFormatError(f"{path}: not a valid msgpack stream at object {i}: {e}") from None
+            yield obj, unpacker.tell(), i
+            i += 1
+    else:
+        pos = 0
+        for i, line in enumerate(data.splitlines(keepends=True)):
+            end = pos + len(line)
+            if not line.endswith(b"\n"):
+                raise _Truncated(pos, "the last line has no newline")
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise DatasetFormatError(f"{path}: line {i + 1} is not valid JSON: {e}") from None
+            yield obj, end, i
+            pos = end
+
+
+class _Truncated(Exception):
+    def __init__(self, pos: int, detail: str) -> None:
+        self.pos = pos
+        self.detail = detail
+
+
+def _decode_column(path: Path, i: int, fmt: Format, name: str, dt: str, value: Any) -> np.ndarray:
+    if fmt == "msgpack":
+        if not isinstance(value, (bytes, bytearray)):
+            raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must be binary, got {type(value).__name__}")
+        size = np.dtype(dt).itemsize
+        if len(value) % size:
+            raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} has {len(value)} bytes, not a multiple of {size}")
+        return np.frombuffer(value, dtype=dt)
+    if not isinstance(value, list):
+        raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must be a list, got {type(value).__name__}")
+    try:
+        arr = np.array(value, dtype=dt if name != "time_us" else np.float64)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} holds a bad value: {e}") from None
+    if arr.ndim != 1:
+        raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must be a flat list")
+    if name != "time_us" and not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must hold integer ids")
+    return arr
+
+
+def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> None:
+    where = f"{path}: chunk {i}"
+    if not isinstance(obj, dict):
+        raise DatasetFormatError(f"{where}: expected an object, got {type(obj).__name__}")
+    expected = {"sources", "problems", "choices", "records", "failures"}
+    if set(obj) != expected:
+        raise DatasetFormatError(
+            f"{where}: expected keys {sorted(expected)}, got {sorted(obj)} (is this a torch-diode dataset?)"
+        )
+    try:
+        for table, ids, make, intern in (
+            ("sources", st.id_sources, Provenance.from_dict, st.tables.source_id),
+            ("problems", st.id_problems, Problem.from_dict, st.tables.problem_id),
+            ("choices", st.id_choices, Choice.from_dict, st.tables.choice_id),
+        ):
+            entries = obj[table]
+            if not isinstance(entries, list):
+                raise ValueError(f"{table}: expected a list of [id, object] pairs")
+            for entry in entries:
+                if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and isinstance(entry[1], dict)):
+                    raise ValueError(f"{table}: expected [id, object] pairs, got {entry!r:.200}")
+                if entry[0] in ids:
+                    raise ValueError(f"{table}: id {entry[0]} is defined twice")
+                ids[entry[0]] = intern(make(entry[1]))  # type: ignore[operator]
+        recs = obj["records"]
+        if not isinstance(recs, dict) or set(recs) != {n for n, _ in _COLUMNS}:
+            raise ValueError(f"records: expected columns {[n for n, _ in _COLUMNS]}")
+        cols = {name: _decode_column(path, i, fmt, name, dt, recs[name]) for name, dt in _COLUMNS}
+        n = len(cols["time_us"])
+        if any(len(c) != n for c in cols.values()):
+            raise ValueError(f"records: columns differ in length {({k: len(v) for k, v in cols.items()})}")
+        mapped = {}
+        for name, ids in (("problem", st.id_problems), ("choice", st.id_choices), ("source", st.id_sources)):
+            raw = cols[name]
+            if n:
+                uniq = np.unique(raw)
+                missing = [int(u) for u in uniq if int(u) not in ids]
+                if missing:
+                    raise ValueError(f"records: {name} id {missing[0]} is not defined")
+                lut = np.zeros(int(uniq.max()) + 1, dtype=np.int64)
+                for u in uniq.tolist():
+                    lut[u] = ids[int(u)]
+                mapped[name] = lut[raw]
+            else:
+                mapped[name] = raw.astype(np.int64)
+        t = cols["time_us"]
+        if n and not (np.isfinite(t) & (t > 0)).all():
+            j = int(np.flatnonzero(~(np.isfinite(t) & (t > 0)))[0])
+            raise ValueError(f"time_us: record {j} has time {t[j]!r}; times must be positive and finite")
+        fails = obj["failures"]
+        if not isinstance(fails, list):
+            raise ValueError("failures: expected a list")
+        new_failures = []
+        for f in fails:
+            if not isinstance(f, dict) or set(f) != {"problem", "choice", "reason", "message", "source"}:
+                raise ValueError(f"failures: malformed entry {f!r:.200}")
+            if f["problem"] not in st.id_problems or f["source"] not in st.id_sources:
+                raise ValueError(f"failures: entry refers to an undefined id: {f!r:.200}")
+            if f["choice"] is not None and f["choice"] not in st.id_choices:
+                raise ValueError(f"failures: entry refers to an undefined choice id: {f!r:.200}")
+            new_failures.append(
+                FailureRecord(
+                    problem=st.tables.problems[st.id_problems[f["problem"]]],
+                    choice=None if f["choice"] is None else st.tables.choices[st.id_choices[f["choice"]]],
+                    reason=f["reason"],
+                    message=f["message"],
+                    hardware=st.tables.sources[st.id_sources[f["source"]]].hardware,
+                )
+            )
+    except (ValueError, TypeError, KeyError) as e:
+        if isinstance(e, DatasetFormatError):
+            raise
+        raise DatasetFormatError(f"{where}: {e}") from None
+    st.columns["problem"].append(mapped["problem"])
+    st.columns["choice"].append(mapped["choice"])
+    st.columns["source"].append(mapped["source"])
+    st.columns["time_us"].append(cols["time_us"])
+    st.failures.extend(new_failures)
+    st.records += n
+
+
+def _check_header(path: Path, obj: Any) -> None:
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
+        raise DatasetFormatError(
+            f"{path}: not a torch-diode dataset (the first object has no \"format\": \"{FORMAT_NAME}\")"
+        )
+    version = obj.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaVersionError(str(path), version, SCHEMA_VERSION)
+
+
+def _read_state(path: Path, fmt: Format, *, recover: bool) -> _ReadState:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DatasetFormatError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DatasetFormatError(f"{path}: is a directory, not a dataset file") from None
+    except OSError as e:
+        raise DatasetFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    st = _ReadState(_Tables(), {}, {}, {}, {"problem": [], "choice": [], "time_us": [], "source": []}, [])
+    if not data:
+        raise DatasetFormatError(f"{path}: file is empty (not a torch-diode dataset)")
+    try:
+        for obj, end, i in _iter_objects(path, data, fmt):
+            if i == 0:
+                _check_header(path, obj)
+            else:
+                _apply_chunk(path, i, fmt, obj, st)
+                st.chunks += 1
+            st.good_bytes = end
+    except _Truncated as t:
+        if st.good_bytes == 0:
+            raise DatasetFormatError(f"{path}: file is truncated inside its header ({t.detail})") from None
+        if not recover:
+            raise TruncatedFileError(str(path), st.chunks, st.records, t.detail) from None
+    return st
+
+
+def _state_to_dataset(st: _ReadState) -> Dataset:
+    def cat(name: str, dt: Any) -> np.ndarray:
+        parts = st.columns[name]
+        return np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dtype=dt)
+
+    return Dataset(
+        sources=st.tables.sources,
+        problems=st.tables.problems,
+        choices=st.tables.choices,
+        problem_idx=cat("problem", np.int32),
+        choice_idx=cat("choice", np.int32),
+        time_us=cat("time_us", np.float64),
+        source_idx=cat("source", np.uint16),
+        failures=st.failures,
+    )
+
+
+def read_dataset(path: str | os.PathLike[str], *, format: str | None = None, recover: bool = False) -> Dataset:
+    """Read a dataset file.
+
+    Args:
+        path: a ``.json``/``.jsonl`` or ``.msgpack`` file (or any name with ``format`` given).
+        format: ``"json"`` or ``"msgpack"``; by default the extension decides.
+        recover: keep the complete chunks of a truncated file instead of raising.
+
+    Raises:
+        DatasetFormatError: the file is missing, malformed or not a dataset (message names the file).
+        SchemaVersionError: the file has another schema version.
+        TruncatedFileError: the file ends inside a chunk and ``recover`` is False.
+    """
+    p = Path(path)
+    return _state_to_dataset(_read_state(p, format_for_path(p, format), recover=recover))
+
+
+def read_datasets(paths: Iterable[str | os.PathLike[str]], *, recover: bool = False, allow_mixed_hardware: bool = False) -> Dataset:
+    """Read and merge several dataset files (see ``merge_datasets``)."""
+    return merge_datasets((read_dataset(p, recover=recover) for p in paths), allow_mixed_hardware=allow_mixed_hardware)
+
+
+def find_dataset_files(directory: str | os.PathLike[str], extensions: Sequence[str] = ("msgpack", "json")) -> list[Path]:
+    """Dataset files below ``directory`` with one of the extensions, sorted."""
+    exts = {"." + e.lstrip(".").lower() for e in extensions}
+    return sorted(p for p in Path(directory).rglob("*") if p.is_file() and p.suffix.lower() in exts and not p.name.startswith("."))
+
+
+# ---------------------------------------------------------------------------------------------
+# Append-friendly writing
+# ---------------------------------------------------------------------------------------------
+
+
+class DatasetWriter:
+    """Appends records to a dataset file in self-contained chunks, for collectors.
+
+    Every ``flush()`` appends one chunk and fsyncs it, so an interruption at any moment keeps every
+    flushed record. Opening an existing file resumes it: the complete chunks are kept, a partial
+    tail (from an earlier interruption) is cut off, and ``problems_done`` tells which problems are
+    already there so a collector can skip them.
+
+    Use as a context manager; leaving the block flushes what is buffered.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        provenance: Provenance,
+        *,
+        format: str | None = None,
+        flush_every: int = 10_000,
+    ) -> None:
+        self.path = Path(path)
+        self.format: Format = format_for_path(self.path, format)
+        self.provenance = provenance
+        self.flush_every = flush_every
+        self._tables = _Tables()
+        self._written_sources = 0
+        self._written_problems = 0
+        self._written_choices = 0
+        self._buf: dict[str, list[Any]] = {"problem": [], "choice": [], "time_us": [], "source": []}
+        self._fail_buf: list[dict[str, Any]] = []
+        self.problems_done: set[Problem] = set()
+        self.records_before = 0
+        self.recovered_bytes = 0
+        if self.path.exists() and self.path.stat().st_size > 0:
+            st = _read_state(self.path, self.format, recover=True)
+            hw = {s.hardware for s in st.tables.sources}
+            if hw and hw != {provenance.hardware}:
+                raise ValueError(
+                    f"{self.path}: holds timings of {sorted(hw)}, not {provenance.hardware!r}; write to another file"
+                )
+            self._tables = st.tables
+            self._written_sources = len(st.tables.sources)
+            self._written_problems = len(st.tables.problems)
+            self._written_choices = len(st.tables.choices)
+            if st.columns["problem"]:
+                done = np.unique(np.concatenate(st.columns["problem"]))
+                self.problems_done = {st.tables.problems[i] for i in done.tolist()}
+            self.problems_done |= {f.problem for f in st.failures if f.choice is None}
+            self.records_before = st.records
+            size = self.path.stat().st_size
+            self.recovered_bytes = size - st.good_bytes
+            self._fh: BinaryIO = open(self.path, "r+b")
+            self._fh.truncate(st.good_bytes)
+            self._fh.seek(st.good_bytes)
+        else:
+            self._fh = open(self.path, "wb")
+            self._fh.write(_encode_header(self.format))
+            self._sync()
+        self._source = self._tables.source_id(provenance)
+
+    def _sync(self) -> None:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def add(self, record: TimingRecord) -> None:
+        if record.hardware != self.provenance.hardware:
+            raise ValueError(f"hardware: record of {record.hardware!r} in a file of {self.provenance.hardware!r}")
+        self._buf["problem"].append(self._tables.problem_id(record.problem))
+        self._buf["choice"].append(self._tables.choice_id(record.choice))
+        self._buf["time_us"].append(record.time_us)
+        self._buf["source"].append(self._source)
+        if len(self._buf["time_us"]) >= self.flush_every:
+            self.flush()
+
+    def add_failure(self, failure: FailureRecord) -> None:
+        self._fail_buf.append(_failure_dict(failure, self._tables, self._source))
+
+    def flush(self) -> None:
+        """Append the buffered records and failures as one chunk and fsync it."""
+        t = self._tables
+        if not self._buf["time_us"] and not self._fail_buf and self._written_sources == len(t.sources):
+            return
+        chunk = _encode_chunk(
+            self.format,
+            new_sources=list(enumerate(t.sources))[self._written_sources :],
+            new_problems=list(enumerate(t.problems))[self._written_problems :],
+            new_choices=list(enumerate(t.choices))[self._written_choices :],
+            columns={k: np.array(v) for k, v in self._buf.items()},
+            failures=self._fail_buf,
+        )
+        self._fh.write(chunk)
+        self._sync()
+        self._written_sources = len(t.sources)
+        self._written_problems = len(t.problems)
+        self._written_choices = len(t.choices)
+        for v in self._buf.values():
+            v.clear()
+        self._fail_buf = []
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self.flush()
+            self._fh.close()
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

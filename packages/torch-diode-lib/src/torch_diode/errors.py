@@ -1,0 +1,61 @@
+"""The torch-diode exception hierarchy: every error we raise on purpose derives from DiodeError."""
+
+from __future__ import annotations
+
+
+class DiodeError(Exception):
+    """Base class of every torch-diode error."""
+
+
+class DatasetFormatError(DiodeError, ValueError):
+    """A dataset file is malformed, truncated or of an unknown kind. The message names the file."""
+
+
+class SchemaVersionError(DatasetFormatError):
+    """A file was written with a schema version this torch-diode cannot read."""
+
+    def __init__(self, path: str, found: object, supported: int, regenerate: str = "") -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        hint = regenerate or (
+            "upgrade torch-diode-lib if the file is newer, or regenerate it with the matching `diode` command"
+        )
+        super().__init__(
+            f"{path}: schema version {found!r} is not supported (this torch-diode reads version "
+            f"{supported}); {hint}"
+        )
+
+
+class TruncatedFileError(DatasetFormatError):
+    """A dataset stream ends in the middle of a chunk (an interrupted writer).
+
+    ``complete_records`` says how many records the complete chunks before the break hold; read
+    the file with ``recover=True`` (or ``diode data recover``) to keep them.
+    """
+
+    def __init__(self, path: str, complete_chunks: int, complete_records: int, detail: str) -> None:
+        self.path = path
+        self.complete_chunks = complete_chunks
+        self.complete_records = complete_records
+        super().__init__(
+            f"{path}: file is truncated after {complete_chunks} complete chunk(s) holding "
+            f"{complete_records} record(s) ({detail}); read it with recover=True or run "
+            f"`diode data recover {path}` to keep the complete part"
+        )
+
+
+class ModelFormatError(DiodeError, ValueError):
+    """A model file is not a torch-diode model, has another schema, or is corrupt."""
+
+
+class HardwareError(DiodeError):
+    """The GPU could not be identified or does not match what was asked for."""
+
+
+class ModelNotFoundError(DiodeError, LookupError):
+    """No model of the requested name or hardware key is available."""
+
+
+class CollectionError(DiodeError):
+    """A collection run failed as a whole (for example it measured nothing)."""
