@@ -33,6 +33,11 @@ def run_diode(tmp_path: Path):
 
     def run(*args: str, check: bool | None = None, env: dict[str, str] | None = None, timeout: float = 300):
         full_env = dict(os.environ)
+        # The subprocess runs in tmp_path: make a relative PYTHONPATH absolute first.
+        if full_env.get("PYTHONPATH"):
+            full_env["PYTHONPATH"] = os.pathsep.join(
+                str(Path(p).resolve()) for p in full_env["PYTHONPATH"].split(os.pathsep) if p
+            )
         full_env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
         if env:
             full_env.update(env)

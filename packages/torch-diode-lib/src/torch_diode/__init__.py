@@ -35,3 +35,32 @@ __all__ = [
     "TruncatedFileError",
     "__version__",
 ]
+
+
+def _run_plugins() -> None:
+    """Run each installed ``torch_diode.plugins`` entry point once (the torch-diode meta-wheel installs
+    ``autoregister``). A failing plugin is logged, never raised: ``import torch_diode`` must not break.
+    Set ``TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD=1`` to skip them (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+    """
+    import os
+    from importlib.metadata import entry_points
+
+    if os.environ.get("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", "").strip() not in ("", "0"):
+        return
+    for entry_point in entry_points(group="torch_diode.plugins"):
+        try:
+            entry_point.load()()
+        except Exception as e:  # the one catch-all boundary of the import: a plugin never breaks it
+            import logging
+
+            logging.getLogger("torch_diode").warning(
+                "torch-diode plugin %r (%s) failed and was skipped: %s: %s "
+                "(set TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD=1 to stop loading plugins)",
+                entry_point.name,
+                entry_point.value,
+                type(e).__name__,
+                e,
+            )
+
+
+_run_plugins()

@@ -76,7 +76,7 @@ class ProblemTimings:
         out: dict[int, float] = {}
         order = np.argsort(self.choice_idx, kind="stable")
         ids, starts = np.unique(self.choice_idx[order], return_index=True)
-        bounds = list(starts[1:]) + [len(order)]
+        bounds = [*starts[1:].tolist(), len(order)]
         for cid, s, e in zip(ids.tolist(), starts.tolist(), bounds):
             out[int(cid)] = float(np.median(self.time_us[order[s:e]]))
         return out
@@ -121,7 +121,7 @@ class Dataset:
             bad = ~(np.isfinite(self.time_us) & (self.time_us > 0))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"time_us: must be positive and finite, got {self.time_us[i]!r} at record {i}")
+                raise ValueError(f"time_us: must be positive and finite, got {float(self.time_us[i])!r} at record {i}")
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -216,7 +216,7 @@ class Dataset:
         """Measurements grouped by problem, in problem-table order (problems with no record skipped)."""
         order = np.argsort(self.problem_idx, kind="stable")
         pids, starts = np.unique(self.problem_idx[order], return_index=True)
-        bounds = list(starts[1:]) + [len(order)]
+        bounds = [*starts[1:].tolist(), len(order)]
         out = []
         for pid, s, e in zip(pids.tolist(), starts.tolist(), bounds):
             sel = order[s:e]
@@ -304,15 +304,18 @@ class _Tables:
 
 
 def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = False) -> Dataset:
-    """Join datasets into one. Identical records (same problem, choice, time and hardware) are
-    kept once; repeated measurements with different times are all kept.
+    """Join datasets into one. A record found in several inputs (same problem, choice, time and
+    hardware) is kept once; repeated measurements are all kept, including repeats within one
+    input that happen to have the same time (a key occurring n times in one input and m times in
+    another is kept max(n, m) times, so ``merge([a, a]) == a`` and ``merge([a]) == a``).
 
     Raises:
         ValueError: the datasets are of different GPUs and ``allow_mixed_hardware`` is False.
     """
     parts = list(datasets)
     t = _Tables()
-    seen: set[tuple[int, int, float, str]] = set()
+    # Times are compared by value; kept[key] = most occurrences of key in any one input so far.
+    kept: dict[tuple[int, int, float, str], int] = {}
     cols: dict[str, list[Any]] = {"problem": [], "choice": [], "time_us": [], "source": []}
     failures: list[FailureRecord] = []
     fail_seen: set[FailureRecord] = set()
@@ -320,12 +323,14 @@ def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = 
         smap = [t.source_id(s) for s in ds.sources]
         pmap = [t.problem_id(p) for p in ds.problems]
         cmap = [t.choice_id(c) for c in ds.choices]
+        local: dict[tuple[int, int, float, str], int] = {}
         for p, c, tm, s in zip(ds.problem_idx.tolist(), ds.choice_idx.tolist(), ds.time_us.tolist(), ds.source_idx.tolist()):
             src = smap[s]
             key = (pmap[p], cmap[c], tm, t.sources[src].hardware)
-            if key in seen:
+            n = local[key] = local.get(key, 0) + 1
+            if n <= kept.get(key, 0):
                 continue
-            seen.add(key)
+            kept[key] = n
             cols["problem"].append(pmap[p])
             cols["choice"].append(cmap[c])
             cols["time_us"].append(tm)
@@ -410,24 +415,27 @@ def write_dataset(dataset: Dataset, path: str | os.PathLike[str], *, format: str
     path = Path(path)
     fmt = format_for_path(path, format)
     t = _Tables()
-    for s in dataset.sources:
-        t.source_id(s)
-    for p in dataset.problems:
-        t.problem_id(p)
-    for c in dataset.choices:
-        t.choice_id(c)
-    src_of_hw = {s.hardware: i for i, s in reversed(list(enumerate(dataset.sources)))}
+    # Tables given to Dataset() may repeat an entry; the file's tables are interned, so the
+    # record columns are mapped onto the interned ids.
+    smap = np.array([t.source_id(s) for s in dataset.sources], dtype=np.int64)
+    pmap = np.array([t.problem_id(p) for p in dataset.problems], dtype=np.int64)
+    cmap = np.array([t.choice_id(c) for c in dataset.choices], dtype=np.int64)
+    src_of_hw = {s.hardware: t.source_id(s) for s in reversed(dataset.sources)}
+    missing = sorted({f.hardware for f in dataset.failures} - set(src_of_hw))
+    if missing:
+        raise ValueError(f"hardware: failures of {missing} have no source; sources: {sorted(src_of_hw)}")
     failures = [_failure_dict(f, t, src_of_hw[f.hardware]) for f in dataset.failures]
+    n = len(dataset)
     body = _encode_header(fmt) + _encode_chunk(
         fmt,
         new_sources=list(enumerate(t.sources)),
         new_problems=list(enumerate(t.problems)),
         new_choices=list(enumerate(t.choices)),
         columns={
-            "problem": dataset.problem_idx,
-            "choice": dataset.choice_idx,
+            "problem": pmap[dataset.problem_idx] if n else dataset.problem_idx,
+            "choice": cmap[dataset.choice_idx] if n else dataset.choice_idx,
             "time_us": dataset.time_us,
-            "source": dataset.source_idx,
+            "source": smap[dataset.source_idx] if n else dataset.source_idx,
         },
         failures=failures,
     )
@@ -469,27 +477,31 @@ def _iter_objects(path: Path, data: bytes, fmt: Format) -> Iterator[tuple[Any, i
     if fmt == "msgpack":
         unpacker = msgpack.Unpacker(io.BytesIO(data), raw=False, strict_map_key=False, max_buffer_size=0)
         i = 0
+        pos = 0  # end of the last complete object
         while True:
             try:
                 obj = unpacker.unpack()
             except msgpack.OutOfData:
-                pos = unpacker.tell()
+                # tell() has moved past a partial object by now, so compare with the last good end.
                 if pos < len(data):
                     raise _Truncated(pos, f"{len(data) - pos} trailing byte(s) do not form a complete object") from None
                 return
             except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as e:
                 raise DatasetFormatError(f"{path}: not a valid msgpack stream at object {i}: {e}") from None
-            yield obj, unpacker.tell(), i
+            pos = unpacker.tell()
+            yield obj, pos, i
             i += 1
     else:
         pos = 0
         for i, line in enumerate(data.splitlines(keepends=True)):
             end = pos + len(line)
-            if not line.endswith(b"\n"):
-                raise _Truncated(pos, "the last line has no newline")
             try:
                 obj = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                # A last line without its newline is an interrupted write, unless it is complete
+                # JSON (a hand-edited file whose editor dropped the final newline).
+                if not line.endswith(b"\n"):
+                    raise _Truncated(pos, "the last line is incomplete") from None
                 raise DatasetFormatError(f"{path}: line {i + 1} is not valid JSON: {e}") from None
             yield obj, end, i
             pos = end
@@ -519,6 +531,8 @@ def _decode_column(path: Path, i: int, fmt: Format, name: str, dt: str, value: A
         raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must be a flat list")
     if name != "time_us" and not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must hold integer ids")
+    if name == "time_us" and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise DatasetFormatError(f"{path}: chunk {i}: column 'time_us' must hold numbers")
     return arr
 
 
@@ -545,7 +559,7 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
                     raise ValueError(f"{table}: expected [id, object] pairs, got {entry!r:.200}")
                 if entry[0] in ids:
                     raise ValueError(f"{table}: id {entry[0]} is defined twice")
-                ids[entry[0]] = intern(make(entry[1]))  # type: ignore[operator]
+                ids[entry[0]] = intern(make(entry[1]))  # type: ignore[operator, arg-type]
         recs = obj["records"]
         if not isinstance(recs, dict) or set(recs) != {n for n, _ in _COLUMNS}:
             raise ValueError(f"records: expected columns {[n for n, _ in _COLUMNS]}")
@@ -570,7 +584,7 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
         t = cols["time_us"]
         if n and not (np.isfinite(t) & (t > 0)).all():
             j = int(np.flatnonzero(~(np.isfinite(t) & (t > 0)))[0])
-            raise ValueError(f"time_us: record {j} has time {t[j]!r}; times must be positive and finite")
+            raise ValueError(f"time_us: record {j} has time {float(t[j])!r}; times must be positive and finite")
         fails = obj["failures"]
         if not isinstance(fails, list):
             raise ValueError("failures: expected a list")
@@ -680,6 +694,46 @@ def read_datasets(paths: Iterable[str | os.PathLike[str]], *, recover: bool = Fa
     return merge_datasets((read_dataset(p, recover=recover) for p in paths), allow_mixed_hardware=allow_mixed_hardware)
 
 
+@dataclass(frozen=True)
+class RecoverResult:
+    """What ``recover_dataset`` kept and dropped."""
+
+    dataset: Dataset
+    chunks: int  # complete chunks kept
+    kept_bytes: int  # length of the complete part of the input
+    dropped_bytes: int  # length of the partial tail (0: the file was complete)
+
+
+def recover_dataset(
+    path: str | os.PathLike[str],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    format: str | None = None,
+    output_format: str | None = None,
+) -> RecoverResult:
+    """Keep the complete chunks of a (possibly truncated) dataset file.
+
+    Without ``output`` the file is cut back in place to its complete chunks, byte for byte (a
+    ``DatasetWriter`` can then resume it); with ``output`` the complete part is written there as a
+    new file (format from ``output_format`` or its extension) and the input is left alone.
+
+    Raises:
+        DatasetFormatError: the file is malformed (not merely truncated), or truncated inside its header.
+    """
+    p = Path(path)
+    st = _read_state(p, format_for_path(p, format), recover=True)
+    size = p.stat().st_size
+    ds = _state_to_dataset(st)
+    if output is not None:
+        write_dataset(ds, output, format=output_format)
+    elif size > st.good_bytes:
+        with open(p, "r+b") as fh:
+            fh.truncate(st.good_bytes)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return RecoverResult(ds, st.chunks, st.good_bytes, size - st.good_bytes)
+
+
 def find_dataset_files(directory: str | os.PathLike[str], extensions: Sequence[str] = ("msgpack", "json")) -> list[Path]:
     """Dataset files below ``directory`` with one of the extensions, sorted."""
     exts = {"." + e.lstrip(".").lower() for e in extensions}
@@ -757,12 +811,15 @@ class DatasetWriter:
     def add(self, record: TimingRecord) -> None:
         if record.hardware != self.provenance.hardware:
             raise ValueError(f"hardware: record of {record.hardware!r} in a file of {self.provenance.hardware!r}")
+        # Flush only when a new problem starts, so a chunk never splits a problem's records and
+        # a resumed writer's problems_done holds only problems whose records were all written.
+        buf = self._buf["problem"]
+        if len(buf) >= self.flush_every and buf[-1] != self._tables._p.get(record.problem):
+            self.flush()
         self._buf["problem"].append(self._tables.problem_id(record.problem))
         self._buf["choice"].append(self._tables.choice_id(record.choice))
         self._buf["time_us"].append(record.time_us)
         self._buf["source"].append(self._source)
-        if len(self._buf["time_us"]) >= self.flush_every:
-            self.flush()
 
     def add_failure(self, failure: FailureRecord) -> None:
         self._fail_buf.append(_failure_dict(failure, self._tables, self._source))

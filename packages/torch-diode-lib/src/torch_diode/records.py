@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Union
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 #: Operations whose lowering goes through Inductor's GEMM template selection.
 OPS: tuple[str, ...] = ("mm", "addmm", "bmm", "baddbmm")
@@ -33,7 +33,7 @@ DTYPE_ITEMSIZE: Mapping[str, int] = {
 }
 
 Layout = Literal["row", "col", "strided"]
-Scalar = Union[bool, int, float, str, None]
+Scalar = bool | int | float | str | None
 
 # Inductor kwarg name -> Choice field name, for the kwargs that every GEMM template shares.
 _KNOWN_KWARGS: Mapping[str, str] = {
@@ -73,8 +73,12 @@ def dtype_itemsize(dtype: object) -> int:
     return DTYPE_ITEMSIZE[canonical_dtype(dtype)]
 
 
+# Integers are stored as 64-bit in msgpack files; larger ones could not be written.
+_INT64_MAX = 2**63 - 1
+
+
 def _check_pos_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value > _INT64_MAX:
         raise ValueError(f"{name}: must be a positive integer, got {value!r}")
 
 
@@ -83,7 +87,7 @@ def _check_stride(name: str, value: object, ndim: int) -> tuple[int, ...]:
         raise ValueError(f"{name}: must be a sequence of {ndim} integers, got {value!r}")
     out = []
     for s in value:
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0 or s > _INT64_MAX:
             raise ValueError(f"{name}: strides must be non-negative integers, got {value!r}")
         out.append(int(s))
     return tuple(out)
@@ -203,6 +207,8 @@ def _check_scalar(name: str, value: object) -> None:
         raise ValueError(f"{name}: config values must be bool, int, float, str or None, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{name}: must be finite, got {value!r}")
+    if isinstance(value, int) and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise ValueError(f"{name}: integers must fit in 64 bits, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -387,8 +393,10 @@ class Provenance:
             v = getattr(self, name)
             if not isinstance(v, str):
                 raise ValueError(f"{name}: must be a string, got {v!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ValueError(f"seed: must be an integer or None, got {self.seed!r}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or not -_INT64_MAX - 1 <= self.seed <= _INT64_MAX
+        ):
+            raise ValueError(f"seed: must be a 64-bit integer or None, got {self.seed!r}")
         extra = tuple(sorted((str(k), str(v)) for k, v in dict(self.extra).items()))
         object.__setattr__(self, "extra", extra)
 

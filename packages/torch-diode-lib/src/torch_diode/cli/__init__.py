@@ -55,14 +55,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
+    name = " ".join(str(v) for v in (args.command, getattr(args, "data_command", None)) if v)
     try:
         return int(func(args) or 0)
-    except UsageError as e:
-        print(f"diode {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except (DiodeError, ValueError, OSError) as e:
-        print(f"diode {args.command}: error: {e}", file=sys.stderr)
+    except BrokenPipeError:
+        # `diode data stats ... | head`: the reader left; that is not an error.
+        sys.stderr.close()
+        return 0
+    except (UsageError, DiodeError, ValueError, OSError) as e:
+        print(f"diode {name}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"diode {args.command}: interrupted", file=sys.stderr)
+        print(f"diode {name}: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,329 @@
+"""``diode collect``, ``diode collect-shapeset``, ``diode create-validation`` and ``diode shapes``.
+
+Examples::
+
+    diode collect --output h100.msgpack --num-shapes 200 --seed 0 --log-normal \\
+        --ops mm,addmm,bmm --dtypes float16,bfloat16,float32 --search-space EXHAUSTIVE
+    diode collect-shapeset --shapeset data/shapesets/real_models.json --split train --output real.msgpack
+    diode create-validation --train h100.msgpack --output h100-val.msgpack --num-shapes 150 --seed 1
+    diode shapes --model Llama-3.1-8B --batch 1 --tokens 2048 --output llama8b.json
+    diode shapes --real-models --output data/shapesets/real_models.json
+    diode shapes --fit data/shapesets/real_models.json
+
+Collection resumes: rerun the same command and the problems already in ``--output`` are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from torch_diode.cli import UsageError
+from torch_diode.errors import CollectionError, DatasetFormatError
+from torch_diode.records import OPS, Problem
+
+log = logging.getLogger(__name__)
+
+_DTYPES = "float16,bfloat16,float32"
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _add_collect_args(p: argparse.ArgumentParser, *, default_space: str = "DEFAULT") -> None:
+    from torch_diode.collect.inductor import SEARCH_MODES, SEARCH_SPACES
+    from torch_diode.collect.runner import COLLECTORS, DEVICES
+
+    p.add_argument("--output", "-o", required=True, help="dataset file to write or resume (.msgpack or .json)")
+    p.add_argument("--format", choices=("msgpack", "json"), help="file format (default: from the extension)")
+    p.add_argument(
+        "--collector",
+        choices=COLLECTORS,
+        default="inductor",
+        help="inductor (max-autotune's own timings) or sweep (fast)",
+    )
+    p.add_argument(
+        "--search-space",
+        choices=SEARCH_SPACES,
+        default=default_space,
+        help=f"Inductor GEMM search space (default {default_space})",
+    )
+    p.add_argument(
+        "--search-mode", choices=SEARCH_MODES, default="max-autotune", help="torch.compile mode (default max-autotune)"
+    )
+    p.add_argument("--device", choices=DEVICES, default="cuda", help="cuda (default) or cpu (bmm only; for testing)")
+    p.add_argument("--hardware", help="hardware key to record (default: detected from the GPU)")
+    p.add_argument("--workers", type=int, help="local processes, one per GPU (default: all visible GPUs)")
+    p.add_argument(
+        "--via-linear", action="store_true", help="compile mm/addmm problems through F.linear (nn.Linear's lowering)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--max-configs", type=int, help="sweep only: at most this many Triton configs per problem (a seeded sample)"
+    )
+
+
+def _sampler_args(p: argparse.ArgumentParser) -> None:
+    from torch_diode.shapes.sampling import SAMPLERS
+
+    p.add_argument("--num-shapes", "-n", type=int, required=True, help="number of distinct problems to sample")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument(
+        "--log-normal",
+        action="store_true",
+        help="sample with the log-normal fitted to real model GEMMs (= --sampler log-normal)",
+    )
+    p.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        help="log-normal, uniform or pow2 (default uniform, or log-normal with --log-normal)",
+    )
+    p.add_argument("--ops", default="mm,addmm,bmm", help="comma-separated ops (default mm,addmm,bmm)")
+    p.add_argument("--dtypes", default=_DTYPES, help=f"comma-separated dtypes (default {_DTYPES})")
+    p.add_argument(
+        "--layouts", default="row/row,row/col", help="comma-separated A/B layouts: row/row,row/col,col/row,col/col"
+    )
+    p.add_argument("--min-dim", type=int, default=16, help="smallest M, N, K for uniform/pow2 (default 16)")
+    p.add_argument("--max-dim", type=int, default=8192, help="largest M, N, K for uniform/pow2 (default 8192)")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "collect",
+        help="sample GEMM problems and collect their timings on this GPU",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_collect_args(p)
+    _sampler_args(p)
+    p.set_defaults(func=_cmd_collect)
+
+    p = subparsers.add_parser("collect-shapeset", help="collect the timings of a shape set's problems")
+    _add_collect_args(p)
+    p.add_argument("--shapeset", required=True, help="shape-set JSON file")
+    p.add_argument("--split", choices=("train", "val", "all"), default="all", help="which entries (default all)")
+    p.add_argument("--ops", help="only these ops (comma-separated)")
+    p.add_argument("--dtypes", help="only these dtypes (comma-separated; default: each entry's)")
+    p.add_argument("--tags", help="only entries with any of these tags (comma-separated)")
+    p.add_argument("--limit", type=int, help="at most this many problems (in file order)")
+    p.set_defaults(func=_cmd_collect_shapeset)
+
+    p = subparsers.add_parser("create-validation", help="collect a validation set disjoint from a training file")
+    _add_collect_args(p, default_space="EXHAUSTIVE")
+    p.add_argument("--train", required=True, nargs="+", help="training dataset file(s) whose problems to avoid")
+    p.add_argument("--shapeset", help="take the 'val' entries of this shape set instead of sampling")
+    _sampler_args(p)
+    p.set_defaults(func=_cmd_create_validation)
+
+    p = subparsers.add_parser(
+        "shapes", help="extract GEMM shapes of a model, build the real-model shape set, or fit the sampler"
+    )
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--model", help="a model name (see --list)")
+    mode.add_argument("--list", action="store_true", help="list the model names")
+    mode.add_argument("--real-models", action="store_true", help="build the committed real-model shape set")
+    mode.add_argument(
+        "--fit", metavar="SHAPESET", help="fit the log-normal sampler to a shape set's real-model entries and print it"
+    )
+    p.add_argument("--batch", type=int, default=1, help="sequences/images per forward (default 1)")
+    p.add_argument(
+        "--tokens", type=int, default=128, help="tokens per sequence (1 = decode; 0 = the model's own for ViT)"
+    )
+    p.add_argument("--past", type=int, default=0, help="decoders: KV-cache length for decode")
+    p.add_argument("--dtypes", default="bfloat16", help="dtypes the entries list (default bfloat16)")
+    p.add_argument("--output", "-o", help="shape-set JSON to write (default: print to stdout)")
+    p.set_defaults(func=_cmd_shapes)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _options(args: argparse.Namespace, *, seed: int | None = None) -> Any:
+    from torch_diode.collect import CollectOptions
+
+    try:
+        return CollectOptions(
+            collector=args.collector,
+            device=args.device,
+            search_space=args.search_space,
+            search_mode=args.search_mode,
+            via_linear=args.via_linear,
+            hardware=args.hardware,
+            workers=args.workers,
+            format=args.format,
+            progress=not args.no_progress,
+            seed=seed,
+            command="diode " + " ".join(sys.argv[1:]),
+            sweep_options=(("max_configs", args.max_configs),) if args.max_configs else (),
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _check_device(args: argparse.Namespace, problems: list[Problem]) -> None:
+    """Fail fast (before importing Inductor) when this machine cannot collect the problems."""
+    from torch_diode.collect.inductor import CPU_OPS
+
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(
+                f"no CUDA GPU visible (torch {torch.__version__}, torch.cuda.is_available() is False); collect on a GPU "
+                f"machine, or pass --device cpu --ops {','.join(sorted(CPU_OPS))} to test the pipeline on CPU"
+            )
+        return
+    if args.collector != "inductor":
+        raise UsageError(f"--collector {args.collector} needs a CUDA GPU; on CPU only --collector inductor works")
+    bad = sorted({p.op for p in problems} - CPU_OPS)
+    if bad:
+        raise UsageError(
+            f"on CPU Inductor benchmarks a single choice for {', '.join(bad)} (nothing to record); "
+            f"only {', '.join(sorted(CPU_OPS))} can be collected with --device cpu (pass --ops {','.join(sorted(CPU_OPS))})"
+        )
+
+
+def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None) -> int:
+    from torch_diode.collect import collect
+
+    if not problems:
+        raise UsageError("no problems selected: check --split/--ops/--dtypes/--tags")
+    _check_device(args, problems)
+    if args.max_configs and args.collector != "sweep":
+        raise UsageError("--max-configs applies to --collector sweep (Inductor's space is set by --search-space)")
+    options = _options(args, seed=seed)
+    try:
+        summary = collect(problems, options, args.output)
+    except CollectionError as e:
+        print(f"diode {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    print(f"{summary.output}: {summary.line()}")
+    return 0
+
+
+def _sample(args: argparse.Namespace, exclude: Any = ()) -> list[Problem]:
+    from torch_diode.shapes.sampling import sample_problems
+
+    sampler = args.sampler or ("log-normal" if args.log_normal else "uniform")
+    if args.log_normal and args.sampler not in (None, "log-normal"):
+        raise UsageError(f"--log-normal contradicts --sampler {args.sampler}")
+    try:
+        return sample_problems(
+            args.num_shapes,
+            seed=args.seed,
+            sampler=sampler,
+            ops=_csv(args.ops),
+            dtypes=_csv(args.dtypes),
+            layouts=_csv(args.layouts),
+            min_dim=args.min_dim,
+            max_dim=args.max_dim,
+            exclude=exclude,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    return _run(args, _sample(args), seed=args.seed)
+
+
+def _load_shapeset(path: str) -> Any:
+    from torch_diode.shapes.shapeset import ShapeSetError, load_shapeset
+
+    try:
+        return load_shapeset(path)
+    except ShapeSetError as e:
+        raise UsageError(str(e)) from None
+
+
+def _cmd_collect_shapeset(args: argparse.Namespace) -> int:
+    shapeset = _load_shapeset(args.shapeset)
+    ops = _csv(args.ops) if args.ops else list(OPS)
+    unknown = set(ops) - set(OPS)
+    if unknown:
+        raise UsageError(f"--ops: unknown {sorted(unknown)}; known: {', '.join(OPS)}")
+    entries = shapeset.select(split=args.split, ops=ops, tags=_csv(args.tags) if args.tags else None)
+    dtypes = _csv(args.dtypes) if args.dtypes else None
+    problems: dict[Problem, None] = {}
+    for e in entries:
+        for p in e.problems(dtypes):
+            problems.setdefault(p, None)
+    plist = list(problems)[: args.limit] if args.limit else list(problems)
+    return _run(args, plist, seed=None)
+
+
+def _shape_key(p: Problem) -> tuple[Any, ...]:
+    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
+
+
+def _cmd_create_validation(args: argparse.Namespace) -> int:
+    from torch_diode.dataset import read_dataset
+
+    train_problems: set[Problem] = set()
+    train_seeds: set[int] = set()
+    for path in args.train:
+        try:
+            ds = read_dataset(path, recover=True)
+        except DatasetFormatError as e:
+            raise UsageError(str(e)) from None
+        train_problems |= set(ds.problems)
+        train_seeds |= {s.seed for s in ds.sources if s.seed is not None}
+    if args.seed in train_seeds and not args.shapeset:
+        raise UsageError(
+            f"--seed {args.seed} is a seed the training file(s) were sampled with ({sorted(train_seeds)}); "
+            f"use another seed for validation"
+        )
+    taken = {_shape_key(p) for p in train_problems}
+    if args.shapeset:
+        entries = _load_shapeset(args.shapeset).select(split="val", ops=_csv(args.ops))
+        candidates = [p for e in entries for p in e.problems(_csv(args.dtypes))]
+        problems = [p for p in dict.fromkeys(candidates) if _shape_key(p) not in taken][: args.num_shapes]
+    else:
+        # Sample with the exclusion applied, then drop shapes training has in another layout too.
+        problems = [p for p in _sample(args, exclude=train_problems) if _shape_key(p) not in taken]
+    log.info("validation: %d problem(s), disjoint from %d training problem(s)", len(problems), len(train_problems))
+    return _run(args, problems, seed=args.seed)
+
+
+def _cmd_shapes(args: argparse.Namespace) -> int:
+    from torch_diode.shapes.models import MODEL_NAMES, model_entries
+    from torch_diode.shapes.shapeset import save_shapeset
+
+    if args.list:
+        print("\n".join(MODEL_NAMES))
+        return 0
+    if args.fit:
+        from torch_diode.shapes.sampling import REAL_TAGS, fit_log_normal
+
+        entries = _load_shapeset(args.fit).select(tags=REAL_TAGS)
+        try:
+            fitted = fit_log_normal(entries)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        print(json.dumps({k: v.__dict__ for k, v in fitted.items()}, indent=2))
+        return 0
+    if args.real_models:
+        from torch_diode.shapes.catalog import DESCRIPTION, build_real_models
+
+        entries = build_real_models()
+        description = DESCRIPTION
+    else:
+        try:
+            entries = model_entries(
+                args.model, batch=args.batch, tokens=args.tokens, past_len=args.past, dtypes=_csv(args.dtypes)
+            )
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        description = (
+            f"GEMMs of {args.model} (batch {args.batch}, tokens {args.tokens}, past {args.past}) from `diode shapes`"
+        )
+    if args.output:
+        save_shapeset(entries, args.output, description=description)
+        print(f"{args.output}: {len(entries)} shape(s)")
+    else:
+        print(json.dumps([e.to_dict() for e in entries], indent=1))
+    return 0

@@ -1,0 +1,272 @@
+"""``diode data``: inspect, convert, merge and recover dataset files, and build lookup tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from torch_diode.cli import UsageError
+from torch_diode.dataset import (
+    FORMATS,
+    Dataset,
+    format_for_path,
+    merge_datasets,
+    read_dataset,
+    recover_dataset,
+    write_dataset,
+)
+from torch_diode.lut import KernelLUT, best_choices
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "data",
+        help="inspect, convert, merge and recover dataset files; build lookup tables",
+        description="Work with torch-diode dataset files (.json or .msgpack).",
+    )
+    sub = p.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: _missing_subcommand(p))
+
+    s = sub.add_parser(
+        "stats",
+        help="per hardware and op: problems, configs, records and each problem's fastest choice",
+        description="Summarise dataset files: per hardware key and op, the number of problems, configs "
+        "(distinct choices) and records, and each problem's fastest measured choice (median over repeats) "
+        "with its time and speedup over ATen.",
+    )
+    s.add_argument("files", nargs="+", metavar="FILE", help="dataset files (.json or .msgpack)")
+    s.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    s.add_argument("--recover", action="store_true", help="read the complete chunks of truncated files")
+    s.set_defaults(func=_stats)
+
+    c = sub.add_parser(
+        "convert",
+        help="convert a dataset between JSON and msgpack",
+        description="Convert a dataset file between JSON and msgpack (formats from the extensions).",
+    )
+    c.add_argument("input", metavar="IN")
+    c.add_argument("output", metavar="OUT")
+    c.add_argument("--format", choices=FORMATS, help="format of OUT (default: from its extension)")
+    c.add_argument("--input-format", choices=FORMATS, help="format of IN (default: from its extension)")
+    c.set_defaults(func=_convert)
+
+    m = sub.add_parser(
+        "merge",
+        help="merge dataset files into one",
+        description="Merge dataset files into OUT. A record found in several inputs is kept once; "
+        "repeated measurements are kept. Files of different GPUs are refused unless --allow-mixed-hardware.",
+    )
+    m.add_argument("output", metavar="OUT")
+    m.add_argument("inputs", nargs="+", metavar="IN")
+    m.add_argument("--format", choices=FORMATS, help="format of OUT (default: from its extension)")
+    m.add_argument("--allow-mixed-hardware", action="store_true", help="allow inputs of different hardware keys")
+    m.set_defaults(func=_merge)
+
+    lt = sub.add_parser(
+        "lut",
+        help="build a kernel lookup table (best measured choices per problem)",
+        description="Build a kernel lookup table from dataset files of one GPU: for each problem, the "
+        "top-k choices by median measured time.",
+    )
+    lt.add_argument("inputs", nargs="+", metavar="DATASET")
+    lt.add_argument("--output", "-o", required=True, metavar="LUT.json", help="where to write the table (JSON)")
+    lt.add_argument("--top-k", type=int, default=5, help="choices kept per problem (default: 5)")
+    lt.set_defaults(func=_lut)
+
+    r = sub.add_parser(
+        "recover",
+        help="keep the complete chunks of a truncated dataset file",
+        description="Keep the complete chunks of a dataset file whose writer was interrupted. Without "
+        "--output the file is cut back in place (a collector can then resume it).",
+    )
+    r.add_argument("file", metavar="FILE")
+    r.add_argument("--output", "-o", metavar="OUT", help="write the complete part here instead of in place")
+    r.add_argument("--format", choices=FORMATS, help="format of OUT (default: from its extension)")
+    r.set_defaults(func=_recover)
+
+
+def _missing_subcommand(p: argparse.ArgumentParser) -> int:
+    p.print_help(sys.stderr)
+    return 2
+
+
+def _out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _check_output(path: str, fmt: str | None) -> None:
+    """Refuse an output path we cannot write before doing any work."""
+    try:
+        format_for_path(path, fmt)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise UsageError(f"{path}: directory {str(parent)!r} does not exist")
+    if Path(path).is_dir():
+        raise UsageError(f"{path}: is a directory")
+
+
+def _check_inputs(paths: Sequence[str]) -> None:
+    for p in paths:
+        try:
+            format_for_path(p)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+
+# -- stats -----------------------------------------------------------------------------------------
+
+
+def _split_by_hardware(ds: Dataset) -> dict[str, Dataset]:
+    """One dataset per hardware key (sources of one key kept together)."""
+    out = {}
+    for hw in ds.hardware_keys:
+        src = np.array([s.hardware == hw for s in ds.sources], dtype=bool)
+        mask = src[ds.source_idx] if len(ds) else np.zeros(0, dtype=bool)
+        out[hw] = Dataset(
+            sources=[s for s in ds.sources if s.hardware == hw],
+            problems=ds.problems,
+            choices=ds.choices,
+            problem_idx=ds.problem_idx[mask],
+            choice_idx=ds.choice_idx[mask],
+            time_us=ds.time_us[mask],
+            source_idx=np.zeros(int(mask.sum()), dtype=np.uint16),
+            failures=[f for f in ds.failures if f.hardware == hw],
+        )
+    return out
+
+
+def dataset_stats(ds: Dataset) -> dict[str, Any]:
+    """Per hardware key and op: problem, config, record and failure counts, and each problem's
+    fastest choice (median over repeats) with its time and speedup over the fastest ATen choice."""
+    out: dict[str, Any] = {}
+    for hw, part in _split_by_hardware(ds).items():
+        ops: dict[str, Any] = {}
+        op_of = np.array([p.op for p in part.problems] or [""], dtype=object)
+        rec_ops = op_of[part.problem_idx] if len(part) else np.zeros(0, dtype=object)
+        for problem, ranked, aten in best_choices(part, top_k=1):
+            choice, t = ranked[0]
+            o = ops.setdefault(problem.op, {"problems": 0, "configs": 0, "records": 0, "failures": 0, "best": []})
+            o["problems"] += 1
+            o["best"].append(
+                {
+                    "problem": problem.key(),
+                    "choice": choice.key(),
+                    "time_us": t,
+                    "aten_time_us": aten,
+                    "speedup_vs_aten": None if aten is None else aten / t,
+                }
+            )
+        for op, o in ops.items():
+            sel = rec_ops == op
+            o["records"] = int(sel.sum())
+            o["configs"] = len(np.unique(part.choice_idx[sel]))
+        for f in part.failures:
+            o = ops.setdefault(f.problem.op, {"problems": 0, "configs": 0, "records": 0, "failures": 0, "best": []})
+            o["failures"] += 1
+        out[hw] = dict(sorted(ops.items()))
+    return out
+
+
+def _stats(args: argparse.Namespace) -> int:
+    _check_inputs(args.files)
+    parts = [read_dataset(f, recover=args.recover) for f in args.files]
+    ds = parts[0] if len(parts) == 1 else merge_datasets(parts, allow_mixed_hardware=True)
+    stats = dataset_stats(ds)
+    if args.json:
+        summary = {
+            "files": list(args.files),
+            "records": len(ds),
+            "problems": len(np.unique(ds.problem_idx)),
+            "failures": len(ds.failures),
+            "hardware": stats,
+        }
+        json.dump(summary, sys.stdout, indent=1)
+        _out()
+        return 0
+    _out(
+        f"{', '.join(args.files)}: {len(ds)} records, {len(ds.failures)} failures, hardware {', '.join(ds.hardware_keys) or '-'}"
+    )
+    for hw, ops in stats.items():
+        _out(f"{hw}:")
+        for op, o in ops.items():
+            _out(
+                f"  {op}: {o['problems']} problems, {o['configs']} configs, {o['records']} records, {o['failures']} failures"
+            )
+            width = max((len(b["problem"]) for b in o["best"]), default=0)
+            for b in o["best"]:
+                vs = "" if b["speedup_vs_aten"] is None else f"  {b['speedup_vs_aten']:.2f}x vs aten"
+                _out(f"    {b['problem']:<{width}}  {b['time_us']:10.2f} us  {b['choice']}{vs}")
+    return 0
+
+
+# -- convert, merge, lut, recover ------------------------------------------------------------------
+
+
+def _convert(args: argparse.Namespace) -> int:
+    try:
+        format_for_path(args.input, args.input_format)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    _check_output(args.output, args.format)
+    if Path(args.input).resolve() == Path(args.output).resolve():
+        raise UsageError(f"{args.output}: IN and OUT are the same file")
+    ds = read_dataset(args.input, format=args.input_format)
+    out = write_dataset(ds, args.output, format=args.format)
+    _out(f"wrote {out} ({format_for_path(out, args.format)}, {len(ds)} records, {out.stat().st_size} bytes)")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    _check_inputs(args.inputs)
+    _check_output(args.output, args.format)
+    parts = [read_dataset(f) for f in args.inputs]
+    ds = merge_datasets(parts, allow_mixed_hardware=args.allow_mixed_hardware)
+    out = write_dataset(ds, args.output, format=args.format)
+    total = sum(len(p) for p in parts)
+    _out(
+        f"wrote {out}: {len(ds)} records from {len(parts)} file(s) ({total - len(ds)} duplicate(s) dropped), "
+        f"{len(ds.problems)} problems, hardware {', '.join(ds.hardware_keys)}"
+    )
+    return 0
+
+
+def _lut(args: argparse.Namespace) -> int:
+    if args.top_k < 1:
+        raise UsageError(f"--top-k: must be at least 1, got {args.top_k}")
+    _check_inputs(args.inputs)
+    out = Path(args.output)
+    if out.suffix.lower() != ".json":
+        raise UsageError(f"{out}: a lookup table is JSON; name it .json")
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: directory {str(out.parent)!r} does not exist")
+    parts = [read_dataset(f) for f in args.inputs]
+    ds = parts[0] if len(parts) == 1 else merge_datasets(parts)
+    lut = KernelLUT.from_dataset(ds, top_k=args.top_k)
+    lut.save(out)
+    _out(f"wrote {out}: {len(lut)} problems, top {lut.top_k} choices each, hardware {lut.hardware}")
+    return 0
+
+
+def _recover(args: argparse.Namespace) -> int:
+    _check_inputs([args.file])
+    if args.output is not None:
+        _check_output(args.output, args.format)
+    res = recover_dataset(args.file, output=args.output, output_format=args.format)
+    n = len(res.dataset)
+    if res.dropped_bytes == 0:
+        msg = f"{args.file}: complete ({res.chunks} chunk(s), {n} records); nothing to recover"
+    else:
+        where = args.file + " (cut back in place)" if args.output is None else args.file + " (left as is)"
+        msg = f"{where}: kept {res.chunks} complete chunk(s) with {n} records, dropped a partial tail of {res.dropped_bytes} bytes"
+    if args.output is not None:
+        msg += f"; wrote {args.output}"
+    _out(msg)
+    return 0

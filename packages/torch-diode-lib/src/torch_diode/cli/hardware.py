@@ -1,0 +1,50 @@
+"""``diode hardware``: which GPU torch-diode detects, its hardware key, and why."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from torch_diode.cli import UsageError
+from torch_diode.hardware import ENV_VAR, HARDWARE_SPECS, KNOWN_KEYS, detect
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "hardware",
+        help="show the detected GPU, its hardware key and why",
+        description=f"Show the GPU torch sees, the hardware key torch-diode gives it and why. "
+        f"{ENV_VAR} overrides detection (a known key, custom:<name>, or none). Known keys: {', '.join(KNOWN_KEYS)}.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--device", type=int, default=None, help="CUDA device index (default: the current device)")
+    p.set_defaults(func=_hardware)
+
+
+def _hardware(args: argparse.Namespace) -> int:
+    if args.device is not None and args.device < 0:
+        raise UsageError(f"--device: must be a non-negative device index, got {args.device}")
+    info = detect(args.device)
+    spec = HARDWARE_SPECS.get(info.key) if info.key else None
+    if args.json:
+        d = info.to_dict()
+        d["has_spec"] = spec is not None
+        json.dump(d, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    cc = ".".join(map(str, info.compute_capability)) if info.compute_capability else "-"
+    mem = f"{info.memory_bytes / 2**30:.1f} GiB" if info.memory_bytes else "-"
+    lines = [
+        f"key:                {info.key or 'none'}",
+        f"name:               {info.name or '-'}",
+        f"vendor:             {info.vendor or '-'}",
+        f"compute capability: {cc}" + (f" ({info.arch})" if info.arch else ""),
+        f"SMs:                {info.sm_count if info.sm_count is not None else '-'}",
+        f"memory:             {mem}",
+        f"source:             {info.source}",
+        f"reason:             {info.reason}",
+        f"datasheet spec:     {'yes' if spec else 'no'}",
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

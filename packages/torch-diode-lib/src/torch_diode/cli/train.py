@@ -1,0 +1,231 @@
+"""``diode train``, ``diode validate-model`` and ``diode validate-max-autotune``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from torch_diode.cli import UsageError
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    t = subparsers.add_parser(
+        "train",
+        help="train a kernel-time model on one GPU's dataset",
+        description="Train a kernel-time model (an MLP ensemble predicting log kernel time per "
+        "(problem, choice)) on the timings of one GPU. Problems are split into training and "
+        "validation sets; early stopping keeps the best validation epoch. The same --seed gives "
+        "the same model, bit for bit, on the same machine.",
+    )
+    _add_dataset_args(t)
+    t.add_argument("--model", required=True, metavar="OUT", help="model file to write (.safetensors)")
+    t.add_argument("--model-type", choices=("base", "deep"), default="deep", help="architecture (default: deep)")
+    t.add_argument("--hidden", type=int, help="hidden width (default: the model type's preset)")
+    t.add_argument("--depth", type=int, help="hidden layers / residual blocks (default: the model type's preset)")
+    t.add_argument("--ensemble-size", type=int, default=4, help="ensemble members (default: 4)")
+    t.add_argument("--batch-size", type=int, default=64, help="problems per optimiser step (default: 64)")
+    t.add_argument(
+        "--max-choices-per-problem", type=int, default=256, help="choices sampled per problem and visit (default: 256)"
+    )
+    t.add_argument("--num-epochs", type=int, default=100, help="maximum epochs (default: 100)")
+    t.add_argument("--learning-rate", type=float, default=1e-3, help="AdamW learning rate (default: 1e-3)")
+    t.add_argument("--weight-decay", type=float, default=1e-5)
+    t.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and sampling (default: 0)")
+    t.add_argument("--val-fraction", type=float, default=0.1, help="share of problems held out (default: 0.1)")
+    t.add_argument("--patience", type=int, default=10, help="epochs without improvement before stopping (default: 10)")
+    t.add_argument(
+        "--ranking-weight", type=float, default=0.1, help="weight of the listwise ranking loss (default: 0.1)"
+    )
+    t.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda[:N]")
+    t.add_argument("--threads", type=int, help="CPU threads for training (default: torch's default)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--report", metavar="JSON", help="also write the training report (history, held-out metrics)")
+    t.set_defaults(func=_train)
+
+    v = subparsers.add_parser(
+        "validate-model",
+        help="pointwise accuracy of a model on a dataset (MSE, RMSE, worst predictions)",
+        description="Predict every measured (problem, choice) of a dataset and print the MSE and RMSE "
+        "of log time, exp(RMSE) as a multiplicative error, and the N worst predictions.",
+    )
+    v.add_argument("--model", required=True, help="model file (.safetensors)")
+    _add_dataset_args(v)
+    v.add_argument("--top-n-worst", type=int, default=10, metavar="N", help="worst predictions to list (default: 10)")
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+    v.set_defaults(func=_validate_model)
+
+    a = subparsers.add_parser(
+        "validate-max-autotune",
+        help="ranking quality of a model: regret@k, recall@k, Kendall's tau, vs max-autotune and ATen",
+        description="Rank every problem's measured choices with the model and report, per op and "
+        "overall, regret@k (k = 1, 3, 5, 10: geomean, p95, max), recall@k, Kendall's tau, and the "
+        "model's pick against stock max-autotune's pick and against ATen (definitions: DESIGN.md).",
+    )
+    a.add_argument("--model", required=True, help="model file (.safetensors)")
+    _add_dataset_args(a)
+    a.add_argument(
+        "--max-autotune-solution",
+        metavar="S",
+        help="stock max-autotune's picks: a solution JSON (format torch-diode-max-autotune-solution) or "
+        "a dataset collected by max-autotune (its fastest record per problem is the pick)",
+    )
+    a.add_argument("--output", metavar="REPORT.json", help="write the JSON report, a .md table and a .png beside it")
+    a.set_defaults(func=_validate_max_autotune)
+
+
+def _add_dataset_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--dataset", nargs="+", metavar="F", help="dataset file(s) (.msgpack or .json)")
+    g.add_argument("--data-dir", metavar="D", help="read every dataset file below this directory")
+    p.add_argument(
+        "--file-extensions", default="msgpack,json", help="with --data-dir: extensions to read (default: msgpack,json)"
+    )
+
+
+def _load_dataset(args: argparse.Namespace) -> Any:
+    from torch_diode.dataset import find_dataset_files, read_datasets
+
+    if args.dataset:
+        files = [Path(f) for f in args.dataset]
+    else:
+        d = Path(args.data_dir)
+        if not d.is_dir():
+            raise UsageError(f"--data-dir {d}: not a directory")
+        exts = [e.strip() for e in args.file_extensions.split(",") if e.strip()]
+        files = find_dataset_files(d, exts)
+        if not files:
+            raise UsageError(f"--data-dir {d}: no files with extension(s) {', '.join(exts)}")
+    ds = read_datasets(files)
+    if len(ds) == 0:
+        raise UsageError(f"{', '.join(map(str, files))}: no timing records")
+    if len(ds.hardware_keys) != 1:
+        raise UsageError(f"the dataset mixes hardware keys {ds.hardware_keys}; train one model per GPU")
+    return ds
+
+
+def _train(args: argparse.Namespace) -> int:
+    from torch_diode.model import save_model
+    from torch_diode.train import TrainOptions, train
+
+    try:
+        opts = TrainOptions(
+            model_type=args.model_type,
+            hidden=args.hidden,
+            depth=args.depth,
+            ensemble_size=args.ensemble_size,
+            batch_size=args.batch_size,
+            max_choices_per_problem=args.max_choices_per_problem,
+            num_epochs=args.num_epochs,
+            learning_rate=args.learning_rate,
+            weight_decay=args.weight_decay,
+            seed=args.seed,
+            val_fraction=args.val_fraction,
+            patience=args.patience,
+            ranking_weight=args.ranking_weight,
+            device=args.device,
+            num_threads=args.threads,
+            progress=not args.no_progress and sys.stderr.isatty(),
+        )
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    ds = _load_dataset(args)
+    log.info("training on %s", ds)
+    model, report = train(ds, opts, on_epoch=None if opts.progress else _log_epoch)
+    path = save_model(model, args.model)
+    o = report.held_out.get("overall", {})
+    lines = [
+        f"wrote {path} ({model.arch.model_type}, {model.arch.members} members, sha256 {model.model_hash[:16]})",
+        f"  {report.train_problems} training / {report.val_problems} validation problems, {report.train_rows} rows; "
+        f"{report.epochs_run} epochs (best {report.best_epoch}) in {report.seconds:.1f} s on {report.device}",
+    ]
+    if o:
+        lines.append(
+            f"  held out: regret@1 geomean {o['regret@1']['geomean']:.4f} p95 {o['regret@1']['p95']:.4f}, "
+            f"regret@5 geomean {o['regret@5']['geomean']:.4f} p95 {o['regret@5']['p95']:.4f}, recall@5 {o['recall@5']:.3f}"
+        )
+    print("\n".join(lines))
+    if args.report:
+        from torch_diode.evaluate import report_json
+
+        Path(args.report).write_text(report_json(report.to_dict()))
+    return 0
+
+
+def _log_epoch(e: dict[str, float]) -> None:
+    msg = f"epoch {int(e['epoch'])}: loss {e['loss']:.4f}"
+    if "val_log_regret1" in e:
+        msg += (
+            f", val regret@1 {math.exp(e['val_log_regret1']):.4f}, regret@5 {math.exp(e['val_log_regret5']):.4f}, "
+            f"recall@1 {e['val_recall1']:.3f}, rmse {math.sqrt(e['val_mse']):.4f}"
+        )
+    log.info(msg)
+
+
+def _load_model(path: str) -> Any:
+    from torch_diode.model import load_model
+
+    return load_model(path)
+
+
+def _check_hardware(model: Any, ds: Any) -> None:
+    if ds.hardware != model.hardware:
+        raise UsageError(
+            f"the model is for {model.hardware} but the dataset holds {ds.hardware} timings; use a model of that GPU"
+        )
+
+
+def _validate_model(args: argparse.Namespace) -> int:
+    from torch_diode.evaluate import problem_evals, regression_stats
+
+    if args.top_n_worst < 0:
+        raise UsageError(f"--top-n-worst: must be >= 0, got {args.top_n_worst}")
+    model = _load_model(args.model)
+    ds = _load_dataset(args)
+    _check_hardware(model, ds)
+    st = regression_stats(problem_evals(model, ds), top_n_worst=args.top_n_worst)
+    if args.json:
+        print(
+            json.dumps(
+                {"rows": st.rows, "mse": st.mse, "rmse": st.rmse, "rmse_exp": st.rmse_exp, "worst": st.worst}, indent=2
+            )
+        )
+        return 0
+    print(f"{st.rows} predictions of {model.hardware} model {model.model_hash[:16]}")
+    print(f"MSE (log time):  {st.mse:.5f}")
+    print(f"RMSE (log time): {st.rmse:.5f}")
+    print(f"RMSE(exp):       {st.rmse_exp:.4f}  (typical multiplicative error of a predicted time)")
+    if st.worst:
+        print(f"{len(st.worst)} worst predictions:")
+        for w in st.worst:
+            print(
+                f"  {w['problem']} | {w['choice']} | predicted {w['predicted_us']:.2f} us, "
+                f"measured {w['measured_us']:.2f} us (x{w['ratio']:.3f})"
+            )
+    return 0
+
+
+def _validate_max_autotune(args: argparse.Namespace) -> int:
+    from torch_diode.evaluate import evaluate_model, markdown_table, read_max_autotune_solution, write_report
+
+    model = _load_model(args.model)
+    ds = _load_dataset(args)
+    _check_hardware(model, ds)
+    stock = None
+    if args.max_autotune_solution:
+        try:
+            stock = read_max_autotune_solution(args.max_autotune_solution)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    report, evals = evaluate_model(model, ds, stock=stock)
+    print(markdown_table(report), end="")
+    if args.output:
+        for p in write_report(report, evals, args.output):
+            print(f"wrote {p}")
+    return 0

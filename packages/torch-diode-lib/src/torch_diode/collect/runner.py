@@ -1,0 +1,492 @@
+"""``collect()``: run a collector over problems into a dataset file: resumable, sharded, with progress.
+
+* **Resumable and interrupt-safe.** Records go through :class:`~torch_diode.dataset.DatasetWriter`,
+  flushed (appended and fsynced) after every problem. Rerunning with the same output skips the
+  problems already in it (measured, or failed as a whole); an interrupted write is cut off.
+* **Sharded.** Problems are de-duplicated, then rank ``r`` of ``w`` takes ``problems[r::w]``.
+  ``workers=N`` starts one process per GPU (``cuda:0`` ... ``cuda:N-1``), each writing
+  ``OUT.rank{r}.<ext>``, and merges the shards into ``OUT`` at the end. Under ``torchrun``
+  (``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` set, ``WORLD_SIZE > 1``) each process is one rank on
+  ``cuda:LOCAL_RANK`` and writes its shard only: ranks may be on different hosts, so join the
+  shards with ``diode data merge`` (or :func:`merge_shards`) where they meet.
+* **Progress.** A tqdm bar (when tqdm is installed and ``progress`` is on) shows problems done,
+  configs (records) per second and the ETA.
+* **Never silent.** A run that measured problems but produced no record raises
+  :class:`~torch_diode.errors.CollectionError` naming the failure reasons.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import logging
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from torch_diode.dataset import DatasetWriter, format_for_path, merge_datasets, read_dataset, write_dataset
+from torch_diode.errors import CollectionError
+from torch_diode.records import FailureRecord, Problem, Provenance, TimingRecord, unique
+
+log = logging.getLogger(__name__)
+
+COLLECTORS: tuple[str, ...] = ("inductor", "sweep")
+#: Problems ahead of the current one whose kernels a collector with ``prefetch`` compiles meanwhile.
+PREFETCH_PROBLEMS = 4
+DEVICES: tuple[str, ...] = ("cuda", "cpu")
+
+
+class Collector(Protocol):
+    """What ``collect`` drives: the Inductor collector and the sweep collector both fit."""
+
+    def measure(self, problem: Problem) -> tuple[list[TimingRecord], list[FailureRecord]]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectOptions:
+    """How to collect.
+
+    Attributes:
+        collector: ``"inductor"`` (max-autotune's own timings through its feedback saver) or
+            ``"sweep"`` (``torch_diode.collect.sweep.SweepCollector``, much faster).
+        device: ``"cuda"`` or ``"cpu"`` (CPU collects only bmm; meant for tests).
+        search_space: Inductor's ``max_autotune_gemm_search_space``: ``"DEFAULT"`` or ``"EXHAUSTIVE"``.
+        search_mode: ``"max-autotune"`` or ``"max-autotune-no-cudagraphs"``.
+        via_linear: compile mm/addmm problems through ``F.linear`` (as ``nn.Linear`` lowers).
+        hardware: the hardware key to record; by default detected (``torch_diode.hardware``),
+            ``cpu-<machine>`` on CPU.
+        workers: local processes, one per GPU; None = every visible GPU (1 on CPU).
+        rank, world_size: this process's shard; None = from ``RANK``/``WORLD_SIZE`` (torchrun) or 0/1.
+        format: ``"msgpack"`` or ``"json"``; None = from the output's extension.
+        progress: show a progress bar (needs tqdm; silently plain logging without it).
+        seed, command: provenance only (the sampler's seed, the command line).
+        sweep_options: keyword options passed to the sweep collector's ``from_options``.
+    """
+
+    collector: str = "inductor"
+    device: str = "cuda"
+    search_space: str = "DEFAULT"
+    search_mode: str = "max-autotune"
+    via_linear: bool = False
+    hardware: str | None = None
+    workers: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    format: str | None = None
+    progress: bool = True
+    seed: int | None = None
+    command: str = ""
+    sweep_options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        from torch_diode.collect.inductor import SEARCH_MODES, SEARCH_SPACES
+
+        if self.collector not in COLLECTORS:
+            raise ValueError(f"collector: must be one of {', '.join(COLLECTORS)}, got {self.collector!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device: must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.search_space not in SEARCH_SPACES:
+            raise ValueError(f"search_space: must be one of {', '.join(SEARCH_SPACES)}, got {self.search_space!r}")
+        if self.search_mode not in SEARCH_MODES:
+            raise ValueError(f"search_mode: must be one of {', '.join(SEARCH_MODES)}, got {self.search_mode!r}")
+        if self.workers is not None and (
+            isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
+        ):
+            raise ValueError(f"workers: must be a positive integer or None, got {self.workers!r}")
+        if (self.rank is None) != (self.world_size is None):
+            raise ValueError(
+                f"rank and world_size: give both or neither, got rank={self.rank!r}, world_size={self.world_size!r}"
+            )
+        if self.world_size is not None and (self.world_size < 1 or not 0 <= (self.rank or 0) < self.world_size):
+            raise ValueError(
+                f"rank: must be in [0, world_size), got rank={self.rank!r}, world_size={self.world_size!r}"
+            )
+        if self.format is not None:
+            format_for_path("x", self.format)
+        object.__setattr__(self, "sweep_options", tuple(sorted(dict(self.sweep_options).items())))
+
+
+@dataclass
+class CollectSummary:
+    """What a ``collect`` call did. Times in seconds."""
+
+    output: Path
+    problems_total: int = 0
+    problems_skipped: int = 0  # already in the output (resume)
+    problems_measured: int = 0
+    problems_failed: int = 0  # measured, but no record (a FailureRecord says why)
+    records: int = 0
+    choice_failures: int = 0
+    skipped_choices: dict[str, int] = field(default_factory=dict)  # choices without a config, per backend
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    shards: list[Path] = field(default_factory=list)
+
+    @property
+    def configs_per_s(self) -> float:
+        return self.records / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def add(self, other: CollectSummary) -> None:
+        for name in (
+            "problems_total",
+            "problems_skipped",
+            "problems_measured",
+            "problems_failed",
+            "records",
+            "choice_failures",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for mine, theirs in (
+            (self.skipped_choices, other.skipped_choices),
+            (self.failure_reasons, other.failure_reasons),
+        ):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+
+    def line(self) -> str:
+        s = (
+            f"{self.problems_measured} problem(s) measured ({self.problems_failed} failed), {self.problems_skipped} "
+            f"already done, {self.records} record(s) in {self.elapsed_s:.1f} s ({self.configs_per_s:.2f} configs/s)"
+        )
+        if self.skipped_choices:
+            s += "; skipped choices without a config: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.skipped_choices.items())
+            )
+        return s
+
+
+def shard(problems: Sequence[Problem], rank: int, world_size: int) -> list[Problem]:
+    """Rank ``rank``'s share of the de-duplicated problems: every ``world_size``-th, from ``rank``."""
+    return unique(problems)[rank::world_size]
+
+
+def shard_path(output: str | os.PathLike[str], rank: int) -> Path:
+    """``OUT.rank{r}.<ext>`` next to ``OUT`` (the extension kept, so the format is unchanged)."""
+    p = Path(output)
+    return p.with_name(f"{p.stem}.rank{rank}{p.suffix}")
+
+
+def merge_shards(
+    output: str | os.PathLike[str],
+    shards: Sequence[str | os.PathLike[str]],
+    *,
+    format: str | None = None,
+    remove: bool = True,
+) -> Path:
+    """Merge shard files (and ``output`` itself, when it exists) into ``output`` atomically.
+
+    Truncated shards (an interrupted rank) keep their complete chunks. With ``remove`` the shards
+    are deleted once the merged file is written.
+    """
+    out = Path(output)
+    parts = [out] if out.exists() and out.stat().st_size > 0 else []
+    parts += [Path(s) for s in shards if Path(s).exists() and Path(s).stat().st_size > 0]
+    if not parts:
+        raise CollectionError(f"{out}: no shard files to merge ({', '.join(map(str, shards))} do not exist)")
+    merged = merge_datasets(read_dataset(p, recover=True) for p in parts)
+    write_dataset(merged, out, format=format)
+    if remove:
+        for s in shards:
+            if Path(s).exists() and Path(s) != out:
+                Path(s).unlink()
+    return out
+
+
+def _env_int(name: str) -> int | None:
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={v!r} is not an integer") from None
+
+
+def _hardware_key(options: CollectOptions) -> str:
+    if options.hardware:
+        return options.hardware
+    if options.device == "cpu":
+        return f"cpu-{platform.machine() or 'unknown'}"
+    from torch_diode.hardware import detect
+
+    info = detect()
+    if info.key is None:
+        raise CollectionError(
+            f"cannot name the GPU for the records: {info.reason}; pass --hardware KEY (CollectOptions.hardware)"
+        )
+    return info.key
+
+
+def _provenance(options: CollectOptions, hardware: str) -> Provenance:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = str(triton.__version__)
+    except ImportError:
+        triton_version = ""
+    gpu_name = driver = ""
+    if options.device == "cuda" and torch.cuda.is_available():
+        gpu_name = torch.cuda.get_device_name()
+        driver = str(torch.version.cuda or torch.version.hip or "")
+    extra = {
+        "search_space": options.search_space,
+        "search_mode": options.search_mode,
+        "device": options.device,
+        "via_linear": str(options.via_linear),
+        "python": platform.python_version(),
+    }
+    return Provenance(
+        hardware=hardware,
+        gpu_name=gpu_name,
+        driver=driver,
+        torch_version=str(torch.__version__),
+        triton_version=triton_version,
+        collector=options.collector,
+        command=options.command or " ".join(sys.argv),
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        seed=options.seed,
+        extra=tuple(extra.items()),
+    )
+
+
+def _make_collector(options: CollectOptions, hardware: str, device: str) -> Any:
+    if options.collector == "sweep":
+        from torch_diode.collect.sweep import SweepCollector
+
+        return SweepCollector.from_options(options, hardware=hardware, device=device, **dict(options.sweep_options))
+    from torch_diode.collect.inductor import InductorCollector
+
+    return InductorCollector(
+        hardware=hardware,
+        device=device,
+        search_space=options.search_space,
+        mode=options.search_mode,
+        via_linear=options.via_linear,
+    )
+
+
+class _Progress:
+    """A tqdm bar when available, else nothing (the summary line is logged either way)."""
+
+    def __init__(self, total: int, enabled: bool, position: int, desc: str) -> None:
+        self.bar: Any = None
+        self.start = time.monotonic()
+        if enabled and total:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                log.info("install tqdm for a progress bar")
+            else:
+                self.bar = tqdm(total=total, unit="problem", position=position, desc=desc, dynamic_ncols=True)
+
+    def update(self, records: int) -> None:
+        if self.bar is not None:
+            rate = records / max(time.monotonic() - self.start, 1e-9)
+            self.bar.set_postfix_str(f"{records} configs, {rate:.1f} configs/s", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _run_rank(
+    problems: Sequence[Problem],
+    options: CollectOptions,
+    path: Path,
+    *,
+    device: str,
+    done: frozenset[Problem] = frozenset(),
+    position: int = 0,
+) -> CollectSummary:
+    """Collect ``problems`` into ``path`` (one process, one device), resuming what is there."""
+    start = time.monotonic()
+    hardware = _hardware_key(options)
+    summary = CollectSummary(output=path, problems_total=len(problems))
+    with DatasetWriter(path, _provenance(options, hardware), format=options.format) as writer:
+        if writer.recovered_bytes:
+            log.warning("%s: cut off %d byte(s) of an interrupted write; resuming", path, writer.recovered_bytes)
+        skip = writer.problems_done | done
+        todo = [p for p in problems if p not in skip]
+        summary.problems_skipped = len(problems) - len(todo)
+        if summary.problems_skipped:
+            log.info(
+                "%s: %d of %d problem(s) already collected; %d to go",
+                path,
+                summary.problems_skipped,
+                len(problems),
+                len(todo),
+            )
+        writer.flush()  # write this run's provenance even if it is interrupted before a record
+        collector = _make_collector(options, hardware, device)
+        progress = _Progress(
+            len(todo), options.progress, position, desc=f"collect[{position}]" if position else "collect"
+        )
+        reasons: collections.Counter[str] = collections.Counter()
+        try:
+            with collector if hasattr(collector, "__enter__") else _nullcontext():
+                # The sweep compiles kernels in the background: keep a few problems ahead queued.
+                prefetch = getattr(collector, "prefetch", None)
+                for i, problem in enumerate(todo):
+                    if prefetch is not None:
+                        prefetch(todo[i : i + 1 + PREFETCH_PROBLEMS])
+                    records, failures = collector.measure(problem)
+                    for r in records:
+                        writer.add(r)
+                    for f in failures:
+                        writer.add_failure(f)
+                        if f.choice is None:
+                            reasons[f.reason] += 1
+                    writer.flush()  # one chunk per problem: an interrupt loses at most the current one
+                    summary.problems_measured += 1
+                    summary.records += len(records)
+                    summary.choice_failures += sum(f.choice is not None for f in failures)
+                    if not records:
+                        summary.problems_failed += 1
+                    progress.update(summary.records)
+        finally:
+            progress.close()
+            summary.elapsed_s = time.monotonic() - start
+            summary.failure_reasons = dict(reasons)
+            summary.skipped_choices = dict(getattr(collector, "skipped", {}) or {})
+    return summary
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _check_result(summary: CollectSummary) -> None:
+    if summary.problems_measured and not summary.records:
+        reasons = ", ".join(f"{k} x{v}" for k, v in sorted(summary.failure_reasons.items())) or "no failure recorded"
+        raise CollectionError(
+            f"collected nothing: {summary.problems_measured} problem(s) measured, 0 records ({reasons}); the "
+            f"failures are in {summary.output} and logged above"
+        )
+
+
+def _worker_main(
+    rank: int, world: int, problems: list[Problem], options: CollectOptions, path: str, done: frozenset[Problem]
+) -> CollectSummary:
+    """Entry point of a local worker process (``multiprocessing`` spawn)."""
+    logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(message)s")
+    device = "cpu" if options.device == "cpu" else f"cuda:{rank}"
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(rank)
+    return _run_rank(shard(problems, rank, world), options, Path(path), device=device, done=done, position=rank)
+
+
+def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Path, workers: int) -> CollectSummary:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    done: frozenset[Problem] = frozenset()
+    if output.exists() and output.stat().st_size > 0:
+        ds = read_dataset(output, format=options.format, recover=True)
+        done = frozenset(ds.problems[i] for i in set(ds.problem_idx.tolist())) | frozenset(
+            f.problem for f in ds.failures if f.choice is None
+        )
+    shards = [shard_path(output, r) for r in range(workers)]
+    total = CollectSummary(output=output, problems_total=0, shards=shards)
+    start = time.monotonic()
+    ctx = mp.get_context("spawn")  # CUDA cannot be re-initialised in a forked child
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [
+            pool.submit(_worker_main, r, workers, problems, options, str(shards[r]), done) for r in range(workers)
+        ]
+        errors = []
+        for r, fut in enumerate(futures):
+            try:
+                total.add(fut.result())
+            except Exception as e:  # one rank failing must not hide the others' results
+                errors.append(f"rank {r}: {type(e).__name__}: {e}")
+    total.elapsed_s = time.monotonic() - start
+    merge_shards(output, shards, format=options.format)
+    if errors:
+        raise CollectionError(
+            "; ".join(errors) + f" (the other ranks' records were merged into {output}; rerun to resume)"
+        )
+    return total
+
+
+def collect(
+    problems: Iterable[Problem], options: CollectOptions, output_path: str | os.PathLike[str]
+) -> CollectSummary:
+    """Measure every problem with the chosen collector and append the records to ``output_path``.
+
+    Args:
+        problems: the GEMM problems (duplicates are collected once).
+        options: how (see :class:`CollectOptions`).
+        output_path: the dataset file (``.msgpack`` or ``.json``); created, or resumed when it exists.
+
+    Returns:
+        A :class:`CollectSummary` (its ``output`` is the file written: ``output_path``, or this
+        rank's shard under torchrun).
+
+    Raises:
+        CollectionError: problems were measured but nothing was recorded, a rank failed, or the
+            GPU cannot be identified.
+        ValueError: no problems, or a bad option.
+    """
+    plist = unique(problems)
+    if not plist:
+        raise ValueError("problems: nothing to collect (the problem list is empty)")
+    output = Path(output_path)
+    format_for_path(output, options.format)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    rank, world = options.rank, options.world_size
+    if rank is None:
+        env_world = _env_int("WORLD_SIZE")
+        if env_world is not None and env_world > 1:
+            rank, world = _env_int("RANK") or 0, env_world
+    if world is not None and world > 1:
+        # One rank of a torchrun (or hand-sharded) job: this process's shard only.
+        local = _env_int("LOCAL_RANK")
+        device = options.device
+        if device == "cuda":
+            import torch
+
+            local = (rank or 0) % max(torch.cuda.device_count(), 1) if local is None else local
+            torch.cuda.set_device(local)
+            device = f"cuda:{local}"
+        done: frozenset[Problem] = frozenset()
+        if output.exists() and output.stat().st_size > 0:
+            ds = read_dataset(output, format=options.format, recover=True)
+            done = frozenset(ds.problems[i] for i in set(ds.problem_idx.tolist())) | frozenset(
+                f.problem for f in ds.failures if f.choice is None
+            )
+        path = shard_path(output, rank or 0)
+        summary = _run_rank(shard(plist, rank or 0, world), options, path, device=device, done=done, position=0)
+        summary.shards = [path]
+        log.info("rank %d/%d: %s; join the shards with `diode data merge`", rank, world, summary.line())
+        _check_result(summary)
+        return summary
+    workers = options.workers
+    if workers is None:
+        if options.device == "cuda":
+            import torch
+
+            workers = max(torch.cuda.device_count(), 1)
+        else:
+            workers = 1
+    workers = min(workers, len(plist))
+    if workers > 1:
+        summary = _spawn_workers(plist, options, output, workers)
+    else:
+        summary = _run_rank(plist, replace(options, workers=1), output, device=options.device)
+    log.debug("%s: %s", output, summary.line())
+    _check_result(summary)
+    return summary

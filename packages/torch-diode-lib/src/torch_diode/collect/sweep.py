@@ -1,0 +1,954 @@
+"""The sweep collector: ATen plus every Triton config of Inductor's search space, measured fast.
+
+Inductor's EXHAUSTIVE autotuning benchmarks about 2.7 configs per second because it renders,
+compiles and benchmarks every config for every problem from scratch. The sweep measures the same
+(problem, config) pairs much faster:
+
+1. **The configs are Inductor's own.** For each problem it builds real ``ir.InputBuffer`` nodes
+   under a ``GraphLowering``, wraps them in ``MMKernelInputs`` and asks
+   ``InductorChoices().get_ktc(...)`` for the ATen and Triton templates that the lowering
+   (``tuned_mm``/``tuned_addmm``/``tuned_bmm``/``tuned_baddbmm``) uses, under
+   ``config.patch(max_autotune=True, max_autotune_gemm_search_space=...)``. Each KTC becomes a
+   :class:`~torch_diode.records.Choice` through ``torch_diode.inductor.convert.choice_from_ktc``,
+   the same conversion the Inductor collector uses, so the two join exactly on (problem, choice).
+   Nothing is forced: ``EVEN_K``, ``ALLOW_TF32`` and ``USE_FAST_ACCUM`` are the heuristic's.
+2. **Each config is compiled once and reused across problems.** The kernels in
+   :mod:`torch_diode.collect.sweep_kernels` are Inductor's mm/bmm templates with the sizes as
+   run-time arguments and every fact that changes the generated code as a ``tl.constexpr``
+   (:class:`KernelSpec`). Compilation runs in a pool of processes that fill Triton's on-disk cache
+   ahead of the measurement (``prefetch``), so compiling overlaps timing.
+3. **Timing follows Inductor's benchmarker** (``InductorBenchmarker.benchmark_gpu``): before each
+   timed run the L2 cache is flushed by zeroing an L2-sized buffer, each run is timed with its own
+   pair of CUDA events, and the result is the minimum. The runs are captured in CUDA graphs and
+   replayed, so no launch overhead enters; a first pass estimates each kernel's time and a second
+   pass repeats each kernel as often as a per-config time budget allows.
+
+Failures of single configs (Triton's ``OutOfResources``, compile errors, wrong results) become
+:class:`~torch_diode.records.FailureRecord` s with the choice set; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import logging
+import math
+import multiprocessing
+import os
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from torch_diode.records import BATCHED_OPS, BIAS_OPS, Choice, FailureRecord, Problem, TimingRecord
+
+log = logging.getLogger(__name__)
+
+SEARCH_SPACES: tuple[str, ...] = ("DEFAULT", "EXHAUSTIVE")
+
+#: Largest divisibility (in elements) asserted for a run-time size or stride. Loads and stores are
+#: at most 16 bytes wide, so a larger power of two cannot change the generated code.
+DIV_CAP = 16
+#: K loops of at most this many iterations are compiled with K as a literal, as Inductor's are:
+#: a constant short trip count changes the pipelined loop (see ``scripts/sweep_ptx_compare.py``).
+LITERAL_K_TILES = 8
+LIT_ZERO = 0  # int_spec code: the literal 0
+LIT_ONE = -1  # int_spec code: the literal 1
+
+
+def int_spec(value: int) -> int:
+    """The constexpr code of a size or stride: ``LIT_ZERO``/``LIT_ONE`` for the literals 0 and 1
+    (which Inductor's constants fold away), else the largest power of two (<= :data:`DIV_CAP`)
+    dividing it, which is what a literal tells Triton's alignment analysis."""
+    if value < 0:
+        raise ValueError(f"sizes and strides must be non-negative, got {value}")
+    if value == 0:
+        return LIT_ZERO
+    if value == 1:
+        return LIT_ONE
+    d = 1
+    while d < DIV_CAP and value % (2 * d) == 0:
+        d *= 2
+    return d
+
+
+# ------------------------------------------------------------------------------------------------
+# Problem geometry
+# ------------------------------------------------------------------------------------------------
+def _shapes(problem: Problem) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Shapes of A, B and the output (and of the broadcast bias, which is the output's)."""
+    p = problem
+    if p.op in BATCHED_OPS:
+        return (p.batch, p.m, p.k), (p.batch, p.k, p.n), (p.batch, p.m, p.n)
+    return (p.m, p.k), (p.k, p.n), (p.m, p.n)
+
+
+def _out_stride(problem: Problem) -> tuple[int, ...]:
+    """Inductor's output layout for these ops: contiguous."""
+    p = problem
+    return (p.m * p.n, p.n, 1) if p.op in BATCHED_OPS else (p.n, 1)
+
+
+def _storage_numel(shape: Sequence[int], stride: Sequence[int]) -> int:
+    return 1 + sum((s - 1) * st for s, st in zip(shape, stride))
+
+
+def _index_dtype(problem: Problem) -> str:
+    """``tl.int32`` unless some buffer needs 64-bit offsets (Inductor's ``can_use_32bit_indexing``)."""
+    sa, sb, so = _shapes(problem)
+    sizes = [
+        _storage_numel(sa, problem.stride_a),
+        _storage_numel(sb, problem.stride_b),
+        _storage_numel(so, _out_stride(problem)),
+    ]
+    if problem.stride_bias is not None:
+        sizes.append(_storage_numel(so, problem.stride_bias))
+    return "tl.int32" if max(sizes) <= 2**31 - 1 else "tl.int64"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Everything about a problem that changes a sweep kernel's generated code, except the config.
+
+    Problems with equal specs run the very same compiled kernel for a config.
+    """
+
+    kernel: str  # "mm" (mm/addmm template) or "bmm" (bmm/baddbmm template)
+    dtype: str
+    out_dtype: str
+    has_bias: bool
+    index_dtype: str
+    specs: tuple[tuple[str, int], ...]  # constexpr name -> int_spec code
+
+    def key(self) -> str:
+        s = ",".join(f"{k}={v}" for k, v in self.specs)
+        return f"{self.kernel}/{self.dtype}->{self.out_dtype}/bias={int(self.has_bias)}/{self.index_dtype}/{s}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["specs"] = [list(x) for x in self.specs]
+        return d
+
+
+def kernel_spec(problem: Problem) -> KernelSpec:
+    """The :class:`KernelSpec` of a problem."""
+    p = problem
+    batched = p.op in BATCHED_OPS
+    out = _out_stride(p)
+    bias = p.stride_bias if p.op in BIAS_OPS else None
+    specs: list[tuple[str, int]] = [("M_SPEC", int_spec(p.m)), ("N_SPEC", int_spec(p.n)), ("K_SPEC", int_spec(p.k))]
+    if batched:
+        specs.append(("BATCH_SPEC", int_spec(p.batch)))
+        names = [("SAQ", "SAM", "SAK"), ("SBQ", "SBK", "SBN"), ("SCQ", "SCM", "SCN"), ("SIQ", "SIM", "SIN")]
+    else:
+        names = [("SAM", "SAK"), ("SBK", "SBN"), ("SCM", "SCN"), ("SIM", "SIN")]
+    strides = [p.stride_a, p.stride_b, out, bias if bias is not None else (0,) * len(out)]
+    for nm, st in zip(names, strides):
+        specs.extend((n, int_spec(s)) for n, s in zip(nm, st))
+    return KernelSpec(
+        kernel="bmm" if batched else "mm",
+        dtype=p.dtype,
+        out_dtype=p.out_dtype,
+        has_bias=bias is not None,
+        index_dtype=_index_dtype(p),
+        specs=tuple(specs),
+    )
+
+
+#: sha256 of Inductor's template sources that the sweep kernels reproduce, per revision.
+TEMPLATE_HASHES: dict[int, dict[str, str]] = {
+    211: {  # torch 2.11
+        "triton_mm": "d4b90a54b960e7b3fb3abb24be0d43fc9b3c4d64c53ecd44187508e096498238",
+        "triton_bmm": "1635ad519a2790c283e0cd308d03f44e1673a8289810f371093fbdcba6ec4f6a",
+    },
+    213: {  # torch 2.13
+        "triton_mm": "d99842e466803e2d1dcd19b8faa992acd26dc9cb671b8eba7468c187f3b9007f",
+        "triton_bmm": "4acd70184f4e6d7dd871c00a5b945a6a4d3acd641ad6f7f1a3eb6902ab4cf85c",
+    },
+}
+
+
+def template_revision() -> int:
+    """Which revision of Inductor's mm/bmm templates the installed torch ships (211, 213).
+
+    Raises:
+        RuntimeError: the installed templates match no revision the sweep kernels reproduce; the
+            sweep would time other kernels than Inductor, so it refuses to run.
+    """
+    import torch._inductor.kernel as kernel_pkg
+
+    base = os.path.join(os.path.dirname(kernel_pkg.__file__), "templates")
+    found: dict[str, str] = {}
+    for name in ("triton_mm", "triton_bmm"):
+        path = os.path.join(base, f"{name}.py.jinja")
+        try:
+            with open(path, "rb") as f:
+                found[name] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            found[name] = "missing"
+    for rev, hashes in TEMPLATE_HASHES.items():
+        if hashes == found:
+            return rev
+    import torch
+
+    raise RuntimeError(
+        f"the sweep kernels reproduce Inductor's mm/bmm templates of torch 2.11 and 2.13, but torch "
+        f"{torch.__version__} ships other sources ({found}); port the template changes to "
+        f"torch_diode/collect/sweep_kernels.py and add their hashes to TEMPLATE_HASHES, or use the inductor collector"
+    )
+
+
+def _contiguity_hints(problem: Problem, block_m: int, block_n: int, revision: int) -> tuple[bool, bool]:
+    """The template's compile-time ``offs_a_m``/``offs_b_n`` branch (triton_mm/bmm.py.jinja).
+
+    The mm template (2.11 and 2.13) and the 2.13 bmm template also require ``M >= BLOCK_M`` /
+    ``N >= BLOCK_N`` and ``K > 1``; the 2.11 bmm template tests the strides alone."""
+    p = problem
+    sam, sak = p.stride_a[-2], p.stride_a[-1]
+    sbk, sbn = p.stride_b[-2], p.stride_b[-1]
+    m, n, k = p.m, p.n, p.k
+    a = (sam == 1 and sak == m) or (sam == k and sak == 1)
+    b = (sbk == 1 and sbn == k) or (sbk == n and sbn == 1)
+    if p.op not in BATCHED_OPS or revision >= 213:
+        a = a and m >= block_m and k > 1
+        b = b and n >= block_n and k > 1
+    return bool(a), bool(b)
+
+
+# Template kwargs that become constexprs of the sweep kernels; anything else Inductor adds to a
+# triton::mm / triton::bmm config (e.g. Blackwell's WARP_SPECIALIZE) is not supported here.
+_TEMPLATE_KWARGS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ALLOW_TF32", "ACC_TYPE", "USE_FAST_ACCUM")
+_IGNORED_KWARGS = frozenset({"num_stages", "num_warps", "hint_override"})
+_SUPPORTED_TRITON = frozenset({"triton::mm", "triton::bmm"})
+
+
+def launch_constexprs(problem: Problem, choice: Choice, revision: int) -> dict[str, Any]:
+    """All constexpr arguments of the sweep kernel for (problem, choice), as plain values
+    (``ACC_TYPE``/``INDEX_DTYPE`` as their ``tl.*`` names).
+
+    Raises:
+        ValueError: the choice carries a kwarg the sweep kernels do not implement.
+    """
+    kw = choice.to_kwargs()
+    unknown = sorted(
+        k for k, v in kw.items() if k not in _TEMPLATE_KWARGS and k not in _IGNORED_KWARGS and v is not None
+    )
+    if unknown:
+        raise ValueError(f"{choice.template}: the sweep kernels do not implement kwarg(s) {unknown} of {choice.key()}")
+    spec = kernel_spec(problem)
+    if revision not in TEMPLATE_HASHES:
+        raise ValueError(f"revision: unknown template revision {revision!r}; known: {sorted(TEMPLATE_HASHES)}")
+    a_hint, b_hint = _contiguity_hints(problem, int(kw["BLOCK_M"]), int(kw["BLOCK_N"]), revision)  # type: ignore[arg-type]
+    out: dict[str, Any] = dict(spec.specs)
+    out.update(
+        A_HINT=a_hint,
+        B_HINT=b_hint,
+        HAS_BIAS=spec.has_bias,
+        BLOCK_M=int(kw["BLOCK_M"]),  # type: ignore[arg-type]
+        BLOCK_N=int(kw["BLOCK_N"]),  # type: ignore[arg-type]
+        BLOCK_K=int(kw["BLOCK_K"]),  # type: ignore[arg-type]
+        GROUP_M=int(kw.get("GROUP_M") or 8),  # type: ignore[arg-type]
+        EVEN_K=bool(kw.get("EVEN_K", False)),
+        ALLOW_TF32=bool(kw.get("ALLOW_TF32", False)),
+        ACC_TYPE=str(kw.get("ACC_TYPE") or "tl.float32"),
+        USE_FAST_ACCUM=bool(kw.get("USE_FAST_ACCUM", False)),
+        INDEX_DTYPE=spec.index_dtype,
+        TEMPLATE=revision,
+        K_LIT=0,
+    )
+    if math.ceil(problem.k / out["BLOCK_K"]) <= LITERAL_K_TILES:
+        out["K_LIT"] = problem.k
+        out["K_SPEC"] = 1  # unused: one key per literal K
+    return out
+
+
+def compile_key(problem: Problem, choice: Choice, revision: int) -> tuple[Any, ...]:
+    """Problems and choices with equal keys share one compiled kernel."""
+    spec = kernel_spec(problem)
+    cx = launch_constexprs(problem, choice, revision)
+    return (
+        spec.kernel,
+        spec.dtype,
+        spec.out_dtype,
+        _int_width(problem),
+        tuple(sorted(cx.items())),
+        choice.num_warps,
+        choice.num_stages,
+    )
+
+
+def _int_width(problem: Problem) -> str:
+    """Triton types a run-time int argument i32 or i64 by its value; the signature must match."""
+    sa, sb, so = _shapes(problem)
+    vals = [*sa, *sb, *so, *problem.stride_a, *problem.stride_b, *_out_stride(problem)]
+    if problem.stride_bias is not None:
+        vals.extend(problem.stride_bias)
+    return "i32" if max(vals) <= 2**31 - 1 else "i64"
+
+
+# ------------------------------------------------------------------------------------------------
+# Enumerating Inductor's configs for a problem
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepItem:
+    """One choice to measure on a problem."""
+
+    choice: Choice
+    kind: str  # "aten" or "triton"
+
+
+def _device() -> Any:
+    import torch
+
+    return torch.device("cuda")
+
+
+def inductor_choices(problem: Problem, search_space: str = "EXHAUSTIVE") -> list[SweepItem]:
+    """ATen and Triton choices Inductor's heuristic gives for ``problem`` under max-autotune.
+
+    Builds real ``ir.InputBuffer`` nodes on a ``cuda`` device (a fake one works without a GPU; see
+    ``tests/test_sweep.py``), asks ``InductorChoices().get_ktc`` for the templates of the op's
+    lowering and converts every KTC with ``torch_diode.inductor.convert.choice_from_ktc``. TMA,
+    Blackwell and subgraph (decompose_k, contiguous_mm) templates are not swept.
+    """
+    if search_space not in SEARCH_SPACES:
+        raise ValueError(f"search_space: must be one of {', '.join(SEARCH_SPACES)}, got {search_space!r}")
+    import torch
+    from torch._inductor import config as inductor_config
+    from torch._inductor import ir
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.kernel.bmm import aten_baddbmm, aten_bmm, bmm_template
+    from torch._inductor.kernel.mm import aten_addmm, aten_bias_addmm, aten_mm, mm_template
+    from torch._inductor.kernel_inputs import MMKernelInputs
+    from torch._inductor.virtualized import V
+
+    from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
+
+    p = problem
+    dev = _device()
+    dtype = getattr(torch, p.dtype)
+    sa, sb, so = _shapes(p)
+    gm = torch.fx.symbolic_trace(lambda x: x)
+    graph = GraphLowering(gm)
+    items: list[SweepItem] = []
+    with (
+        V.set_graph_handler(graph),
+        inductor_config.patch(
+            max_autotune=True, max_autotune_gemm_search_space=search_space, force_disable_caches=True
+        ),
+    ):
+        a = ir.InputBuffer(name="sweep_a", layout=ir.FixedLayout(dev, dtype, list(sa), list(p.stride_a)))
+        b = ir.InputBuffer(name="sweep_b", layout=ir.FixedLayout(dev, dtype, list(sb), list(p.stride_b)))
+        nodes: list[Any] = [a, b]
+        scalars: dict[str, Any] | None = None
+        if p.op in BIAS_OPS:
+            assert p.stride_bias is not None
+            bias = ir.InputBuffer(name="sweep_bias", layout=ir.FixedLayout(dev, dtype, list(so), list(p.stride_bias)))
+            nodes = [bias, a, b]
+            scalars = {"alpha": 1, "beta": 1}
+        ki = MMKernelInputs(nodes, scalars=scalars) if scalars else MMKernelInputs(nodes)
+        seen = problem_from_kernel_inputs(ki, p.op)
+        if seen != p:
+            raise ValueError(f"internal: Inductor sees {seen.key()} for {p.key()} ({seen} != {p})")
+        if p.op == "mm":
+            aten, tmpl = [aten_mm], mm_template
+        elif p.op == "addmm":
+            aten = [aten_addmm]
+            if p.stride_bias is not None and p.stride_bias[0] == 0 and inductor_config.triton.autotune_cublasLt:
+                aten.append(aten_bias_addmm)
+            tmpl = mm_template
+        elif p.op == "bmm":
+            aten, tmpl = [aten_bmm], bmm_template
+        else:
+            aten, tmpl = [aten_baddbmm], bmm_template
+        choices = InductorChoices()
+        for t in aten:
+            for ktc in choices.get_ktc(ki, t, p.op):
+                items.append(SweepItem(choice_from_ktc(ktc), "aten"))
+        for ktc in choices.get_ktc(ki, tmpl, p.op):
+            items.append(SweepItem(choice_from_ktc(ktc), "triton"))
+    # Inductor's heuristic dedups its configs; keep the first of any duplicate choice all the same.
+    out: dict[Choice, SweepItem] = {}
+    for it in items:
+        out.setdefault(it.choice, it)
+    return list(out.values())
+
+
+def sample_choices(items: Sequence[SweepItem], problem: Problem, max_configs: int | None, seed: int) -> list[SweepItem]:
+    """ATen plus at most ``max_configs`` Triton configs, a seeded sample that depends only on
+    (seed, problem, the config list), never on the process or the order problems come in."""
+    aten = [it for it in items if it.kind == "aten"]
+    triton = sorted((it for it in items if it.kind == "triton"), key=lambda it: it.choice.key())
+    if max_configs is None or len(triton) <= max_configs:
+        return aten + triton
+    digest = hashlib.sha256(f"{seed}|{problem.key()}|{sorted(problem.to_dict().items())}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "little"))
+    picked = sorted(rng.sample(range(len(triton)), max_configs))
+    return aten + [triton[i] for i in picked]
+
+
+def sample_shared(items: Sequence[SweepItem], max_configs: int | None, seed: int) -> list[SweepItem]:
+    """ATen plus the ``max_configs`` Triton configs of lowest seeded hash of the config alone:
+    problems whose config lists overlap get the same configs (and share compiled kernels)."""
+    aten = [it for it in items if it.kind == "aten"]
+    triton = [it for it in items if it.kind == "triton"]
+    if max_configs is None or len(triton) <= max_configs:
+        return aten + sorted(triton, key=lambda it: it.choice.key())
+
+    def rank(it: SweepItem) -> bytes:
+        return hashlib.sha256(f"{seed}|{sorted(it.choice.to_dict().items())}".encode()).digest()
+
+    picked = sorted(triton, key=rank)[:max_configs]
+    return aten + sorted(picked, key=lambda it: it.choice.key())
+
+
+# ------------------------------------------------------------------------------------------------
+# Compilation in worker processes
+# ------------------------------------------------------------------------------------------------
+_TL_NAMES = ("float16", "bfloat16", "float32", "int32", "int64")
+
+
+def _tl(name: str) -> Any:
+    import triton.language as tl
+
+    short = name[3:] if name.startswith("tl.") else name
+    if short not in _TL_NAMES:
+        raise ValueError(f"unknown triton dtype {name!r}")
+    return getattr(tl, short)
+
+
+def _kernel_args(problem: Problem, tensors: dict[str, Any] | None) -> list[Any]:
+    """Positional run-time arguments of the sweep kernel (tensors or, in workers, their dtypes)."""
+    import torch
+
+    p = problem
+    dt = getattr(torch, p.dtype)
+    odt = getattr(torch, p.out_dtype)
+    if tensors is None:
+        ptrs = [dt, dt, odt, dt]
+    else:
+        ptrs = [tensors["a"], tensors["b"], tensors["c"], tensors.get("bias", tensors["c"])]
+    out = _out_stride(p)
+    bias = p.stride_bias if p.stride_bias is not None else (0,) * len(out)
+    if p.op in BATCHED_OPS:
+        ints = [p.m, p.n, p.k, p.batch, *p.stride_a, *p.stride_b, *out, *bias]
+    else:
+        ints = [p.m, p.n, p.k, *p.stride_a, *p.stride_b, *out, *bias]
+    return ptrs + ints
+
+
+def _constexprs_for_triton(cx: dict[str, Any]) -> dict[str, Any]:
+    d = dict(cx)
+    d["ACC_TYPE"] = _tl(d["ACC_TYPE"])
+    d["INDEX_DTYPE"] = _tl(d["INDEX_DTYPE"])
+    return d
+
+
+def compile_options() -> dict[str, Any]:
+    """The Triton compile options Inductor uses for template kernels
+    (``CachingAutotuner._create_compile_options``): ``debug`` follows
+    ``config.assert_indirect_indexing`` and overflow sanitizing is off."""
+    from torch._inductor import config as inductor_config
+
+    return {"debug": bool(inductor_config.assert_indirect_indexing), "sanitize_overflow": False}
+
+
+def _worker_init(cache_dir: str | None) -> None:
+    if cache_dir:
+        os.environ["TRITON_CACHE_DIR"] = cache_dir
+
+
+def _compile_task(
+    problem_dict: dict[str, Any], choice_dict: dict[str, Any], revision: int, options: dict[str, Any]
+) -> tuple[str, str]:
+    """Fill Triton's on-disk cache with the kernel of (problem spec, choice). Runs in a worker."""
+    try:
+        from torch_diode.collect.sweep_kernels import KERNELS
+
+        p = Problem.from_dict(problem_dict)
+        c = Choice.from_dict(choice_dict)
+        cx = _constexprs_for_triton(launch_constexprs(p, c, revision))
+        kernel = KERNELS[kernel_spec(p).kernel]
+        t0 = time.perf_counter()
+        kernel.warmup(
+            *_kernel_args(p, None), grid=(1,), num_warps=c.num_warps, num_stages=c.num_stages, **options, **cx
+        )
+        return "ok", f"{time.perf_counter() - t0:.3f}"
+    except Exception as e:
+        return "error", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+
+
+# ------------------------------------------------------------------------------------------------
+# The collector
+# ------------------------------------------------------------------------------------------------
+TIMING_MODES: tuple[str, ...] = ("graph", "inductor")
+SAMPLE_MODES: tuple[str, ...] = ("problem", "shared")
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How the sweep measures.
+
+    ``search_space``: Inductor's ``max_autotune_gemm_search_space`` whose configs are swept.
+    ``max_configs``/``seed``/``sample``: at most that many Triton configs per problem, a seeded
+    sample; ``sample="problem"`` draws independently per problem, ``"shared"`` ranks configs by a
+    seeded hash of the config alone, so problems share their sampled configs (and compiled kernels).
+    ``workers``: compile processes (default: CPU count - 1).
+    ``timing``: ``"graph"`` (CUDA-graph replays, CUDA events around each run, L2 flushed before
+    each; the default) or ``"inductor"`` (Inductor's own ``benchmarker.benchmark_gpu`` on a Python
+    launch, exactly as max-autotune times; slower, for comparisons).
+    ``budget_us``: GPU time for the timed repetitions of one config (at least ``min_reps``, at most
+    ``max_reps``) after ``estimate_reps`` estimating runs.
+    ``check``: compare each Triton kernel's output with a float64 reference and record mismatches.
+    """
+
+    search_space: str = "EXHAUSTIVE"
+    max_configs: int | None = None
+    seed: int = 0
+    sample: str = "problem"
+    include_aten: bool = True
+    workers: int | None = None
+    timing: str = "graph"
+    budget_us: float = 1500.0
+    min_reps: int = 3
+    max_reps: int = 25
+    estimate_reps: int = 2
+    graph_chunk: int = 64
+    check: bool = True
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.search_space not in SEARCH_SPACES:
+            raise ValueError(f"search_space: must be one of {', '.join(SEARCH_SPACES)}, got {self.search_space!r}")
+        if self.max_configs is not None and (isinstance(self.max_configs, bool) or self.max_configs < 1):
+            raise ValueError(f"max_configs: must be a positive integer or None, got {self.max_configs!r}")
+        if self.sample not in SAMPLE_MODES:
+            raise ValueError(f"sample: must be one of {', '.join(SAMPLE_MODES)}, got {self.sample!r}")
+        if self.timing not in TIMING_MODES:
+            raise ValueError(f"timing: must be one of {', '.join(TIMING_MODES)}, got {self.timing!r}")
+        if self.min_reps < 1 or self.max_reps < self.min_reps or self.estimate_reps < 1:
+            raise ValueError("reps: need 1 <= min_reps <= max_reps and estimate_reps >= 1")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers: must be a positive integer or None, got {self.workers!r}")
+
+
+@dataclass
+class SweepStats:
+    """Where the time went (seconds), summed over problems."""
+
+    problems: int = 0
+    configs_timed: int = 0
+    failures: int = 0
+    enumerate_s: float = 0.0
+    compile_wait_s: float = 0.0
+    load_s: float = 0.0
+    measure_s: float = 0.0
+    kernels_compiled: int = 0
+    compile_cpu_s: float = 0.0
+    slow_first_calls: int = 0  # first launches over 50 ms: a kernel compiled in this process
+    slow_first_calls_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 2e-2}
+
+
+class SweepCollector:
+    """Measures ATen plus Inductor's Triton configs for one problem at a time.
+
+    ``measure(problem)`` returns ``(timings, failures)`` like the Inductor collector (times in
+    microseconds). Call ``prefetch(upcoming_problems)`` to compile their kernels in the background
+    while measuring; ``close()`` (or ``with``) stops the compile processes.
+    """
+
+    name = "sweep"
+
+    def __init__(self, hardware_key: str, options: SweepOptions | None = None, *, device: str = "cuda") -> None:
+        if not hardware_key:
+            raise ValueError("hardware_key: must be a non-empty string (see `diode hardware`)")
+        if not str(device).startswith("cuda"):
+            raise ValueError(
+                f"device: the sweep collector times CUDA kernels; got {device!r} (use the inductor collector on CPU)"
+            )
+        self.hardware = hardware_key
+        self.options = options or SweepOptions()
+        self.device = str(device)
+        self.revision = template_revision()
+        self.compile_options = compile_options()
+        self.skipped: dict[str, int] = {}
+        self.stats = SweepStats()
+        self._items: dict[Problem, list[SweepItem]] = {}
+        self._futures: dict[tuple[Any, ...], cf.Future[tuple[str, str]]] = {}
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._flush: Any = None
+        self._loaded: set[tuple[Any, ...]] = set()
+
+    @classmethod
+    def from_options(cls, options: Any, *, hardware: str, device: str = "cuda", **sweep_options: Any) -> SweepCollector:
+        """Build from the runner's ``CollectOptions`` (its ``search_space``) plus sweep keyword
+        options (``max_configs``, ``seed``, ``sample``, ``workers``, ``budget_us`` ... of
+        :class:`SweepOptions`)."""
+        known = set(SweepOptions.__dataclass_fields__)
+        unknown = sorted(set(sweep_options) - known)
+        if unknown:
+            raise ValueError(f"sweep options: unknown option(s) {unknown}; known: {', '.join(sorted(known))}")
+        kw = {"search_space": getattr(options, "search_space", "EXHAUSTIVE"), **sweep_options}
+        return cls(hardware, SweepOptions(**kw), device=device)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> SweepCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the compile processes (compiled kernels stay in Triton's cache)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._futures = {k: f for k, f in self._futures.items() if f.done() and not f.cancelled()}
+
+    def _get_pool(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            n = self.options.workers or max(1, (os.cpu_count() or 2) - 1)
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = cf.ProcessPoolExecutor(
+                max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=(self.options.cache_dir,)
+            )
+        return self._pool
+
+    # -- planning ----------------------------------------------------------------------------
+    def choices(self, problem: Problem) -> list[SweepItem]:
+        """The (sampled) choices this collector measures for ``problem``."""
+        items = self._items.get(problem)
+        if items is None:
+            t0 = time.perf_counter()
+            o = self.options
+            all_items = inductor_choices(problem, o.search_space)
+            if o.sample == "shared":
+                items = sample_shared(all_items, o.max_configs, o.seed)
+            else:
+                items = sample_choices(all_items, problem, o.max_configs, o.seed)
+            if not o.include_aten:
+                items = [it for it in items if it.kind != "aten"]
+            self._items[problem] = items
+            self.stats.enumerate_s += time.perf_counter() - t0
+        return items
+
+    def prefetch(self, problems: Iterable[Problem]) -> int:
+        """Start compiling the kernels of ``problems`` in the background (in order); returns how
+        many new kernels were submitted. ``measure`` waits only for the kernels it needs."""
+        n = 0
+        for p in problems:
+            for it in self.choices(p):
+                if it.kind != "triton" or it.choice.template not in _SUPPORTED_TRITON:
+                    continue
+                try:
+                    key = compile_key(p, it.choice, self.revision)
+                except ValueError:
+                    continue  # reported as a failure by measure()
+                if key in self._futures:
+                    continue
+                self._futures[key] = self._get_pool().submit(
+                    _compile_task, p.to_dict(), it.choice.to_dict(), self.revision, self.compile_options
+                )
+                n += 1
+        return n
+
+    # -- measuring ---------------------------------------------------------------------------
+    def measure(self, problem: Problem) -> tuple[list[TimingRecord], list[FailureRecord]]:
+        """Time ATen and every (sampled) Triton config of ``problem``; microseconds."""
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("the sweep collector needs a CUDA GPU; run it on the GPU machine")
+        if ":" in self.device:
+            torch.cuda.set_device(torch.device(self.device))
+        t_start = time.perf_counter()
+        st0 = SweepStats(**self.stats.to_dict())
+        self.prefetch([problem])
+        items = self.choices(problem)
+        failures: list[FailureRecord] = []
+
+        def fail(choice: Choice | None, reason: str, message: str) -> None:
+            failures.append(
+                FailureRecord(problem=problem, choice=choice, reason=reason, message=message, hardware=self.hardware)
+            )
+
+        try:
+            tensors = self._tensors(problem)
+        except torch.cuda.OutOfMemoryError as e:
+            torch.cuda.empty_cache()
+            fail(None, "oom", f"allocating the inputs: {str(e).splitlines()[0]}")
+            return [], failures
+        runners: list[tuple[Choice, Any]] = []
+        for it in items:
+            c = it.choice
+            if it.kind == "aten":
+                try:
+                    runners.append((c, self._aten_runner(c, tensors)))
+                except ValueError as e:
+                    fail(c, "error", str(e))
+                continue
+            if c.template not in _SUPPORTED_TRITON:
+                fail(c, "error", f"template {c.template} is not swept")
+                continue
+            try:
+                key = compile_key(problem, c, self.revision)
+            except ValueError as e:
+                fail(c, "error", str(e))
+                continue
+            t0 = time.perf_counter()
+            status, msg = self._futures[key].result()
+            self.stats.compile_wait_s += time.perf_counter() - t0
+            if status != "ok":
+                fail(c, "compile_error", msg)
+                continue
+            if key not in self._loaded:
+                self._loaded.add(key)
+                self.stats.kernels_compiled += 1
+                self.stats.compile_cpu_s += float(msg)
+            runners.append((c, self._triton_runner(problem, c, tensors)))
+
+        # Warm-up: one eager call each (loads the module, surfaces OutOfResources), then check.
+        t0 = time.perf_counter()
+        ok: list[tuple[Choice, Any]] = []
+        errs: list[tuple[Choice, Any]] = []
+        ref, scale = tensors["ref"], tensors["ref_scale"]
+        for c, run in runners:
+            try:
+                tensors["c"].fill_(float("nan"))
+                t1 = time.perf_counter()
+                run()
+                dt = time.perf_counter() - t1
+                if dt > 0.05:
+                    self.stats.slow_first_calls += 1
+                    self.stats.slow_first_calls_s += dt
+                if self.options.check and not c.is_aten:
+                    errs.append((c, (tensors["c"].float() - ref).abs().max() / scale))
+                ok.append((c, run))
+            except Exception as e:
+                torch.cuda.synchronize()
+                name = type(e).__name__
+                reason = (
+                    "compile_error" if name in ("OutOfResources", "CompilationError", "PTXASError") else "runtime_error"
+                )
+                fail(c, reason, f"{name}: {str(e).splitlines()[0] if str(e) else ''}"[:500])
+        torch.cuda.synchronize()
+        bad: set[Choice] = set()
+        if errs:
+            vals = torch.stack([e for _, e in errs]).tolist()
+            tol = _TOL.get(problem.dtype, 2e-2) * (4 if problem.k > 8192 else 1)
+            for (c, _), v in zip(errs, vals):
+                if not (v <= tol):  # NaN (an unwritten output) fails too
+                    bad.add(c)
+                    fail(c, "runtime_error", f"wrong result: max error {v:.3g} of max |ref| (tolerance {tol})")
+        ok = [(c, r) for c, r in ok if c not in bad]
+        self.stats.load_s += time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        if self.options.timing == "inductor":
+            times = self._time_inductor(ok)
+        else:
+            times = self._time(ok)
+        self.stats.measure_s += time.perf_counter() - t0
+        records = []
+        for (c, _), t in zip(ok, times):
+            if t is None or not math.isfinite(t) or t <= 0:
+                fail(c, "runtime_error", f"no valid timing ({t})")
+                continue
+            records.append(TimingRecord(problem=problem, choice=c, time_us=t, hardware=self.hardware))
+        self.stats.problems += 1
+        self.stats.configs_timed += len(records)
+        self.stats.failures += len(failures)
+        del tensors
+        self._items.pop(problem, None)
+        s = self.stats
+        log.info(
+            "sweep %s: %d timed, %d failed in %.2fs (compile wait %.2fs, load+check %.2fs, timing %.2fs, %d new kernels)",
+            problem.key(), len(records), len(failures), time.perf_counter() - t_start,
+            s.compile_wait_s - st0.compile_wait_s, s.load_s - st0.load_s, s.measure_s - st0.measure_s,
+            s.kernels_compiled - st0.kernels_compiled,
+        )  # fmt: skip
+        return records, failures
+
+    # -- internals -------------------------------------------------------------------------
+    def _tensors(self, problem: Problem) -> dict[str, Any]:
+        import torch
+
+        p = problem
+        dev = torch.device("cuda")
+        dt = getattr(torch, p.dtype)
+        sa, sb, so = _shapes(p)
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(1234)
+
+        def strided(shape: Sequence[int], stride: Sequence[int]) -> Any:
+            n = _storage_numel(shape, stride)
+            buf = torch.randn(n, generator=gen, device=dev, dtype=torch.float32).to(dt)
+            return torch.as_strided(buf, tuple(shape), tuple(stride))
+
+        t: dict[str, Any] = {"a": strided(sa, p.stride_a), "b": strided(sb, p.stride_b)}
+        t["c"] = torch.empty_strided(so, _out_stride(p), device=dev, dtype=getattr(torch, p.out_dtype))
+        if p.stride_bias is not None:
+            t["bias"] = strided(so, p.stride_bias)
+        with torch.no_grad():
+            ref = torch.matmul(t["a"].double(), t["b"].double())
+            if "bias" in t:
+                ref = ref + t["bias"].double()
+        t["ref"] = ref.float()
+        t["ref_scale"] = ref.abs().max().float().clamp_min(1e-6)
+        del ref
+        if self._flush is None:
+            l2 = torch.cuda.get_device_properties(dev).L2_cache_size or 256 * 1024 * 1024
+            self._flush = torch.empty(l2 // 4, dtype=torch.int, device=dev)
+        return t
+
+    def _aten_runner(self, choice: Choice, t: dict[str, Any]) -> Any:
+        import torch
+
+        a, b, c = t["a"], t["b"], t["c"]
+        name = choice.template
+        if name == "aten::mm":
+            return lambda: torch.mm(a, b, out=c)
+        if name == "aten::bmm":
+            return lambda: torch.bmm(a, b, out=c)
+        if name == "aten::addmm":
+            return lambda: torch.addmm(t["bias"], a, b, out=c)
+        if name == "aten::baddbmm":
+            return lambda: torch.baddbmm(t["bias"], a, b, out=c)
+        if name == "aten::bias_addmm":
+            from torch._inductor.kernel.mm import bias_addmm
+
+            return lambda: bias_addmm(t["bias"], a, b, out=c)
+        raise ValueError(f"ATen choice {name} is not supported by the sweep")
+
+    def _triton_runner(self, problem: Problem, choice: Choice, t: dict[str, Any]) -> Any:
+        from torch_diode.collect.sweep_kernels import KERNELS
+
+        p = problem
+        cx = _constexprs_for_triton(launch_constexprs(p, choice, self.revision))
+        kernel = KERNELS[kernel_spec(p).kernel]
+        args = _kernel_args(p, t)
+        tiles = math.ceil(p.m / cx["BLOCK_M"]) * math.ceil(p.n / cx["BLOCK_N"])
+        if p.op not in BATCHED_OPS:
+            grid = (tiles, 1, 1)
+        elif self.revision >= 213:  # batch on grid y, split into y/z above 65535
+            gy = min(p.batch, 65535)
+            grid = (tiles, gy, math.ceil(p.batch / gy))
+        else:
+            grid = (tiles, p.batch, 1)
+        kw = {"num_warps": choice.num_warps, "num_stages": choice.num_stages, **self.compile_options, **cx}
+
+        def run() -> None:
+            kernel[grid](*args, **kw)
+
+        return run
+
+    def _time_inductor(self, runners: Sequence[tuple[Choice, Any]]) -> list[float | None]:
+        """Inductor's own benchmarker on a Python launch (what max-autotune does), in µs."""
+        from torch._inductor.runtime.benchmarking import benchmarker
+
+        out: list[float | None] = []
+        for _, run in runners:
+            try:
+                out.append(float(benchmarker.benchmark_gpu(run)) * 1000.0)
+            except Exception as e:
+                log.warning("sweep: benchmarking failed: %s", e)
+                out.append(None)
+        return out
+
+    def _time(self, runners: Sequence[tuple[Choice, Any]]) -> list[float | None]:
+        """Minimum over repetitions of the kernel time (µs), each repetition after an L2 flush,
+        timed with CUDA events recorded inside CUDA graphs."""
+        opts = self.options
+        if not runners:
+            return []
+        est = self._pass(runners, [opts.estimate_reps] * len(runners))
+        reps = []
+        for samples in est:
+            if not samples:
+                reps.append(0)
+                continue
+            e = min(samples)
+            reps.append(int(max(opts.min_reps, min(opts.max_reps, opts.budget_us // max(e + 20.0, 1.0)))))
+        second = self._pass(runners, reps)
+        out: list[float | None] = []
+        for s1, s2 in zip(est, second):
+            s = [x for x in (*s1, *s2) if x > 0]
+            out.append(min(s) if s else None)
+        return out
+
+    def _pass(self, runners: Sequence[tuple[Choice, Any]], reps: Sequence[int]) -> list[list[float]]:
+        import torch
+
+        flush = self._flush
+        results: list[list[float]] = [[] for _ in runners]
+        pending: list[tuple[Any, list[tuple[int, Any, Any]]]] = []
+        stream = torch.cuda.Stream()
+        chunk = self.options.graph_chunk
+        idx = [i for i, r in enumerate(reps) if r > 0]
+        for start in range(0, len(idx), chunk):
+            part = idx[start : start + chunk]
+            try:
+                g = self._capture(runners, reps, part, flush, stream)
+                g[0].replay()
+                pending.append(g)
+            except Exception:
+                torch.cuda.synchronize()
+                for i in part:
+                    try:
+                        g = self._capture(runners, reps, [i], flush, stream)
+                        g[0].replay()
+                        pending.append(g)
+                    except Exception as e:
+                        torch.cuda.synchronize()
+                        log.warning("sweep: %s failed in graph capture: %s", runners[i][0].key(), e)
+        torch.cuda.synchronize()
+        for _, evs in pending:
+            for i, s, e in evs:
+                results[i].append(s.elapsed_time(e) * 1000.0)
+        return results
+
+    @staticmethod
+    def _capture(
+        runners: Sequence[tuple[Choice, Any]], reps: Sequence[int], part: Sequence[int], flush: Any, stream: Any
+    ) -> tuple[Any, list[tuple[int, Any, Any]]]:
+        import torch
+
+        g = torch.cuda.CUDAGraph()
+        evs: list[tuple[int, Any, Any]] = []
+        with torch.cuda.graph(g, stream=stream, capture_error_mode="thread_local"):
+            for i in part:
+                run = runners[i][1]
+                for _ in range(reps[i]):
+                    s = torch.cuda.Event(enable_timing=True, external=True)
+                    e = torch.cuda.Event(enable_timing=True, external=True)
+                    flush.zero_()
+                    s.record()
+                    run()
+                    e.record()
+                    evs.append((i, s, e))
+        return g, evs
+
+
+def versions() -> dict[str, str]:
+    """torch, triton and GPU of this process (for provenance and reports)."""
+    import torch
+
+    out = {"torch": torch.__version__}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        out["triton"] = ""
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name()
+        out["cuda"] = str(torch.version.cuda)
+    return out

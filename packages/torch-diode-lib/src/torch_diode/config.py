@@ -1,0 +1,258 @@
+"""Options of the choices handler, and a process-wide ``config`` object settable from the environment.
+
+``DiodeOptions`` is what a handler runs with (frozen, validated). ``config`` holds the defaults that
+``install_diode_choices()`` starts from: each field is read from its ``TORCH_DIODE_*`` environment
+variable at access time unless it was set in code (``config.top_k_configs = 5``), so nothing
+environment-dependent is baked in at import.
+
+======================================  ==========================  ===========================
+config field                            environment variable         ``DiodeOptions`` field
+======================================  ==========================  ===========================
+``model`` (path or registered name)     ``TORCH_DIODE_MODEL``        ``model``
+``top_k_configs``                       ``TORCH_DIODE_TOP_K``        ``top_k_configs``
+``performance_threshold``               ``TORCH_DIODE_PERFORMANCE_THRESHOLD``  ``performance_threshold``
+``fallback_to_autotune``                ``TORCH_DIODE_FALLBACK_TO_AUTOTUNE``   ``enable_fallback``
+``confidence_threshold``                ``TORCH_DIODE_CONFIDENCE_THRESHOLD``   ``confidence_threshold``
+``cache_predictions``                   ``TORCH_DIODE_CACHE_PREDICTIONS``      ``cache_predictions``
+``lut`` (kernel lookup table JSON)      ``TORCH_DIODE_LUT``          ``lut``
+``search_space``                        ``TORCH_DIODE_SEARCH_SPACE`` ``search_space``
+``device_types``                        ``TORCH_DIODE_DEVICE_TYPES`` ``device_types``
+``disable`` (kill switch, per call)     ``TORCH_DIODE_DISABLE``      (checked by the handler)
+======================================  ==========================  ===========================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+SEARCH_SPACES: tuple[str, ...] = ("EXHAUSTIVE", "DEFAULT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiodeOptions:
+    """How the choices handler selects kernels.
+
+    Attributes:
+        model: model file path or registered model name; ``None`` means LUT-only (``lut`` must be set).
+        top_k_configs: Triton configs kept at most (an int >= 1), or a fraction in (0, 1) of the
+            candidates, rounded up (never zero).
+        performance_threshold: keep configs predicted within this factor of the best prediction (>= 1).
+        enable_fallback: on any handler failure use Inductor's stock selection for that call
+            (counted in the stats); False re-raises instead, for debugging (``fallback_to_autotune``).
+        confidence_threshold: in [0, 1]. A prediction's confidence is ``exp(-std)`` (``std`` is the
+            model's log-space uncertainty). When the best prediction's confidence is below this,
+            the handler keeps twice ``top_k_configs`` and widens the threshold by ``exp(std)``; ATen
+            is dropped only when its own confidence reaches it.
+        cache_predictions: remember predictions per problem for the life of the handler.
+        lut: path of a kernel lookup table (``torch_diode.lut``) whose exact hits win over the model.
+        search_space: ``"EXHAUSTIVE"`` widens the Triton candidates to Inductor's exhaustive space
+            for each GEMM (locally; the global config is untouched); ``"DEFAULT"`` scores only
+            Inductor's default candidates.
+        device_types: device types of GEMMs the handler acts on (others get stock behaviour).
+    """
+
+    model: str | None = None
+    top_k_configs: int | float = 3
+    performance_threshold: float = 1.1
+    enable_fallback: bool = True
+    confidence_threshold: float = 0.8
+    cache_predictions: bool = True
+    lut: str | None = None
+    search_space: str = "EXHAUSTIVE"
+    device_types: tuple[str, ...] = ("cuda",)
+
+    def __post_init__(self) -> None:
+        if self.model is not None:
+            if isinstance(self.model, os.PathLike):
+                object.__setattr__(self, "model", os.fspath(self.model))
+            if not isinstance(self.model, str) or not self.model:
+                raise TypeError(f"model: must be a file path or a registered model name, got {self.model!r}")
+        if self.lut is not None:
+            if isinstance(self.lut, os.PathLike):
+                object.__setattr__(self, "lut", os.fspath(self.lut))
+            if not isinstance(self.lut, str) or not self.lut:
+                raise TypeError(f"lut: must be a file path, got {self.lut!r}")
+        k = self.top_k_configs
+        if isinstance(k, bool) or not isinstance(k, (int, float)):
+            raise TypeError(f"top_k_configs: must be an int >= 1 or a fraction in (0, 1), got {k!r}")
+        if isinstance(k, float) and k.is_integer() and k >= 1:
+            object.__setattr__(self, "top_k_configs", int(k))
+        elif not ((isinstance(k, int) and k >= 1) or (isinstance(k, float) and 0 < k < 1)):
+            raise ValueError(f"top_k_configs: must be an int >= 1 or a fraction in (0, 1), got {k!r}")
+        t = self.performance_threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 1:
+            raise ValueError(f"performance_threshold: must be a finite number >= 1 (1.1 = within 10%), got {t!r}")
+        object.__setattr__(self, "performance_threshold", float(t))
+        c = self.confidence_threshold
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= 1:
+            raise ValueError(f"confidence_threshold: must be a number in [0, 1], got {c!r}")
+        object.__setattr__(self, "confidence_threshold", float(c))
+        for name in ("enable_fallback", "cache_predictions"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name}: must be a bool, got {getattr(self, name)!r}")
+        space = str(self.search_space).upper()
+        if space not in SEARCH_SPACES:
+            raise ValueError(f"search_space: must be one of {', '.join(SEARCH_SPACES)}, got {self.search_space!r}")
+        object.__setattr__(self, "search_space", space)
+        types = (self.device_types,) if isinstance(self.device_types, str) else tuple(self.device_types)
+        if not types or not all(isinstance(t, str) and t for t in types):
+            raise ValueError(f"device_types: must be non-empty device type names, got {self.device_types!r}")
+        object.__setattr__(self, "device_types", types)
+
+    def replace(self, **changes: Any) -> DiodeOptions:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["device_types"] = list(self.device_types)
+        return d
+
+
+OPTION_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(DiodeOptions))
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse_bool(var: str, raw: str) -> bool:
+    v = raw.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError(f"{var}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+def _parse_top_k(var: str, raw: str) -> int | float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{var}={raw!r}: expected an integer >= 1 or a fraction in (0, 1)") from None
+    return int(value) if value.is_integer() else value
+
+
+def _parse_float(var: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{var}={raw!r}: expected a number") from None
+
+
+def _parse_str(var: str, raw: str) -> str | None:
+    return raw.strip() or None
+
+
+def _parse_types(var: str, raw: str) -> tuple[str, ...]:
+    types = tuple(t.strip() for t in raw.split(",") if t.strip())
+    if not types:
+        raise ValueError(f"{var}={raw!r}: expected a comma-separated list of device types, e.g. 'cuda'")
+    return types
+
+
+@dataclass(frozen=True)
+class _Field:
+    env: str
+    parse: Callable[[str, str], Any]
+    default: Any
+    option: str | None  # the DiodeOptions field it feeds, if any
+
+
+_DEFAULTS = DiodeOptions()
+_FIELDS: dict[str, _Field] = {
+    "model": _Field("TORCH_DIODE_MODEL", _parse_str, None, "model"),
+    "top_k_configs": _Field("TORCH_DIODE_TOP_K", _parse_top_k, _DEFAULTS.top_k_configs, "top_k_configs"),
+    "performance_threshold": _Field(
+        "TORCH_DIODE_PERFORMANCE_THRESHOLD", _parse_float, _DEFAULTS.performance_threshold, "performance_threshold"
+    ),
+    "fallback_to_autotune": _Field("TORCH_DIODE_FALLBACK_TO_AUTOTUNE", _parse_bool, True, "enable_fallback"),
+    "confidence_threshold": _Field(
+        "TORCH_DIODE_CONFIDENCE_THRESHOLD", _parse_float, _DEFAULTS.confidence_threshold, "confidence_threshold"
+    ),
+    "cache_predictions": _Field("TORCH_DIODE_CACHE_PREDICTIONS", _parse_bool, True, "cache_predictions"),
+    "lut": _Field("TORCH_DIODE_LUT", _parse_str, None, "lut"),
+    "search_space": _Field("TORCH_DIODE_SEARCH_SPACE", _parse_str, _DEFAULTS.search_space, "search_space"),
+    "device_types": _Field("TORCH_DIODE_DEVICE_TYPES", _parse_types, _DEFAULTS.device_types, "device_types"),
+    "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, False, None),
+}
+
+
+class DiodeConfig:
+    """Process-wide defaults of the handler (see the module docstring for fields and variables).
+
+    A field set in code wins over its environment variable; ``del config.field`` or
+    :meth:`reset` goes back to the environment. A malformed variable raises ``ValueError``
+    naming it when the field is read.
+    """
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_overrides", {})
+
+    def __getattr__(self, name: str) -> Any:
+        field = _FIELDS.get(name)
+        if field is None:
+            raise AttributeError(f"torch_diode.config has no field {name!r}; fields: {', '.join(_FIELDS)}")
+        overrides: dict[str, Any] = object.__getattribute__(self, "_overrides")
+        if name in overrides:
+            return overrides[name]
+        raw = os.environ.get(field.env)
+        if raw is None:
+            return field.default
+        return field.parse(field.env, raw)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _FIELDS:
+            raise AttributeError(f"torch_diode.config has no field {name!r}; fields: {', '.join(_FIELDS)}")
+        self._overrides[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        if name not in _FIELDS:
+            raise AttributeError(f"torch_diode.config has no field {name!r}; fields: {', '.join(_FIELDS)}")
+        self._overrides.pop(name, None)
+
+    def __dir__(self) -> list[str]:
+        return sorted(_FIELDS)
+
+    def reset(self) -> None:
+        """Forget every value set in code; fields follow the environment again."""
+        self._overrides.clear()
+
+    @contextlib.contextmanager
+    def patch(self, **values: Any) -> Iterator[None]:
+        """Set fields for the duration of a ``with`` block."""
+        saved = dict(self._overrides)
+        try:
+            for name, value in values.items():
+                setattr(self, name, value)
+            yield
+        finally:
+            self._overrides.clear()
+            self._overrides.update(saved)
+
+    def options(self, **overrides: Any) -> DiodeOptions:
+        """The current defaults as a validated :class:`DiodeOptions`, with ``overrides`` applied.
+
+        Raises:
+            TypeError: an override is not a ``DiodeOptions`` field.
+        An override of ``None`` keeps the configured value.
+            ValueError: a value (from code or the environment) is invalid.
+        """
+        unknown = set(overrides) - OPTION_NAMES
+        if unknown:
+            raise TypeError(f"unknown option(s) {sorted(unknown)}; options: {', '.join(sorted(OPTION_NAMES))}")
+        kwargs: dict[str, Any] = {}
+        for name, field in _FIELDS.items():
+            if field.option is not None:
+                kwargs[field.option] = getattr(self, name)
+        kwargs.update({k: v for k, v in overrides.items() if v is not None})
+        return DiodeOptions(**kwargs)
+
+
+#: The process-wide defaults. ``import torch_diode.config`` reads nothing until a field is read.
+config = DiodeConfig()

@@ -1,0 +1,465 @@
+"""Ranking metrics of a kernel-time model against measured timings, as defined in DESIGN.md.
+
+For one problem, ``oracle`` is the fastest measured choice (the exhaustive Triton space plus ATen,
+as far as the dataset measured it). With the model's order (ascending predicted time):
+
+* ``regret@k`` = (fastest measured time among the model's top k) / oracle; reported as geomean,
+  p95 (numpy's linear-interpolation percentile) and max over problems;
+* ``recall@k`` = share of problems whose oracle is in the model's top k (a choice whose measured
+  time equals the oracle's counts as the oracle);
+* ``kendall_tau`` = Kendall's tau-b between predicted and measured times (diagnostic; mean and
+  median over problems);
+* ``vs_max_autotune`` = measured time of the model's top-1 pick / measured time of stock
+  max-autotune's pick (geomean, p95, max, and the share of problems where the model's pick is no
+  slower), over the problems with a known stock pick;
+* ``vs_aten`` = the same ratio against the ATen (cuBLAS) choice.
+
+Every block is reported ``overall`` and ``per_op``.
+
+Stock max-autotune's picks come from a solution file (:func:`read_max_autotune_solution`)::
+
+    {"format": "torch-diode-max-autotune-solution", "version": 1, "hardware": "NVIDIA-H100",
+     "solutions": [{"problem": {<Problem.to_dict()>}, "choice": {<Choice.to_dict()>},
+                    "time_us": 12.5}, ...]}
+
+``time_us`` (optional) is the pick's time as max-autotune measured it; the dataset's measurement
+of the same choice is preferred when it has one. A dataset collected by the Inductor collector in
+the DEFAULT search space is also a solution: its fastest record per problem is exactly what stock
+max-autotune picked (:func:`max_autotune_solution_from_dataset`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from torch_diode.records import Choice, Problem
+
+if TYPE_CHECKING:
+    from torch_diode.dataset import Dataset
+    from torch_diode.model import DiodeModel
+
+log = logging.getLogger(__name__)
+
+KS: tuple[int, ...] = (1, 3, 5, 10)
+SOLUTION_FORMAT = "torch-diode-max-autotune-solution"
+SOLUTION_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProblemEval:
+    """One problem's choices with measured and predicted times (parallel arrays)."""
+
+    problem: Problem
+    choices: Sequence[Choice]
+    measured_us: np.ndarray  # [C] float64
+    predicted_log_us: np.ndarray  # [C] (natural log)
+    stock_us: float | None = None  # measured time of stock max-autotune's pick
+    aten_us: float | None = None  # measured time of the ATen choice
+
+
+# -- per-problem metrics ------------------------------------------------------------------------
+
+
+def model_order(predicted: np.ndarray) -> np.ndarray:
+    """Indices by ascending prediction (stable, so ties keep dataset order)."""
+    return np.argsort(predicted, kind="stable")
+
+
+def regret_at_k(measured: np.ndarray, predicted: np.ndarray, ks: Sequence[int] = KS) -> dict[int, float]:
+    """``regret@k`` of one problem for each k (k larger than the choice count means all choices)."""
+    order = model_order(predicted)
+    best_prefix = np.minimum.accumulate(measured[order])  # [C]
+    oracle = float(measured.min())
+    return {k: float(best_prefix[min(k, len(order)) - 1]) / oracle for k in ks}
+
+
+def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's tau-b of two equally long arrays (ties handled as scipy's ``kendalltau``).
+
+    Returns NaN when either array is constant or has fewer than two entries.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n = len(x)
+    if n < 2:
+        return math.nan
+    s = 0.0
+    tx = ty = 0.0
+    chunk = max(1, 2_000_000 // n)
+    for i0 in range(0, n, chunk):
+        dx = np.sign(x[i0 : i0 + chunk, None] - x[None, :])  # [c, n]
+        dy = np.sign(y[i0 : i0 + chunk, None] - y[None, :])
+        s += float((dx * dy).sum())
+        tx += float((dx == 0).sum())
+        ty += float((dy == 0).sum())
+    # Each unordered pair was counted twice; the diagonal adds n ties to each count.
+    n0 = n * (n - 1) / 2.0
+    n1 = (tx - n) / 2.0
+    n2 = (ty - n) / 2.0
+    denom = math.sqrt((n0 - n1) * (n0 - n2))
+    return (s / 2.0) / denom if denom > 0 else math.nan
+
+
+# -- aggregation --------------------------------------------------------------------------------
+
+
+def _ratio_stats(r: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(r, dtype=np.float64)
+    if len(a) == 0:
+        return {"geomean": math.nan, "p95": math.nan, "max": math.nan}
+    return {
+        "geomean": float(np.exp(np.mean(np.log(a)))),
+        "p95": float(np.percentile(a, 95)),
+        "max": float(a.max()),
+    }
+
+
+def _block(evals: Sequence[ProblemEval], with_tau: bool) -> dict[str, Any]:
+    regrets: dict[int, list[float]] = {k: [] for k in KS}
+    taus: list[float] = []
+    vs_stock: list[float] = []
+    vs_aten: list[float] = []
+    picks_aten = 0
+    for e in evals:
+        r = regret_at_k(e.measured_us, e.predicted_log_us)
+        for k in KS:
+            regrets[k].append(r[k])
+        pick = int(model_order(e.predicted_log_us)[0])
+        pick_us = float(e.measured_us[pick])
+        picks_aten += e.choices[pick].is_aten
+        if e.stock_us is not None:
+            vs_stock.append(pick_us / e.stock_us)
+        if e.aten_us is not None:
+            vs_aten.append(pick_us / e.aten_us)
+        if with_tau:
+            t = kendall_tau(e.predicted_log_us, e.measured_us)
+            if not math.isnan(t):
+                taus.append(t)
+    out: dict[str, Any] = {"problems": len(evals)}
+    for k in KS:
+        out[f"regret@{k}"] = _ratio_stats(regrets[k])
+    for k in KS:
+        out[f"recall@{k}"] = float(np.mean(np.asarray(regrets[k]) <= 1.0)) if evals else math.nan
+    if with_tau:
+        out["kendall_tau"] = {
+            "mean": float(np.mean(taus)) if taus else math.nan,
+            "median": float(np.median(taus)) if taus else math.nan,
+        }
+    for name, vals in (("vs_max_autotune", vs_stock), ("vs_aten", vs_aten)):
+        blk: dict[str, Any] = {"problems": len(vals), **_ratio_stats(vals)}
+        blk["no_slower_share"] = float(np.mean(np.asarray(vals) <= 1.0)) if vals else math.nan
+        out[name] = blk
+    out["model_picks_aten_share"] = picks_aten / len(evals) if evals else math.nan
+    return out
+
+
+def summarize(evals: Sequence[ProblemEval], *, with_tau: bool = True) -> dict[str, Any]:
+    """The metrics report: ``{"overall": {...}, "per_op": {op: {...}}}`` (see the module docstring)."""
+    per_op: dict[str, list[ProblemEval]] = {}
+    for e in evals:
+        per_op.setdefault(e.problem.op, []).append(e)
+    return {
+        "overall": _block(evals, with_tau),
+        "per_op": {op: _block(v, with_tau) for op, v in sorted(per_op.items())},
+    }
+
+
+# -- max-autotune solutions ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StockPick:
+    choice: Choice
+    time_us: float | None
+
+
+def read_max_autotune_solution(path: str | os.PathLike[str]) -> dict[Problem, StockPick]:
+    """Stock max-autotune's pick per problem, from a solution JSON file or a dataset file.
+
+    Raises:
+        ValueError: the file is neither (the message names the file and what is wrong).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+        obj = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        obj = None
+    except OSError as e:
+        raise ValueError(f"{p}: cannot read the max-autotune solution: {e.strerror or e}") from None
+    if isinstance(obj, dict) and obj.get("format") == SOLUTION_FORMAT:
+        if obj.get("version") != SOLUTION_VERSION:
+            raise ValueError(
+                f"{p}: solution version {obj.get('version')!r} is not supported (this torch-diode reads {SOLUTION_VERSION})"
+            )
+        out: dict[Problem, StockPick] = {}
+        for i, s in enumerate(obj.get("solutions", [])):
+            try:
+                t = s.get("time_us")
+                out[Problem.from_dict(s["problem"])] = StockPick(
+                    Choice.from_dict(s["choice"]), None if t is None else float(t)
+                )
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{p}: solutions[{i}] is malformed: {e}") from None
+        return out
+    from torch_diode.dataset import read_dataset
+
+    try:
+        ds = read_dataset(p)
+    except ValueError as e:
+        raise ValueError(
+            f'{p}: not a max-autotune solution (no "format": "{SOLUTION_FORMAT}") and not a dataset ({e})'
+        ) from None
+    return max_autotune_solution_from_dataset(ds)
+
+
+def max_autotune_solution_from_dataset(ds: Dataset) -> dict[Problem, StockPick]:
+    """The fastest record per problem of a dataset max-autotune measured (its pick)."""
+    out: dict[Problem, StockPick] = {}
+    for pt in ds.by_problem():
+        med = pt.median_by_choice()
+        cid = min(med, key=med.__getitem__)
+        out[pt.problem] = StockPick(ds.choices[cid], med[cid])
+    return out
+
+
+def write_max_autotune_solution(
+    picks: Mapping[Problem, StockPick], path: str | os.PathLike[str], *, hardware: str
+) -> Path:
+    """Write a solution file (the format of :func:`read_max_autotune_solution`)."""
+    obj = {
+        "format": SOLUTION_FORMAT,
+        "version": SOLUTION_VERSION,
+        "hardware": hardware,
+        "solutions": [
+            {
+                "problem": p.to_dict(),
+                "choice": s.choice.to_dict(),
+                **({"time_us": s.time_us} if s.time_us is not None else {}),
+            }
+            for p, s in picks.items()
+        ],
+    }
+    path = Path(path)
+    path.write_text(json.dumps(obj, indent=1) + "\n")
+    return path
+
+
+# -- model evaluation ---------------------------------------------------------------------------
+
+
+def problem_evals(
+    model: DiodeModel, dataset: Dataset, *, stock: Mapping[Problem, StockPick] | None = None
+) -> list[ProblemEval]:
+    """Predict every measured choice of every problem (repeated measurements: their median)."""
+    out = []
+    for pt in dataset.by_problem():
+        med = pt.median_by_choice()
+        ids = list(med)
+        choices = [dataset.choices[i] for i in ids]
+        measured = np.array([med[i] for i in ids], dtype=np.float64)
+        pred = model.predict(pt.problem, choices)
+        aten = [measured[j] for j, c in enumerate(choices) if c.is_aten]
+        stock_us = None
+        if stock is not None and pt.problem in stock:
+            sp = stock[pt.problem]
+            try:
+                stock_us = float(measured[choices.index(sp.choice)])
+            except ValueError:
+                stock_us = sp.time_us
+        out.append(
+            ProblemEval(
+                pt.problem,
+                choices,
+                measured,
+                pred.log_time_us.astype(np.float64),
+                stock_us=stock_us,
+                aten_us=float(min(aten)) if aten else None,
+            )
+        )
+    return out
+
+
+def evaluate_model(
+    model: DiodeModel, dataset: Dataset, *, stock: Mapping[Problem, StockPick] | None = None
+) -> tuple[dict[str, Any], list[ProblemEval]]:
+    """The full ``validate-max-autotune`` report of ``model`` on ``dataset``."""
+    evals = problem_evals(model, dataset, stock=stock)
+    report = {
+        "hardware": model.hardware,
+        "model": {"sha256": model.model_hash, **model.arch.to_dict()},
+        "dataset": {"records": len(dataset), "problems": len(evals), "hardware": dataset.hardware_keys},
+        "definitions": "DESIGN.md#metrics; p95 = numpy linear-interpolation percentile",
+        **summarize(evals),
+    }
+    if stock is not None and report["overall"]["vs_max_autotune"]["problems"] == 0:
+        log.warning("no problem of the dataset has a max-autotune pick; vs_max_autotune is empty")
+    return report, evals
+
+
+@dataclass(frozen=True)
+class RegressionStats:
+    """``validate-model``: pointwise accuracy of predicted log time."""
+
+    rows: int
+    mse: float  # of natural-log time
+    rmse: float
+    rmse_exp: float  # exp(rmse): typical multiplicative error (1.10 = within x/÷ 1.10)
+    worst: list[dict[str, Any]]
+
+
+def regression_stats(evals: Iterable[ProblemEval], *, top_n_worst: int = 10) -> RegressionStats:
+    errs: list[np.ndarray] = []
+    worst: list[tuple[float, Problem, Choice, float, float]] = []
+    for e in evals:
+        err = e.predicted_log_us - np.log(e.measured_us)
+        errs.append(err)
+        if top_n_worst:
+            for j in np.argsort(-np.abs(err))[:top_n_worst].tolist():
+                worst.append(
+                    (
+                        abs(float(err[j])),
+                        e.problem,
+                        e.choices[j],
+                        float(np.exp(e.predicted_log_us[j])),
+                        float(e.measured_us[j]),
+                    )
+                )
+    all_err = np.concatenate(errs) if errs else np.zeros(0)
+    mse = float(np.mean(all_err**2)) if len(all_err) else math.nan
+    worst.sort(key=lambda w: -w[0])
+    return RegressionStats(
+        rows=len(all_err),
+        mse=mse,
+        rmse=math.sqrt(mse),
+        rmse_exp=math.exp(math.sqrt(mse)),
+        worst=[
+            {"problem": p.key(), "choice": c.key(), "predicted_us": pr, "measured_us": me, "ratio": pr / me}
+            for _, p, c, pr, me in worst[:top_n_worst]
+        ],
+    )
+
+
+# -- writers ------------------------------------------------------------------------------------
+
+
+def _fmt(v: Any) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+def markdown_table(report: Mapping[str, Any]) -> str:
+    """A markdown table of the report: one row for ``overall`` and one per op."""
+    head = (
+        "| scope | problems | regret@1 geomean / p95 / max | regret@3 geomean | regret@5 geomean / p95 / max "
+        "| regret@10 geomean | recall@1 | recall@5 | Kendall tau (mean) | vs max-autotune (geomean, no-slower share) "
+        "| vs ATen (geomean) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    scopes = [("overall", report["overall"])] + [(op, b) for op, b in report.get("per_op", {}).items()]
+    for name, b in scopes:
+        r1, r5 = b["regret@1"], b["regret@5"]
+        vs, va = b["vs_max_autotune"], b["vs_aten"]
+        tau = b.get("kendall_tau", {}).get("mean", math.nan)
+        rows.append(
+            f"| {name} | {b['problems']} | {_fmt(r1['geomean'])} / {_fmt(r1['p95'])} / {_fmt(r1['max'])} "
+            f"| {_fmt(b['regret@3']['geomean'])} | {_fmt(r5['geomean'])} / {_fmt(r5['p95'])} / {_fmt(r5['max'])} "
+            f"| {_fmt(b['regret@10']['geomean'])} | {_fmt(b['recall@1'])} | {_fmt(b['recall@5'])} | {_fmt(tau)} "
+            f"| {_fmt(vs['geomean'])} ({vs['problems']} problems, {_fmt(vs['no_slower_share'])}) "
+            f"| {_fmt(va['geomean'])} |"
+        )
+    hw = report.get("hardware", "")
+    title = f"Model vs measured timings on {hw} ({report['overall']['problems']} problems)\n\n" if hw else ""
+    return title + head + "\n".join(rows) + "\n"
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {o!r}")
+
+
+def report_json(report: Mapping[str, Any]) -> str:
+    """The report as JSON (NaN written as null)."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        if isinstance(v, Mapping):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    return json.dumps(clean(report), indent=2, default=_json_default) + "\n"
+
+
+def write_report(report: Mapping[str, Any], evals: Sequence[ProblemEval], path: str | os.PathLike[str]) -> list[Path]:
+    """Write ``path`` (JSON), a markdown table beside it (``.md``) and, when matplotlib is installed,
+    a PNG (``.png``) with predicted-vs-measured times and the regret distribution.
+
+    Returns:
+        The paths written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(report_json(report))
+    md = path.with_suffix(".md")
+    md.write_text(markdown_table(report))
+    written = [path, md]
+    png = plot_report(evals, path.with_suffix(".png"), title=str(report.get("hardware", "")))
+    if png is not None:
+        written.append(png)
+    return written
+
+
+def plot_report(evals: Sequence[ProblemEval], path: str | os.PathLike[str], *, title: str = "") -> Path | None:
+    """Predicted vs measured time (log-log) and the CDF of regret@1/@5. Needs matplotlib (the
+    ``plot`` extra); without it, logs how to install it and returns None."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed, so no PNG was written; pip install 'torch-diode-lib[plot]'")
+        return None
+    rng = np.random.default_rng(0)
+    meas = np.concatenate([e.measured_us for e in evals]) if evals else np.zeros(0)
+    pred = np.exp(np.concatenate([e.predicted_log_us for e in evals])) if evals else np.zeros(0)
+    if len(meas) > 20_000:
+        sel = rng.choice(len(meas), 20_000, replace=False)
+        meas, pred = meas[sel], pred[sel]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    ax1.scatter(meas, pred, s=2, alpha=0.3)
+    if len(meas):
+        lo, hi = float(min(meas.min(), pred.min())), float(max(meas.max(), pred.max()))
+        ax1.plot([lo, hi], [lo, hi], "k--", lw=1)
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("measured time (us)")
+    ax1.set_ylabel("predicted time (us)")
+    ax1.set_title("predicted vs measured")
+    for k in (1, 5):
+        r = np.sort([regret_at_k(e.measured_us, e.predicted_log_us, (k,))[k] for e in evals])
+        ax2.plot(r, np.arange(1, len(r) + 1) / max(len(r), 1), label=f"regret@{k}")
+    ax2.set_xscale("log")
+    ax2.set_xlabel("regret (time of best in top-k / oracle)")
+    ax2.set_ylabel("share of problems")
+    ax2.set_title("regret distribution (CDF)")
+    ax2.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,708 @@
+"""``DiodeInductorChoices``: Inductor's choices handler with learned GEMM config selection.
+
+For each mm/addmm/bmm/baddbmm lowering, Inductor calls ``_finalize_template_configs`` with lazy
+generators of candidate configs (KTCs) per template. This handler
+
+1. widens the Triton candidates to Inductor's EXHAUSTIVE space, for this call only
+   (``config.patch`` around ``get_ktc``; the user's config is left as it was);
+2. returns the measured best choices of an exact hit in the kernel lookup table, if one is set;
+3. otherwise scores every Triton candidate and ATen in ONE batched ``model.predict`` call, and
+   keeps the ``top_k_configs`` Triton configs predicted within ``performance_threshold`` of the
+   best prediction, plus ATen unless the model is confident ATen loses (see :func:`select`).
+
+Inductor then benchmarks only what is returned, and nothing when one choice is left. KTCs are
+returned as Inductor's heuristic built them: kwargs (``EVEN_K``, ``ALLOW_TF32``,
+``USE_FAST_ACCUM`` ...) are never rewritten.
+
+Templates that are neither Triton nor ATen (``decompose_k``, ``contiguous_mm``,
+``contiguous_addmm``: subgraph templates Inductor adds in special regimes) are passed through
+unscored: the training data (the exhaustive Triton space plus ATen) does not cover them, so the
+model cannot rank them, and Inductor benchmarks them as it would without torch-diode.
+
+The widening patches ``max_autotune_gemm_search_space`` for the duration of the enumeration
+only. From torch 2.12 config overrides are per thread, so nothing else sees it; on 2.10/2.11 the
+patch is process-wide for those few milliseconds, and a compile running concurrently in another
+thread could enumerate the exhaustive space too (it would only autotune more).
+
+In ``tuned_addmm`` from torch 2.12, ATen gets its own earlier hook call and the Triton templates
+a later one. In a Triton call of ``addmm`` without ATen, the handler scores a stand-in
+``aten::addmm`` choice too, so the same rule applies: when the model is confident ATen wins, no
+Triton config is returned and ATen (from the other call) runs without benchmarking.
+
+Any exception falls back to the stock behaviour for that call, counted by reason in
+:meth:`DiodeInductorChoices.get_stats` and logged once per process (``enable_fallback=False``
+re-raises instead). ``TORCH_DIODE_DISABLE=1`` turns the handler into stock Inductor per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from torch._inductor import config as inductor_config
+from torch._inductor.choices import InductorChoices
+
+from torch_diode.config import DiodeOptions
+from torch_diode.config import config as diode_config
+from torch_diode.inductor import compat
+from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
+from torch_diode.records import OPS, Choice, Problem
+
+logger = logging.getLogger(__name__)
+
+DISABLE_HINT = (
+    "set TORCH_DIODE_DISABLE=1 (or call torch_diode.inductor.uninstall_diode_choices()) to turn torch-diode off"
+)
+#: Problems whose predictions the handler remembers (least recently used ones are forgotten).
+PREDICTION_CACHE_SIZE = 2048
+
+_logged_reasons: set[str] = set()
+_log_lock = threading.Lock()
+
+
+def _log_once(reason: str, message: str, *args: Any) -> None:
+    """WARNING the first time a reason occurs in this process, DEBUG afterwards."""
+    with _log_lock:
+        first = reason not in _logged_reasons
+        _logged_reasons.add(reason)
+    logger.log(logging.WARNING if first else logging.DEBUG, message, *args)
+
+
+class HandlerError(Exception):
+    """A failure inside the handler, tagged with the fallback reason counted in the stats."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Indices kept by :func:`select` and whether the model was confident."""
+
+    triton: list[int]  # indices into the Triton candidates, best prediction first
+    aten: list[int]  # indices into the ATen candidates that are kept
+    confident: bool
+
+
+def top_k_count(top_k: int | float, n: int) -> int:
+    """``top_k`` as a count for ``n`` candidates: an int as is, a fraction rounded up, never 0."""
+    if isinstance(top_k, float):
+        return max(1, math.ceil(top_k * n))
+    return max(1, int(top_k))
+
+
+def select(
+    triton_log: np.ndarray,
+    triton_std: np.ndarray,
+    aten_log: np.ndarray,
+    aten_std: np.ndarray,
+    options: DiodeOptions,
+    *,
+    keep_one_triton: bool,
+) -> Selection:
+    """The selection rule, on predicted log times (``[T]`` Triton, ``[A]`` ATen) and their stds.
+
+    * ``best`` is the lowest predicted log time over Triton and ATen.
+    * Confidence of a prediction is ``exp(-std)``. If the best one's confidence is below
+      ``confidence_threshold``, keep ``2 * top_k`` and widen the threshold by ``exp(std_best)``.
+    * Triton: the ``top_k`` best predictions within ``threshold`` of ``best``.
+    * ATen: kept unless it is predicted beyond the threshold AND its own confidence reaches
+      ``confidence_threshold`` AND a Triton config is kept.
+    * ``keep_one_triton``: the call has no ATen to fall back on, so keep the best Triton config
+      even when none is within the threshold.
+    """
+    all_log = np.concatenate([triton_log, aten_log])
+    all_std = np.concatenate([triton_std, aten_std])
+    if all_log.size == 0:
+        return Selection([], [], True)
+    if not (np.isfinite(all_log).all() and np.isfinite(all_std).all()):
+        raise HandlerError("model_error", "the model predicted non-finite times or uncertainties")
+    b = int(np.argmin(all_log))
+    best, std_best = float(all_log[b]), float(all_std[b])
+    confident = math.exp(-std_best) >= options.confidence_threshold
+    k = top_k_count(options.top_k_configs, len(triton_log))
+    margin = math.log(options.performance_threshold)
+    if not confident:
+        k *= 2
+        margin += std_best
+    order = np.argsort(triton_log, kind="stable")
+    kept = [int(i) for i in order if float(triton_log[i]) - best <= margin + 1e-9][:k]
+    if not kept and keep_one_triton and len(order):
+        kept = [int(order[0])]
+    aten_kept = []
+    for i in range(len(aten_log)):
+        beyond = float(aten_log[i]) - best > margin + 1e-9
+        sure = math.exp(-float(aten_std[i])) >= options.confidence_threshold
+        if not (beyond and sure and kept):
+            aten_kept.append(i)
+    return Selection(kept, aten_kept, confident)
+
+
+class _Stats:
+    """Counters of one handler; thread-safe (compiles in several threads share a handler)."""
+
+    FIELDS = (
+        "calls",
+        "gemm_calls",
+        "model_selections",
+        "lut_hits",
+        "cache_hits",
+        "decision_cache_hits",
+        "candidates_seen",
+        "candidates_kept",
+        "aten_kept",
+        "aten_dropped",
+        "low_confidence",
+        "single_choice",
+    )
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.fallbacks: Counter[str] = Counter()
+        self.passthrough: Counter[str] = Counter()
+        self.predict_time_s = 0.0
+        self.hook_time_s = 0.0
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            self.counts.update(counts)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            d: dict[str, Any] = {f: int(self.counts.get(f, 0)) for f in self.FIELDS}
+            d["fallbacks"] = dict(self.fallbacks)
+            d["fallbacks_total"] = int(sum(self.fallbacks.values()))
+            d["passthrough"] = dict(self.passthrough)
+            d["predict_time_s"] = self.predict_time_s
+            d["hook_time_s"] = self.hook_time_s
+            return d
+
+
+class DiodeInductorChoices(InductorChoices):
+    """Inductor choices handler selecting GEMM kernel configs with a torch-diode model.
+
+    Args:
+        options: how to select (:class:`~torch_diode.config.DiodeOptions`); default: the
+            process-wide :data:`torch_diode.config.config`.
+        model: a loaded ``DiodeModel`` to use instead of loading ``options.model`` (it is never
+            pickled: a pickled handler keeps only ``options.model``, its path or name).
+
+    The handler is picklable (Inductor pickles it into the compile subprocess when
+    ``TORCHINDUCTOR_FX_COMPILE_MODE=subprocess``): the state is the options; the model is loaded
+    again, lazily, on the other side. Stats and the prediction cache start empty there.
+    """
+
+    _model: Any
+
+    def __init__(self, options: DiodeOptions | None = None, *, model: Any = None) -> None:
+        super().__init__()
+        self.options = options if options is not None else diode_config.options()
+        if self.options.model is None and self.options.lut is None and model is None:
+            raise ValueError(
+                "torch-diode needs a model: pass model=<path or registered name> (or lut=<path>), "
+                "or set TORCH_DIODE_MODEL"
+            )
+        self._init_runtime()
+        self._given_model = model
+        if model is not None:
+            if not callable(getattr(model, "predict", None)):
+                raise TypeError(f"model: expected a torch_diode DiodeModel, got {type(model).__name__}")
+            self._model = model
+        self._active = True
+
+    def _init_runtime(self) -> None:
+        self._model = None
+        self._uuid: str | None = None
+        self._model_error: HandlerError | None = None
+        self._lut: Any = None
+        self._lut_loaded = False
+        self._load_lock = threading.Lock()
+        self._stats = _Stats()
+        self._cache: OrderedDict[Any, dict[Choice, tuple[float, float]]] = OrderedDict()
+        self._decisions: OrderedDict[Any, _Decision] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    # -- pickling: only the options travel ------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        if self.options.model is None and self._model is not None and self.options.lut is None:
+            raise TypeError(
+                "this DiodeInductorChoices holds a model object with no path; create it with "
+                "model=<path or registered name> so it can be pickled (compile subprocess mode)"
+            )
+        # The uuid rides along so that torch 2.10/2.11, which pickle the choices factory into the
+        # FX-graph-cache key, get a key that changes with the model's hash too.
+        return {"options": self.options, "active": self._active, "uuid": self.uuid()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        InductorChoices.__init__(self)
+        self.options = state["options"]
+        self._init_runtime()
+        self._given_model = None
+        self._active = state["active"]
+
+    # -- identity -------------------------------------------------------------------------------
+    def model_hash(self) -> str | None:
+        """sha256 of the model file, or None without a model (or when it cannot be loaded)."""
+        try:
+            model = self._get_model()
+        except HandlerError:
+            return None
+        return None if model is None else str(model.model_hash)
+
+    def uuid(self) -> str:
+        """Changes with the torch-diode version, the model's hash and every option.
+
+        Inductor puts it in the FX-graph-cache key (``config.inductor_choices_class``, 2.12+), so
+        graphs compiled with another model, other options or no torch-diode are not reused.
+        """
+        if self._uuid is not None:
+            return self._uuid
+        from torch_diode._version import __version__
+
+        lut_hash = None
+        if self.options.lut is not None:
+            try:
+                with open(self.options.lut, "rb") as fh:
+                    lut_hash = hashlib.sha256(fh.read()).hexdigest()
+            except OSError:
+                lut_hash = "unreadable"
+        key = {
+            "torch_diode": __version__,
+            "model": self.model_hash() or f"unloadable:{self.options.model}",
+            "lut": lut_hash,
+            "options": self.options.to_dict(),
+        }
+        self._uuid = "torch-diode-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+        return self._uuid
+
+    # -- stats ----------------------------------------------------------------------------------
+    def get_stats(self) -> dict[str, Any]:
+        """Counters since creation (or :meth:`reset_stats`).
+
+        Keys: ``calls`` (hook calls), ``gemm_calls`` (calls with Triton candidates the handler
+        acted on), ``model_selections``, ``lut_hits``, ``cache_hits`` (predictions reused), ``decision_cache_hits`` (a static problem
+        seen before: its selection is replayed without enumerating or predicting),
+        ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
+        ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (calls that left
+        one choice: nothing to benchmark), ``fallbacks`` (reason -> count) and ``fallbacks_total``,
+        ``passthrough`` (reason -> count of calls left to stock without being a failure),
+        ``predict_time_s`` (model calls) and ``hook_time_s`` (the whole hook).
+        """
+        return self._stats.snapshot()
+
+    def reset_stats(self) -> None:
+        self._stats = _Stats()
+
+    # -- lazy resources -------------------------------------------------------------------------
+    def _get_model(self) -> Any:
+        if self._model is not None or self.options.model is None:
+            return self._model
+        if self._model_error is not None:
+            raise self._model_error
+        with self._load_lock:
+            if self._model is None and self._model_error is None:
+                try:
+                    self._model = _load_model(self.options.model)
+                except Exception as e:  # the one catch-all: a model that cannot load means stock behaviour
+                    self._model_error = HandlerError(
+                        "model_load_error", f"cannot load model {self.options.model!r}: {e}"
+                    )
+        if self._model_error is not None:
+            raise self._model_error
+        return self._model
+
+    def _get_lut(self) -> Any:
+        if self._lut_loaded or self.options.lut is None:
+            return self._lut
+        with self._load_lock:
+            if not self._lut_loaded:
+                from torch_diode.lut import KernelLUT
+
+                try:
+                    self._lut = KernelLUT.load(self.options.lut)
+                finally:
+                    self._lut_loaded = True
+        return self._lut
+
+    # -- the hook -------------------------------------------------------------------------------
+    def _finalize_template_configs(
+        self,
+        template_choices: dict[str, Any],
+        kernel_inputs: Any,
+        templates: list[Any],
+        op_name: str,
+        kwarg_overrides: dict[str, dict[str, Any]] | None = None,
+    ) -> list[Any]:
+        t0 = time.perf_counter()
+        self._stats.add(calls=1)
+        try:
+            skip = self._skip_reason(kernel_inputs, templates, op_name)
+            if skip is not None:
+                with self._stats.lock:
+                    self._stats.passthrough[skip] += 1
+                return super()._finalize_template_configs(
+                    template_choices, kernel_inputs, templates, op_name, kwarg_overrides
+                )
+            return self._select_ktcs(template_choices, kernel_inputs, templates, op_name, kwarg_overrides or {})
+        except Exception as e:
+            reason = e.reason if isinstance(e, HandlerError) else "internal_error"
+            with self._stats.lock:
+                self._stats.fallbacks[reason] += 1
+            if not self.options.enable_fallback:
+                raise
+            _log_once(
+                reason,
+                "torch-diode: %s for %s (%s: %s); using Inductor's stock autotuning for it; %s",
+                reason.replace("_", " "),
+                op_name,
+                type(e).__name__,
+                e,
+                DISABLE_HINT,
+            )
+            # The generators may be partly consumed: rebuild them as get_template_configs does.
+            fresh = {
+                t.uid: self.get_ktc(kernel_inputs, t, op_name, (kwarg_overrides or {}).get(t.uid, {}))
+                for t in templates
+            }
+            return super()._finalize_template_configs(fresh, kernel_inputs, templates, op_name, kwarg_overrides)
+        finally:
+            dt = time.perf_counter() - t0
+            with self._stats.lock:
+                self._stats.hook_time_s += dt
+
+    def _skip_reason(self, kernel_inputs: Any, templates: Sequence[Any], op_name: str) -> str | None:
+        if not self._active:
+            return "uninstalled"
+        if diode_config.disable:
+            return "disabled"
+        if op_name not in OPS:
+            return "unsupported_op"
+        if not any(_is_triton(t.uid) for t in templates):
+            return "no_triton_candidates"
+        if kernel_inputs.device_type not in self.options.device_types:
+            return "device_type"
+        return None
+
+    def _candidates(
+        self,
+        template_choices: dict[str, Any],
+        kernel_inputs: Any,
+        templates: Sequence[Any],
+        op_name: str,
+        overrides: dict[str, Any],
+    ) -> dict[str, list[Any]]:
+        """Every template's KTCs, the Triton ones widened to the exhaustive space when asked."""
+        out: dict[str, list[Any]] = {}
+        widen = self.options.search_space == "EXHAUSTIVE" and (
+            str(inductor_config.max_autotune_gemm_search_space).upper() != "EXHAUSTIVE"
+        )
+        for t in templates:
+            if widen and _is_triton(t.uid):
+                # Consume inside the patch: the heuristic reads the search space lazily. config.patch
+                # is thread-local from 2.12 and restored on exit; the user's setting is unchanged.
+                with inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
+                    out[t.uid] = list(self.get_ktc(kernel_inputs, t, op_name, overrides.get(t.uid, {})))
+            else:
+                out[t.uid] = list(template_choices.get(t.uid, ()))
+        return out
+
+    def _select_ktcs(
+        self,
+        template_choices: dict[str, Any],
+        kernel_inputs: Any,
+        templates: Sequence[Any],
+        op_name: str,
+        overrides: dict[str, Any],
+    ) -> list[Any]:
+        try:
+            problem = problem_from_kernel_inputs(kernel_inputs, op_name)
+        except ValueError as e:
+            raise HandlerError("unsupported_problem", str(e)) from e
+        key = (
+            self._decision_key(kernel_inputs, templates, op_name, overrides) if self.options.cache_predictions else None
+        )
+        if key is not None:
+            with self._cache_lock:
+                decision = self._decisions.get(key)
+            if decision is not None:
+                result = self._replay(decision, template_choices, templates)
+                if result is not None:
+                    self._stats.add(decision_cache_hits=1, gemm_calls=1, candidates_seen=decision.seen)
+                    self._count_kept(decision, result)
+                    return result
+        cands = self._candidates(template_choices, kernel_inputs, templates, op_name, overrides)
+        triton = [ktc for t in templates if _is_triton(t.uid) for ktc in cands[t.uid]]
+        aten = [ktc for t in templates if _is_aten(t.uid) for ktc in cands[t.uid]]
+        if not triton:
+            with self._stats.lock:
+                self._stats.passthrough["no_triton_candidates"] += 1
+            return [ktc for t in templates for ktc in cands[t.uid]]
+        try:
+            triton_choices = [choice_from_ktc(ktc) for ktc in triton]
+            aten_choices = [choice_from_ktc(ktc) for ktc in aten]
+        except ValueError as e:
+            raise HandlerError("unconvertible_choice", str(e)) from e
+        self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
+
+        keep = self._lut_selection(problem, triton_choices, aten_choices)
+        if keep is None:
+            keep = self._model_selection(problem, op_name, triton_choices, aten_choices)
+        kept_triton, kept_aten = keep
+        kept_ids = {id(triton[i]) for i in kept_triton} | {id(aten[i]) for i in kept_aten}
+        result = [
+            ktc
+            for t in templates
+            for ktc in cands[t.uid]
+            if not (_is_triton(t.uid) or _is_aten(t.uid)) or id(ktc) in kept_ids
+        ]
+        decision = _Decision(
+            triton=tuple((triton[i].template.uid, triton[i].params.to_kwargs()) for i in sorted(kept_triton)),
+            aten=tuple(sorted(kept_aten)),
+            n_aten=len(aten),
+            seen=len(triton) + len(aten),
+        )
+        if key is not None:
+            with self._cache_lock:
+                self._decisions[key] = decision
+                while len(self._decisions) > PREDICTION_CACHE_SIZE:
+                    self._decisions.popitem(last=False)
+        self._count_kept(decision, result)
+        return result
+
+    def _count_kept(self, decision: _Decision, result: list[Any]) -> None:
+        self._stats.add(
+            candidates_kept=len(decision.triton) + len(decision.aten),
+            aten_kept=len(decision.aten),
+            aten_dropped=decision.n_aten - len(decision.aten),
+            single_choice=int(len(result) == 1),
+        )
+
+    @staticmethod
+    def _decision_key(kernel_inputs: Any, templates: Sequence[Any], op_name: str, overrides: dict[str, Any]) -> Any:
+        """What a selection depends on, or None when shapes are dynamic (EVEN_K and the scaled
+        block sizes then depend on the graph's guards, so the decision is not reused)."""
+        shapes = kernel_inputs.shapes_symbolic()
+        strides = kernel_inputs.strides_symbolic()
+        if not all(_is_static(x) for dims in (*shapes, *strides) for x in dims):
+            return None
+        try:
+            over = tuple(sorted((uid, tuple(sorted(kw.items()))) for uid, kw in overrides.items()))
+            hash(over)
+        except TypeError:
+            return None
+        return (
+            op_name,
+            kernel_inputs.device_type,
+            tuple(t.uid for t in templates),
+            over,
+            tuple(tuple(int(x) for x in dims) for dims in shapes),
+            tuple(tuple(int(x) for x in dims) for dims in strides),
+            tuple(str(d) for d in kernel_inputs.dtypes()),
+            str(kernel_inputs.out_dtype()),
+            str(inductor_config.max_autotune_gemm_search_space),
+            inductor_config.test_configs.max_mm_configs,
+            bool(inductor_config.max_autotune_prune_choices_based_on_shared_mem),
+        )
+
+    @staticmethod
+    def _replay(decision: _Decision, template_choices: dict[str, Any], templates: Sequence[Any]) -> list[Any] | None:
+        """The KTCs of a cached decision, without enumerating the exhaustive space again.
+
+        Each kept Triton config is rebuilt from the first KTC of its template's generator (same
+        template, extra_kwargs, layout and inputs: they do not depend on the search space) and
+        the exact kwargs the original KTC had, as ``make_ktc_generator`` builds KTCs.
+        """
+        from torch._inductor.kernel_template_choice import KernelTemplateChoice
+
+        params_cls = compat.template_heuristics_module("params").DictKernelTemplateParams
+        by_uid: dict[str, list[dict[str, Any]]] = {}
+        for uid, kwargs in decision.triton:
+            by_uid.setdefault(uid, []).append(kwargs)
+        result: list[Any] = []
+        for t in templates:
+            uid = t.uid
+            if _is_triton(uid):
+                wanted = by_uid.get(uid)
+                if not wanted:
+                    continue
+                base = next(iter(template_choices.get(uid, ())), None)
+                if base is None:
+                    return None
+                result.extend(
+                    KernelTemplateChoice(
+                        template=base.template,
+                        params=params_cls(dict(kw)),
+                        extra_kwargs=base.extra_kwargs,
+                        layout=base.layout,
+                        inputs=base.inputs,
+                    )
+                    for kw in wanted
+                )
+            elif _is_aten(uid):
+                ktcs = list(template_choices.get(uid, ()))
+                result.extend(ktcs)  # filtered below by position among all ATen KTCs
+            else:
+                result.extend(template_choices.get(uid, ()))
+        aten_all = [k for k in result if _is_aten(k.template.uid)]
+        if len(aten_all) != decision.n_aten:
+            return None
+        drop = {id(k) for i, k in enumerate(aten_all) if i not in decision.aten}
+        return [k for k in result if id(k) not in drop]
+
+    def _lut_selection(
+        self, problem: Problem, triton: list[Choice], aten: list[Choice]
+    ) -> tuple[list[int], list[int]] | None:
+        try:
+            lut = self._get_lut()
+        except Exception as e:
+            raise HandlerError("lut_error", f"cannot load kernel lookup table {self.options.lut!r}: {e}") from e
+        if lut is None:
+            return None
+        best = lut.lookup(problem)
+        if not best:
+            return None
+        wanted = set(best)
+        kept_triton = [i for i, c in enumerate(triton) if c in wanted]
+        kept_aten = [i for i, c in enumerate(aten) if c in wanted]
+        if not kept_triton and not kept_aten:
+            return None  # the table's choices are not candidates here (another torch?): ask the model
+        self._stats.add(lut_hits=1)
+        return kept_triton, kept_aten
+
+    def _model_selection(
+        self, problem: Problem, op_name: str, triton: list[Choice], aten: list[Choice]
+    ) -> tuple[list[int], list[int]]:
+        model = self._get_model()
+        if model is None:
+            raise HandlerError("no_model", f"no lookup-table hit for {problem.key()} and no model configured")
+        scored_aten = list(aten)
+        stand_in = not aten and op_name == "addmm" and compat.use_aten_gemm_kernels()
+        if stand_in:
+            scored_aten = [Choice.aten(op_name)]
+        log_t, std = self._predict(model, problem, triton + scored_aten)
+        nt = len(triton)
+        sel = select(
+            log_t[:nt], std[:nt], log_t[nt:], std[nt:], self.options, keep_one_triton=not aten and not stand_in
+        )
+        self._stats.add(model_selections=1, low_confidence=int(not sel.confident))
+        return sel.triton, (sel.aten if aten else [])
+
+    def _predict(self, model: Any, problem: Problem, choices: list[Choice]) -> tuple[np.ndarray, np.ndarray]:
+        unique = list(dict.fromkeys(choices))
+        cache_key = problem
+        cached: dict[Choice, tuple[float, float]] | None = None
+        if self.options.cache_predictions:
+            with self._cache_lock:
+                cached = self._cache.get(cache_key)
+                if cached is not None:
+                    self._cache.move_to_end(cache_key)
+        if cached is not None and all(c in cached for c in unique):
+            self._stats.add(cache_hits=1)
+        else:
+            t0 = time.perf_counter()
+            try:
+                pred = model.predict(problem, unique)
+                log_t = np.asarray(pred.log_time_us, dtype=np.float64).reshape(-1)
+                std = np.asarray(pred.std, dtype=np.float64).reshape(-1)
+            except Exception as e:
+                raise HandlerError("model_error", f"model prediction failed for {problem.key()}: {e}") from e
+            finally:
+                with self._stats.lock:
+                    self._stats.predict_time_s += time.perf_counter() - t0
+            if log_t.shape != (len(unique),) or std.shape != (len(unique),):
+                raise HandlerError(
+                    "model_error",
+                    f"model returned {log_t.shape[0]} predictions and {std.shape[0]} stds for {len(unique)} choices",
+                )
+            fresh = {c: (float(a), float(s)) for c, a, s in zip(unique, log_t, std)}
+            cached = {**(cached or {}), **fresh}
+            if self.options.cache_predictions:
+                with self._cache_lock:
+                    self._cache[cache_key] = cached
+                    self._cache.move_to_end(cache_key)
+                    while len(self._cache) > PREDICTION_CACHE_SIZE:
+                        self._cache.popitem(last=False)
+        rows = np.array([cached[c] for c in choices], dtype=np.float64).reshape(-1, 2)
+        return rows[:, 0], rows[:, 1]
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """A selection, remembered per static problem: the kept Triton configs' exact kwargs and the
+    positions of the kept ATen KTCs."""
+
+    triton: tuple[tuple[str, dict[str, Any]], ...]
+    aten: tuple[int, ...]
+    n_aten: int
+    seen: int
+
+
+def _is_static(x: Any) -> bool:
+    try:
+        int(x)
+    except TypeError:
+        return False
+    return bool(getattr(x, "is_number", True))
+
+
+def _is_triton(uid: str) -> bool:
+    return uid.startswith("triton::")
+
+
+def _is_aten(uid: str) -> bool:
+    return uid.startswith(Choice.ATEN_PREFIX)
+
+
+def _load_model(ref: str) -> Any:
+    """Load a model from a file path or a registered name (resolved without network access:
+    a compile never downloads; registration fetches ahead of time)."""
+    from torch_diode.model import load_model
+    from torch_diode.registry import resolve
+
+    path = resolve(ref, local_files_only=True)
+    model = load_model(path)
+    _check_hardware(model, ref)
+    return model
+
+
+def _check_hardware(model: Any, ref: str) -> None:
+    """Warn once when the model was trained for another GPU than the one present."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    try:
+        from torch_diode.hardware import current_key
+
+        key = current_key()
+    except Exception as e:  # hardware detection is best effort here: it only decides a warning
+        logger.debug("torch-diode: could not detect the GPU to check model %s: %s", ref, e)
+        return
+    if key is not None and key != model.hardware:
+        _log_once(
+            "hardware_mismatch",
+            "torch-diode: model %s was trained for %s but this GPU is %s; its rankings may be poor (%s)",
+            ref,
+            model.hardware,
+            key,
+            DISABLE_HINT,
+        )
+
+
+def default_options(**overrides: Any) -> DiodeOptions:
+    """The process-wide defaults (``torch_diode.config``) with ``overrides``; see ``DiodeOptions``."""
+    return diode_config.options(**overrides)
+
+
+__all__ = ["DiodeInductorChoices", "HandlerError", "Selection", "default_options", "select", "top_k_count"]

@@ -1,0 +1,105 @@
+"""Named adapters for the places where Inductor differs between torch 2.10 and 2.14.
+
+Everything version-dependent in the handler goes through this module, so the handler itself has
+one code path. torch 2.9 and older (``get_mm_configs`` instead of ``_finalize_template_configs``)
+are not supported: :func:`unsupported_reason` says why and the installer warns once.
+Facts and line references: ``shared/reference/inductor-hooks.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from types import ModuleType
+
+#: Oldest torch whose ``InductorChoices`` has ``_finalize_template_configs`` (the hook we override).
+MIN_TORCH: tuple[int, int] = (2, 10)
+#: Newest torch the adapters were written against; newer versions are tried, with a debug log.
+MAX_TESTED_TORCH: tuple[int, int] = (2, 14)
+
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)")
+
+
+def parse_torch_version(version: str) -> tuple[int, int]:
+    """``"2.13.0+cpu"``, ``"2.14.0.dev20260101"``, ``"2.10.0a0+git1234"`` -> ``(2, 13)`` ...
+
+    Raises:
+        ValueError: the string does not start with ``MAJOR.MINOR``.
+    """
+    match = _VERSION_RE.match(version.strip())
+    if match is None:
+        raise ValueError(f"cannot parse a torch version from {version!r}; expected e.g. '2.13.0'")
+    return int(match.group(1)), int(match.group(2))
+
+
+def torch_version() -> tuple[int, int]:
+    """The running torch's ``(major, minor)``, read at call time (never baked in at import)."""
+    import torch
+
+    return parse_torch_version(str(torch.__version__))
+
+
+def unsupported_reason(version: tuple[int, int] | None = None) -> str | None:
+    """Why the choices handler cannot run on this torch, or ``None`` when it can."""
+    v = torch_version() if version is None else version
+    if v < MIN_TORCH:
+        return (
+            f"torch {v[0]}.{v[1]} is too old for torch-diode's choices handler (needs torch >= "
+            f"{MIN_TORCH[0]}.{MIN_TORCH[1]}, which has InductorChoices._finalize_template_configs); "
+            "upgrade torch to use the learned kernel selection. Inductor's stock autotuning is unchanged"
+        )
+    return None
+
+
+def config_is_thread_local(version: tuple[int, int] | None = None) -> bool:
+    """From 2.12, Inductor config overrides live in a ContextVar: other threads do not see them."""
+    return (torch_version() if version is None else version) >= (2, 12)
+
+
+def choices_factory_needs_uuid(version: tuple[int, int] | None = None) -> bool:
+    """From 2.12, ``config.inductor_choices_class`` instances must implement ``uuid()`` (FX cache key)."""
+    return (torch_version() if version is None else version) >= (2, 12)
+
+
+def feedback_saver_arity(version: tuple[int, int] | None = None) -> int:
+    """Positional arguments Inductor passes to a feedback saver: 6 from 2.11 (``precompile_times``), else 5."""
+    return 6 if (torch_version() if version is None else version) >= (2, 11) else 5
+
+
+def template_heuristics_module(submodule: str = "") -> ModuleType:
+    """Import Inductor's template-heuristics package (or one of its submodules, e.g. ``"triton"``).
+
+    torch 2.14 moved ``torch._inductor.template_heuristics`` to ``torch._inductor.heuristics.template``
+    and left a deprecated shim at the old path; we import the new path first.
+    """
+    suffix = f".{submodule}" if submodule else ""
+    try:
+        return importlib.import_module(f"torch._inductor.heuristics.template{suffix}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"torch._inductor.template_heuristics{suffix}")
+
+
+def choices_virtual() -> object:
+    """Inductor's ``Virtualized`` holder of the choices handler (``virtualized._choices``).
+
+    Its ``_default`` factory builds a thread's handler on first use; replacing it is the only
+    process-wide install route that reaches threads started later (the ``V.set_choices_handler``
+    route and, from 2.12, ``config.inductor_choices_class`` are per thread).
+    """
+    from torch._inductor import virtualized
+
+    return virtualized._choices
+
+
+def thread_local_store() -> object:
+    """The ``threading.local`` in which ``Virtualized`` keeps each thread's handler."""
+    from torch._inductor import virtualized
+
+    return virtualized.threadlocal
+
+
+def use_aten_gemm_kernels() -> bool:
+    """Whether Inductor offers ATen GEMM kernels (``"ATEN"`` in ``max_autotune_gemm_backends``)."""
+    from torch._inductor.utils import use_aten_gemm_kernels as _use
+
+    return bool(_use())

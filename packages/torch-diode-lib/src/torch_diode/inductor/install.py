@@ -1,0 +1,298 @@
+"""Install torch-diode's choices handler into Inductor, process-wide, and take it out again.
+
+What :func:`install_diode_choices` changes (each change is logged at INFO, and undone by
+:func:`uninstall_diode_choices` or by leaving the returned handle's ``with`` block):
+
+1. ``torch._inductor.virtualized._choices._default``: the factory Inductor calls in any thread
+   that has no handler of its own. It is replaced by one that returns the installed handler,
+   so every thread that starts later, and every thread that never compiled, uses it. This is the
+   only route that reaches other threads: ``V.set_choices_handler`` is per thread, and from torch
+   2.12 Inductor config overrides (``config.inductor_choices_class`` included) are per thread too.
+2. The installing thread's cached handler (``V.choices``), if it had one, is removed so that the
+   factory serves it; it is restored on uninstall.
+3. ``config.inductor_choices_class`` in the installing thread is set to a factory whose
+   instances' ``uuid()`` changes with the model and options, so the FX graph cache never reuses a
+   graph compiled with another model or without torch-diode (2.12+ asks the factory for
+   ``uuid()``; 2.10/2.11 pickle it into the key).
+
+Limits: a thread that cached a handler before the install (it compiled already) keeps its own
+handler; and from 2.12 the FX-graph-cache key of compiles in threads other than the installing
+one does not carry the uuid (their config is theirs). A handler replaced or uninstalled while a
+thread still holds it turns itself into stock Inductor (it is deactivated).
+
+torch 2.9 and older: one ``RuntimeWarning``, nothing installed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from torch_diode.config import config as diode_config
+from torch_diode.inductor import compat
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.RLock()
+_UNSET = object()
+_warned_unsupported = False
+
+
+class DiodeChoicesFactory:
+    """The zero-argument ``config.inductor_choices_class`` value: returns the installed handler.
+
+    Pickles as its handler (whose pickled state carries its ``uuid()``), so torch 2.10/2.11's
+    FX-cache key, which pickles this object, changes with the model and options too.
+    """
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    def __call__(self) -> Any:
+        return self.handler
+
+    def uuid(self) -> str:
+        return str(self.handler.uuid())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DiodeChoicesFactory, (self.handler,))
+
+    def __repr__(self) -> str:
+        return f"DiodeChoicesFactory({self.handler.uuid()})"
+
+
+@dataclass
+class _Original:
+    """What the first install replaced."""
+
+    default_factory: Callable[[], Any]
+    thread_ident: int
+    thread_value: Any  # the installing thread's cached handler, or _UNSET
+    choices_class: Any  # config.inductor_choices_class in the installing thread
+
+
+_original: _Original | None = None
+_stack: list[Any] = []  # installed handlers, the current one last
+
+
+def _serve_installed() -> Any:
+    """The replacement of Inductor's default-handler factory (no per-thread caching: an
+    uninstall or a newer install reaches every thread that did not set a handler itself)."""
+    with _lock:
+        if _stack:
+            return _stack[-1]
+        original = _original
+    if original is not None:
+        return original.default_factory()
+    from torch._inductor.choices import InductorChoices
+
+    return InductorChoices()
+
+
+class DiodeHandle:
+    """What :func:`install_diode_choices` returns: the handler, and a context manager that
+    restores what was there before (as :meth:`uninstall` does)."""
+
+    def __init__(self, handler: Any, *, installed: bool, owns: bool, reason: str = "") -> None:
+        self.handler = handler
+        self.installed = installed
+        self.reason = reason
+        self._owns = owns  # False for an idempotent re-install: leaving it uninstalls nothing
+
+    def get_stats(self) -> dict[str, Any]:
+        """The handler's :meth:`~DiodeInductorChoices.get_stats` ({} when nothing was installed)."""
+        return self.handler.get_stats() if self.handler is not None else {}
+
+    def uninstall(self) -> bool:
+        """Remove this install (the handler installed before it, or stock Inductor, is back).
+
+        Returns:
+            True when something was removed.
+        """
+        if not self._owns or self.handler is None:
+            return False
+        self._owns = False
+        return _remove(self.handler)
+
+    def __enter__(self) -> DiodeHandle:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.uninstall()
+
+    def __repr__(self) -> str:
+        state = "installed" if self.installed else f"not installed ({self.reason})"
+        return f"DiodeHandle({state}, handler={self.handler!r})"
+
+
+def create_diode_choices(model: Any = None, **options: Any) -> Any:
+    """A :class:`~torch_diode.inductor.choices.DiodeInductorChoices`, not installed.
+
+    Use it with ``V.set_choices_handler(...)`` for one thread, or install it with
+    :func:`install_diode_choices`. ``model`` is a file path, a registered model name, or a loaded
+    ``DiodeModel``; ``options`` are :class:`~torch_diode.config.DiodeOptions` fields, defaulting
+    to :data:`torch_diode.config.config`.
+
+    Raises:
+        TypeError / ValueError: an unknown or invalid option, or no model and no lookup table.
+        RuntimeError: torch is older than 2.10.
+    """
+    reason = compat.unsupported_reason()
+    if reason is not None:
+        raise RuntimeError(reason)
+    from torch_diode.inductor.choices import DiodeInductorChoices
+
+    model_obj = None
+    if model is not None and not isinstance(model, str) and callable(getattr(model, "predict", None)):
+        model_obj, model = model, None
+    opts = diode_config.options(model=model, **options)
+    return DiodeInductorChoices(opts, model=model_obj)
+
+
+def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
+    """Use torch-diode's choices handler for every GEMM Inductor lowers, in every thread.
+
+    Args:
+        model: model file path, registered model name or loaded ``DiodeModel``; default
+            ``torch_diode.config.model`` (``TORCH_DIODE_MODEL``).
+        **options: :class:`~torch_diode.config.DiodeOptions` fields (``top_k_configs``,
+            ``performance_threshold``, ``enable_fallback``, ``confidence_threshold``,
+            ``cache_predictions``, ``lut``, ``search_space``, ``device_types``).
+
+    Returns:
+        A :class:`DiodeHandle`; ``with install_diode_choices(...):`` restores the previous state
+        on exit. Installing a handler equal to the current one changes nothing (the handle's exit
+        then uninstalls nothing). On torch < 2.10, or with ``TORCH_DIODE_DISABLE=1``, nothing is
+        installed and ``handle.installed`` is False (torch < 2.10 warns once).
+
+    Raises:
+        TypeError / ValueError: an unknown or invalid option, or neither a model nor a table.
+    """
+    global _warned_unsupported
+    reason = compat.unsupported_reason()
+    if reason is not None:
+        if not _warned_unsupported:
+            _warned_unsupported = True
+            warnings.warn(f"torch-diode is not installed: {reason}", RuntimeWarning, stacklevel=2)
+            logger.warning("torch-diode is not installed: %s", reason)
+        return DiodeHandle(None, installed=False, owns=False, reason=reason)
+    if diode_config.disable:
+        logger.info("torch-diode is not installed: TORCH_DIODE_DISABLE is set")
+        return DiodeHandle(None, installed=False, owns=False, reason="TORCH_DIODE_DISABLE is set")
+    handler = create_diode_choices(model, **options)
+    with _lock:
+        current = _stack[-1] if _stack else None
+        if current is not None and current.options == handler.options and current._given_model is handler._given_model:
+            logger.debug("torch-diode: handler already installed with the same model and options")
+            return DiodeHandle(current, installed=True, owns=False)
+        _push(handler)
+    return DiodeHandle(handler, installed=True, owns=True)
+
+
+def uninstall_diode_choices() -> bool:
+    """Remove every torch-diode install and restore Inductor's state from before the first one.
+
+    Returns:
+        True when something was installed.
+    """
+    with _lock:
+        if not _stack:
+            return False
+        for handler in _stack:
+            handler._active = False
+        _stack.clear()
+        _restore_original()
+    return True
+
+
+def installed_handler() -> Any:
+    """The handler installed now, or None."""
+    with _lock:
+        return _stack[-1] if _stack else None
+
+
+# -- internals ----------------------------------------------------------------------------------
+
+
+def _push(handler: Any) -> None:
+    global _original
+    from torch._inductor import config as inductor_config
+
+    holder: Any = compat.choices_virtual()
+    local = compat.thread_local_store()
+    if _original is None:
+        value = getattr(local, holder._key, _UNSET)
+        _original = _Original(
+            default_factory=holder._default,
+            thread_ident=threading.get_ident(),
+            thread_value=value,
+            choices_class=inductor_config.inductor_choices_class,
+        )
+        holder._default = _serve_installed
+        logger.info("torch-diode: Inductor's default choices handler (all threads) is now %r", handler)
+        if value is not _UNSET:
+            delattr(local, holder._key)
+            logger.info("torch-diode: replaced this thread's choices handler %r", value)
+        if _original.choices_class is not None:
+            logger.warning(
+                "torch-diode: config.inductor_choices_class=%r is superseded while torch-diode is installed",
+                _original.choices_class,
+            )
+    else:
+        previous = _stack[-1] if _stack else None
+        if previous is not None:
+            previous._active = False
+        logger.info("torch-diode: replaced the installed handler %r with %r", previous, handler)
+    _stack.append(handler)
+    inductor_config.inductor_choices_class = DiodeChoicesFactory(handler)
+    logger.info("torch-diode: config.inductor_choices_class (this thread) is now the torch-diode factory")
+
+
+def _remove(handler: Any) -> bool:
+    from torch._inductor import config as inductor_config
+
+    with _lock:
+        if handler not in _stack:
+            return False
+        was_current = _stack[-1] is handler
+        _stack.remove(handler)
+        handler._active = False
+        if not _stack:
+            _restore_original()
+        elif was_current:
+            _stack[-1]._active = True
+            inductor_config.inductor_choices_class = DiodeChoicesFactory(_stack[-1])
+            logger.info("torch-diode: handler %r removed; %r is installed again", handler, _stack[-1])
+    return True
+
+
+def _restore_original() -> None:
+    global _original
+    from torch._inductor import config as inductor_config
+
+    original = _original
+    if original is None:
+        return
+    holder: Any = compat.choices_virtual()
+    holder._default = original.default_factory
+    if threading.get_ident() == original.thread_ident:
+        local = compat.thread_local_store()
+        if original.thread_value is not _UNSET:
+            setattr(local, holder._key, original.thread_value)
+        elif hasattr(local, holder._key):
+            delattr(local, holder._key)
+        inductor_config.inductor_choices_class = original.choices_class
+    else:
+        logger.info(
+            "torch-diode: uninstalled from another thread than the installing one; that thread's "
+            "config.inductor_choices_class is left to its own (per-thread) config on torch >= 2.12"
+        )
+        if not compat.config_is_thread_local():
+            inductor_config.inductor_choices_class = original.choices_class
+    _original = None
+    logger.info("torch-diode: uninstalled; Inductor's stock choices handler is back")

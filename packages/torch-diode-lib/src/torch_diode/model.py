@@ -1,0 +1,560 @@
+"""The kernel-time model: an ensemble of MLPs predicting log(time_us) per (problem, choice).
+
+Every choice of a problem, ATen included, gets a predicted ``log(time_us)``; the ensemble's
+spread (standard deviation over members, in log space) is the uncertainty. The K members are
+evaluated together as batched matrix products (weights ``[K, in, out]``), so scoring 1,500
+candidates is a handful of ``baddbmm`` calls.
+
+Architectures (``model_type``):
+
+* ``base``: input -> ``hidden`` -> ReLU -> (``depth`` plain ReLU layers) -> 1;
+* ``deep``: input -> ``hidden`` -> ReLU -> ``depth`` residual blocks ``h + ReLU(W h + b)`` -> 1.
+
+File format (``format`` = ``torch-diode-model``, ``format_version`` = 1): a safetensors file whose
+tensors are the network weights (float32) and whose ``__metadata__`` (str -> str, JSON-encoded
+values) holds the hardware key and figures, the feature spec, normalisation statistics,
+architecture, training-data hash, torch/triton versions, training options and held-out metrics,
+plus ``tensors_sha256`` over the tensor bytes. The header is written with sorted keys so a model
+always serialises to the same bytes (``model_hash`` is the sha256 of the file).
+:func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
+otherwise; it never unpickles anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import json
+import math
+import os
+import struct
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from torch_diode.errors import ModelFormatError
+from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize
+from torch_diode.records import Choice, Problem
+
+FORMAT_NAME = "torch-diode-model"
+FORMAT_VERSION = 1
+MODEL_TYPES: tuple[str, ...] = ("base", "deep")
+#: Default architecture per model type (``hidden``, ``depth``), sized so that scoring 1,500
+#: candidates with a 4-member ensemble stays within ~1 ms on one CPU core.
+ARCH_PRESETS: Mapping[str, Mapping[str, int]] = {
+    "base": {"hidden": 64, "depth": 1},
+    "deep": {"hidden": 48, "depth": 2},
+}
+# Metadata stored as plain strings; every other value is JSON.
+_PLAIN_META = frozenset({"format", "format_version", "hardware", "tensors_sha256"})
+_REQUIRED_META = (
+    "format",
+    "format_version",
+    "hardware",
+    "gpu_constants",
+    "feature_spec",
+    "normalization",
+    "architecture",
+    "training_data_hash",
+    "torch_version",
+    "triton_version",
+    "held_out_metrics",
+    "tensors_sha256",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Architecture:
+    """Shape of the ensemble network."""
+
+    model_type: str
+    input_dim: int
+    hidden: int
+    depth: int
+    members: int
+
+    def __post_init__(self) -> None:
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type: unknown model type {self.model_type!r}; use one of {', '.join(MODEL_TYPES)}")
+        for name in ("input_dim", "hidden", "depth", "members"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+
+    @property
+    def residual(self) -> bool:
+        return self.model_type == "deep"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_type": self.model_type,
+            "input_dim": self.input_dim,
+            "hidden": self.hidden,
+            "depth": self.depth,
+            "members": self.members,
+            "activation": "relu",
+            "residual": self.residual,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Architecture:
+        return cls(
+            model_type=d["model_type"],
+            input_dim=d["input_dim"],
+            hidden=d["hidden"],
+            depth=d["depth"],
+            members=d["members"],
+        )
+
+
+class EnsembleMLP(nn.Module):
+    """K independent MLPs evaluated together. ``forward(x [N, F]) -> [K, N]`` (normalised log time)."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        k, f, h, d = arch.members, arch.input_dim, arch.hidden, arch.depth
+        self.arch = arch
+        self.w_in = nn.Parameter(torch.empty(k, f, h))
+        self.b_in = nn.Parameter(torch.empty(k, 1, h))
+        self.w_hidden = nn.Parameter(torch.empty(d, k, h, h))
+        self.b_hidden = nn.Parameter(torch.empty(d, k, 1, h))
+        self.w_out = nn.Parameter(torch.empty(k, h, 1))
+        self.b_out = nn.Parameter(torch.empty(k, 1, 1))
+
+    def reset_parameters(self, generator: torch.Generator) -> None:
+        """He-uniform initialisation from ``generator`` (residual branches scaled by 1/sqrt(depth))."""
+        a = self.arch
+
+        def uni(t: torch.Tensor, fan_in: int, gain: float) -> None:
+            bound = gain * math.sqrt(3.0 / fan_in)
+            with torch.no_grad():
+                t.copy_(torch.rand(t.shape, generator=generator, dtype=t.dtype) * 2 * bound - bound)
+
+        uni(self.w_in, a.input_dim, math.sqrt(2.0))
+        uni(self.w_hidden, a.hidden, math.sqrt(2.0) / (math.sqrt(a.depth) if a.residual else 1.0))
+        uni(self.w_out, a.hidden, 1.0)
+        with torch.no_grad():
+            for b in (self.b_in, self.b_hidden, self.b_out):
+                b.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = self.arch.members
+        h = torch.relu(torch.baddbmm(self.b_in, x.unsqueeze(0).expand(k, -1, -1), self.w_in))  # [K, N, H]
+        return self._tail(h)
+
+    def _tail(self, h: torch.Tensor) -> torch.Tensor:
+        for i in range(self.arch.depth):
+            z = torch.relu(torch.baddbmm(self.b_hidden[i], h, self.w_hidden[i]))  # [K, N, H]
+            h = h + z if self.arch.residual else z
+        return torch.baddbmm(self.b_out, h, self.w_out).squeeze(-1)  # [K, N]
+
+    def inference_weights(self, shared: int) -> tuple[torch.Tensor, ...]:
+        """Detached, contiguous weights for :meth:`forward_shared` (the first ``shared`` inputs split off)."""
+        with torch.no_grad():
+            w = [self.w_in[:, :shared, :], self.w_in[:, shared:, :], self.b_in, self.w_out, self.b_out]
+            w += [self.w_hidden[i] for i in range(self.arch.depth)] + [self.b_hidden[i] for i in range(self.arch.depth)]
+            return tuple(t.detach().contiguous() for t in w)
+
+    def forward_shared(
+        self, x_shared: torch.Tensor, x_rest: torch.Tensor, weights: tuple[torch.Tensor, ...]
+    ) -> torch.Tensor:
+        """Inference-only ``forward`` for rows that share their first ``S`` features (one problem).
+
+        ``x_shared [S]``, ``x_rest [N, F-S]``, ``weights`` from :meth:`inference_weights`. The shared
+        part of the first layer is computed once. Rows go through in chunks of ``CHUNK`` with
+        in-place activations, which keeps the working set in the CPU's L2 cache; on CPU each torch
+        call costs ~5-10 us, so the op count per chunk is kept minimal. Returns ``[K, N]``.
+        """
+        k, s, d = self.arch.members, x_shared.shape[0], self.arch.depth
+        w_sh, w_rest, b_in, w_out, b_out = weights[:5]
+        w_h, b_h = weights[5 : 5 + d], weights[5 + d :]
+        residual = self.arch.residual
+        b0 = torch.baddbmm(b_in, x_shared.view(1, 1, s).expand(k, 1, s), w_sh)  # [K, 1, H]
+        outs = []
+        for xc in x_rest.split(self.CHUNK):
+            h = torch.baddbmm(b0, xc.expand(k, -1, -1), w_rest).relu_()  # [K, n, H]
+            for i in range(d):
+                z = torch.baddbmm(b_h[i], h, w_h[i]).relu_()  # [K, n, H]
+                h = h.add_(z) if residual else z
+            outs.append(torch.baddbmm(b_out, h, w_out))  # [K, n, 1]
+        return torch.cat(outs, dim=1).squeeze(-1)  # [K, N]
+
+    CHUNK = 512
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted ``log(time_us)`` per choice (ensemble mean) and its uncertainty (ensemble std)."""
+
+    log_time_us: np.ndarray  # [N] float32
+    std: np.ndarray  # [N] float32, in log space
+
+    @property
+    def time_us(self) -> np.ndarray:
+        return np.exp(self.log_time_us)
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """Feature and target standardisation (float32), fitted on the training rows."""
+
+    x_mean: np.ndarray  # [F]
+    x_std: np.ndarray  # [F]
+    y_mean: float
+    y_std: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "x_mean": [float(v) for v in self.x_mean],
+            "x_std": [float(v) for v in self.x_std],
+            "y_mean": float(self.y_mean),
+            "y_std": float(self.y_std),
+            "target": "log(time_us), natural log",
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Normalization:
+        return cls(
+            x_mean=np.asarray(d["x_mean"], dtype=np.float32),
+            x_std=np.asarray(d["x_std"], dtype=np.float32),
+            y_mean=float(np.float32(d["y_mean"])),
+            y_std=float(np.float32(d["y_std"])),
+        )
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray) -> Normalization:
+        mean = x.mean(axis=0, dtype=np.float64)
+        std = x.std(axis=0, dtype=np.float64)
+        std = np.where(std < 1e-6, 1.0, std)
+        return cls(
+            x_mean=mean.astype(np.float32),
+            x_std=std.astype(np.float32),
+            y_mean=float(np.float32(y.mean())),
+            y_std=float(np.float32(max(float(y.std()), 1e-6))),
+        )
+
+
+class DiodeModel:
+    """A trained kernel-time model for one GPU.
+
+    Attributes:
+        hardware: the hardware key it was trained for (``NVIDIA-H100`` ...).
+        model_hash: sha256 (hex) of the model file's bytes (of the bytes ``save_model`` writes).
+        metadata: the decoded metadata (every value parsed from its JSON string).
+    """
+
+    def __init__(
+        self,
+        net: EnsembleMLP,
+        *,
+        hardware: str,
+        gpu: GpuConstants,
+        normalization: Normalization,
+        metadata: Mapping[str, Any],
+    ) -> None:
+        self.net = net.eval()
+        self.arch = net.arch
+        self.hardware = hardware
+        self.gpu = gpu
+        self.normalization = normalization
+        self._inv_std = (1.0 / normalization.x_std).astype(np.float32)
+        self._inference_weights: tuple[torch.Tensor, ...] | None = None
+        self.metadata: dict[str, Any] = dict(metadata)
+        self._bytes: bytes | None = None
+        self._hash: str | None = None
+
+    def update_metadata(self, values: Mapping[str, Any]) -> None:
+        """Add or replace metadata entries (JSON-serialisable values); ``model_hash`` follows."""
+        self.metadata.update(values)
+        self._bytes = None
+        self._hash = None
+
+    # -- inference ----------------------------------------------------------------------------
+    def predict(self, problem: Problem, choices: Sequence[Choice]) -> Prediction:
+        """Predicted log time and uncertainty of every choice of ``problem`` (one batched call).
+
+        The problem's features are the same on every row, so their share of the first layer is
+        computed once (``EnsembleMLP.forward_shared``); the result equals ``predict_features`` on
+        the same matrix up to float rounding.
+        """
+        x = featurize(problem, choices, self.gpu)  # [N, F]
+        if len(choices) == 0:
+            z = np.zeros(0, dtype=np.float32)
+            return Prediction(z, z.copy())
+        s = N_PROBLEM_FEATURES
+        norm = self.normalization
+        xs = (x[0, :s] - norm.x_mean[:s]) * self._inv_std[:s]  # [S]
+        xr = (x[:, s:] - norm.x_mean[s:]) * self._inv_std[s:]  # [N, F-S]
+        with torch.inference_mode():
+            if self._inference_weights is None:
+                self._inference_weights = self.net.inference_weights(s)
+            out = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(xr), self._inference_weights)  # [K, N]
+            return self._summarise(out)
+
+    def _summarise(self, out: torch.Tensor) -> Prediction:
+        # (torch.std over a [4, 1500] tensor costs ~0.2 ms on CPU, numpy ~0.02 ms)
+        log_t = out.numpy() * np.float32(self.normalization.y_std) + np.float32(self.normalization.y_mean)  # [K, N]
+        mean = log_t.mean(axis=0)
+        std = np.sqrt(np.square(log_t - mean).mean(axis=0)) if self.arch.members > 1 else np.zeros_like(mean)
+        return Prediction(mean, std)
+
+    def predict_features(self, x: np.ndarray) -> Prediction:
+        """Predict from a feature matrix ``[N, F]`` computed by ``featurize``."""
+        xn = (x - self.normalization.x_mean) * self._inv_std  # [N, F] float32
+        with torch.inference_mode():
+            out = self.net(torch.from_numpy(np.ascontiguousarray(xn, dtype=np.float32)))  # [K, N]
+            return self._summarise(out)
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The model file's bytes (deterministic for a given model)."""
+        if self._bytes is None:
+            tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in self.net.state_dict().items()}
+            meta = dict(self.metadata)
+            meta.update(
+                format=FORMAT_NAME,
+                format_version=FORMAT_VERSION,
+                hardware=self.hardware,
+                gpu_constants=self.gpu.to_dict(),
+                architecture=self.arch.to_dict(),
+                normalization=self.normalization.to_dict(),
+            )
+            meta.setdefault("feature_spec", FEATURE_SPEC.to_dict())
+            self._bytes = _encode_safetensors(tensors, meta)
+        return self._bytes
+
+    @property
+    def model_hash(self) -> str:
+        if self._hash is None:
+            self._hash = hashlib.sha256(self.to_bytes()).hexdigest()
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes, str]]:
+        # Pickled as its model-file bytes (the choices handler is pickled into Inductor's compile
+        # subprocess); unpickling re-runs every check of load_model and never unpickles tensors.
+        return (load_model_bytes, (self.to_bytes(), f"<pickled {self.hardware} model>"))
+
+    def __repr__(self) -> str:
+        a = self.arch
+        return (
+            f"DiodeModel({self.hardware}, {a.model_type} hidden={a.hidden} depth={a.depth} members={a.members}, "
+            f"sha256={self.model_hash[:12]})"
+        )
+
+
+# -- safetensors writing/reading (deterministic header) ------------------------------------------
+
+
+def _encode_safetensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any]) -> bytes:
+    """A safetensors file with a sorted header, so equal models give equal bytes.
+
+    (``safetensors.torch.save`` orders ``__metadata__`` keys by a randomly seeded hash map, so
+    two processes would write different bytes for the same model.)
+    """
+    meta_str = {
+        k: str(v) if k in _PLAIN_META else json.dumps(_nan_to_none(v), sort_keys=True, allow_nan=False)
+        for k, v in metadata.items()
+    }
+    names = sorted(tensors)
+    blobs = [tensors[n].numpy().astype("<f4", copy=False).tobytes() for n in names]
+    data = b"".join(blobs)
+    meta_str["tensors_sha256"] = hashlib.sha256(data).hexdigest()
+    header: dict[str, Any] = {"__metadata__": dict(sorted(meta_str.items()))}
+    off = 0
+    for n, b in zip(names, blobs):
+        header[n] = {"dtype": "F32", "shape": list(tensors[n].shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+    hbytes = json.dumps(header, separators=(",", ":"), sort_keys=False).encode()
+    hbytes += b" " * (-len(hbytes) % 8)
+    return struct.pack("<Q", len(hbytes)) + hbytes + data
+
+
+def _nan_to_none(v: Any) -> Any:
+    """Metadata is strict JSON: a NaN metric (nothing to measure) is stored as null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, Mapping):
+        return {str(k): _nan_to_none(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_nan_to_none(x) for x in v]
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    return v
+
+
+def save_model(model: DiodeModel, path: str | os.PathLike[str]) -> Path:
+    """Write ``model`` to ``path`` atomically (a per-process temp file, then ``os.replace``).
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    data = model.to_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _bad(path: object, what: str) -> ModelFormatError:
+    return ModelFormatError(f"{path}: {what}")
+
+
+def _read_header(path: object, data: bytes) -> dict[str, Any]:
+    if len(data) < 8:
+        raise _bad(path, f"file is {len(data)} bytes, too short for a safetensors model (truncated or not a model)")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8 or n > 100_000_000:
+        raise _bad(
+            path, f"header claims {n} bytes but the file has {len(data) - 8} after it (truncated or not a model)"
+        )
+    try:
+        header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _bad(path, f"safetensors header is not valid JSON ({e}); the file is corrupt or not a model") from None
+    if not isinstance(header, dict):
+        raise _bad(path, "safetensors header is not an object; the file is corrupt or not a model")
+    return header
+
+
+def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
+    """Load a model from the bytes of a model file (see :func:`load_model`)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load as st_load
+
+    header = _read_header(source, data)
+    meta_raw = header.get("__metadata__")
+    if not isinstance(meta_raw, dict) or meta_raw.get("format") != FORMAT_NAME:
+        raise _bad(source, f'not a torch-diode model (safetensors metadata has no "format": "{FORMAT_NAME}")')
+    if meta_raw.get("format_version") != str(FORMAT_VERSION):
+        raise _bad(
+            source,
+            f"model format version {meta_raw.get('format_version')!r} is not supported (this torch-diode reads "
+            f"version {FORMAT_VERSION}); upgrade torch-diode-lib or retrain the model with `diode train`",
+        )
+    missing = [k for k in _REQUIRED_META if k not in meta_raw]
+    if missing:
+        raise _bad(source, f"model metadata lacks {', '.join(missing)}; the file is incomplete or corrupt")
+    meta: dict[str, Any] = {}
+    for k, v in meta_raw.items():
+        try:
+            meta[k] = v if k in _PLAIN_META else json.loads(v)
+        except (TypeError, json.JSONDecodeError):
+            raise _bad(source, f"metadata {k!r} is not valid JSON; the file is corrupt") from None
+    try:
+        spec = FeatureSpec.from_dict(meta["feature_spec"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise _bad(source, f"feature_spec metadata is malformed ({e})") from None
+    if spec.version != FEATURE_SPEC.version:
+        raise _bad(
+            source,
+            f"model uses feature spec version {spec.version}, this torch-diode computes version "
+            f"{FEATURE_SPEC.version}; install the torch-diode-lib release the model was trained with, or retrain it",
+        )
+    if spec != FEATURE_SPEC:
+        diff = [f"{a!r} vs {b!r}" for a, b in zip(spec.names, FEATURE_SPEC.names) if a != b][:3]
+        raise _bad(
+            source,
+            f"model's feature spec (version {spec.version}, {len(spec)} features) differs from this torch-diode's "
+            f"({len(FEATURE_SPEC)} features{'; first differences: ' + ', '.join(diff) if diff else ''}); retrain the model",
+        )
+    data_start = 8 + struct.unpack("<Q", data[:8])[0]
+    if hashlib.sha256(data[data_start:]).hexdigest() != meta_raw["tensors_sha256"]:
+        raise _bad(
+            source, "tensor data does not match its recorded sha256; the file is corrupt (re-download or re-save it)"
+        )
+    try:
+        arch = Architecture.from_dict(meta["architecture"])
+        gpu = GpuConstants.from_dict(meta["gpu_constants"])
+        norm = Normalization.from_dict(meta["normalization"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise _bad(source, f"architecture, gpu_constants or normalization metadata is malformed ({e})") from None
+    if (
+        arch.input_dim != len(FEATURE_SPEC)
+        or norm.x_mean.shape != (arch.input_dim,)
+        or norm.x_std.shape != (arch.input_dim,)
+    ):
+        raise _bad(
+            source,
+            f"architecture input_dim {arch.input_dim} / normalisation size do not match {len(FEATURE_SPEC)} features",
+        )
+    if not (np.isfinite(norm.x_mean).all() and np.isfinite(norm.x_std).all() and (norm.x_std > 0).all()):
+        raise _bad(source, "normalisation statistics are not finite and positive")
+    try:
+        tensors = st_load(data)
+    except (SafetensorError, ValueError, RuntimeError) as e:
+        raise _bad(source, f"safetensors could not read the tensors ({e}); the file is corrupt") from None
+    for name, t in tensors.items():
+        if t.dtype != torch.float32 or not torch.isfinite(t).all():
+            raise _bad(source, f"tensor {name!r} is not finite float32")
+    with torch.device("meta"):
+        net = EnsembleMLP(arch)
+    try:
+        net.load_state_dict(tensors, strict=True, assign=True)
+    except RuntimeError as e:
+        raise _bad(source, f"weights do not fit the recorded architecture: {e}") from None
+    model = DiodeModel(net, hardware=meta["hardware"], gpu=gpu, normalization=norm, metadata=meta)
+    model._bytes = bytes(data)
+    return model
+
+
+def load_model(path: str | os.PathLike[str]) -> DiodeModel:
+    """Load a model file written by :func:`save_model`.
+
+    The net is built on the meta device and the safetensors weights are assigned to it, so nothing
+    is allocated twice and no pickle code runs.
+
+    Raises:
+        ModelFormatError: the file is missing, not a torch-diode model, of another format version or
+            feature spec, truncated, or its contents do not match their checksums or architecture.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise ModelFormatError(f"{p}: no such model file") from None
+    except IsADirectoryError:
+        raise ModelFormatError(f"{p}: is a directory, not a model file") from None
+    except OSError as e:
+        raise ModelFormatError(f"{p}: cannot read: {e.strerror or e}") from None
+    return load_model_bytes(data, source=str(p))
+
+
+def build_model(
+    arch: Architecture,
+    *,
+    hardware: str,
+    gpu: GpuConstants,
+    normalization: Normalization,
+    seed: int,
+    metadata: Mapping[str, Any] | None = None,
+) -> DiodeModel:
+    """A freshly initialised (untrained) model; the trainer starts from this."""
+    net = EnsembleMLP(arch)
+    net.reset_parameters(torch.Generator().manual_seed(seed))
+    return DiodeModel(net, hardware=hardware, gpu=gpu, normalization=normalization, metadata=metadata or {})
+
+
+def versions() -> dict[str, str]:
+    """torch, triton and torch-diode versions (recorded in model files)."""
+    from torch_diode._version import __version__
+
+    try:
+        triton = md.version("triton")
+    except md.PackageNotFoundError:
+        triton = "not installed"
+    return {"torch_version": torch.__version__, "triton_version": triton, "diode_version": __version__}

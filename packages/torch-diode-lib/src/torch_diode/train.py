@@ -1,0 +1,489 @@
+"""The trainer: fit a kernel-time ensemble on a dataset of one GPU's timings.
+
+``train(dataset, options)`` splits the problems (never the rows) into training and validation,
+featurizes every measured (problem, choice) once with :func:`torch_diode.features.featurize`,
+and minimises, per ensemble member,
+
+    MSE(normalised log time) + ranking_weight * ListNet(problem)
+
+where the ListNet term is the cross-entropy between softmax(-log t / T) of the measured and of
+the predicted times over the choices of each problem (``T`` = ``ranking_temperature``): it
+rewards getting the order of the fast choices right, which is what regret measures. Members
+differ by their initialisation and by Bayesian-bootstrap weights (an Exponential(1) weight per
+member and training problem), which gives the ensemble its spread.
+
+Each epoch visits every training problem once, in batches of ``batch_size`` problems, with at
+most ``max_choices_per_problem`` of each problem's choices sampled per visit. After each epoch
+the validation problems are scored (regret@1, regret@5, MSE); training stops after ``patience``
+epochs without improvement of ``mean log regret@1 + mean log regret@5 + 0.001 * MSE`` and the
+best epoch's weights are restored. The same seed gives the same model, bit for bit, on the same
+machine and thread count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from torch_diode.dataset import Dataset
+from torch_diode.evaluate import problem_evals, regret_at_k, summarize
+from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
+from torch_diode.model import ARCH_PRESETS, MODEL_TYPES, Architecture, DiodeModel, Normalization, build_model, versions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+    """Options of :func:`train`.
+
+    Attributes:
+        model_type: ``base`` (plain MLP) or ``deep`` (residual MLP).
+        hidden, depth: override the architecture preset of ``model_type`` (``model.ARCH_PRESETS``).
+        ensemble_size: number of ensemble members (their spread is the uncertainty).
+        batch_size: problems per optimiser step (each contributes up to ``max_choices_per_problem`` rows).
+        max_choices_per_problem: choices of a problem sampled per visit (all when fewer).
+        num_epochs: maximum number of passes over the training problems.
+        learning_rate: AdamW learning rate (cosine-annealed to 1/10 over ``num_epochs``).
+        weight_decay: AdamW weight decay.
+        seed: seeds the split, the initialisation and the sampling.
+        val_fraction: share of problems held out for validation and early stopping (0: none).
+        patience: epochs without validation improvement before stopping.
+        ranking_weight: weight of the listwise ranking term.
+        ranking_temperature: softmax temperature of the ranking term, in natural-log time units.
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda[:N]``.
+        num_threads: CPU threads for torch during training (None: torch's current setting). On a
+            busy shared machine, 1 can be ten times faster than 2 for small batches.
+        progress: show a tqdm progress bar when tqdm is installed.
+    """
+
+    model_type: str = "deep"
+    hidden: int | None = None
+    depth: int | None = None
+    ensemble_size: int = 4
+    batch_size: int = 64
+    max_choices_per_problem: int = 256
+    num_epochs: int = 100
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-5
+    seed: int = 0
+    val_fraction: float = 0.1
+    patience: int = 10
+    ranking_weight: float = 0.1
+    ranking_temperature: float = 0.1
+    device: str = "auto"
+    num_threads: int | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type: unknown model type {self.model_type!r}; use one of {', '.join(MODEL_TYPES)}")
+        for name in ("ensemble_size", "batch_size", "max_choices_per_problem", "num_epochs", "patience"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+        for name in ("hidden", "depth", "num_threads"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name}: must be a positive integer or None, got {v!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed: must be an integer, got {self.seed!r}")
+        for name in ("learning_rate", "ranking_temperature"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name}: must be a positive number, got {v!r}")
+        for name in ("weight_decay", "ranking_weight"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name}: must be a non-negative number, got {v!r}")
+        if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 1:
+            raise ValueError(f"val_fraction: must be in [0, 1), got {self.val_fraction!r}")
+        if not isinstance(self.device, str) or not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
+            raise ValueError(f"device: must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
+
+    def architecture(self) -> Architecture:
+        preset = ARCH_PRESETS[self.model_type]
+        return Architecture(
+            model_type=self.model_type,
+            input_dim=len(FEATURE_SPEC),
+            hidden=self.hidden or preset["hidden"],
+            depth=self.depth or preset["depth"],
+            members=self.ensemble_size,
+        )
+
+
+@dataclass
+class TrainReport:
+    """What happened during training."""
+
+    hardware: str
+    train_problems: int
+    val_problems: int
+    train_rows: int
+    val_rows: int
+    epochs_run: int
+    best_epoch: int
+    stopped_early: bool
+    seconds: float
+    device: str
+    history: list[dict[str, float]] = field(default_factory=list)
+    held_out: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- data preparation -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Rows:
+    x: np.ndarray  # [R, F] float32
+    y: np.ndarray  # [R] float32, log(time_us)
+    starts: np.ndarray  # [P] int64, row offset of each problem
+    counts: np.ndarray  # [P] int64
+
+
+def _featurize_problems(dataset: Dataset, groups: list[Any], hardware: str) -> _Rows:
+    xs, ys, counts = [], [], []
+    hw = gpu_constants(hardware)
+    for pt in groups:
+        med = pt.median_by_choice()
+        ids = list(med)
+        xs.append(featurize(pt.problem, [dataset.choices[i] for i in ids], hw))
+        ys.append(np.log(np.array([med[i] for i in ids], dtype=np.float64)).astype(np.float32))
+        counts.append(len(ids))
+    c = np.array(counts, dtype=np.int64)
+    return _Rows(
+        x=np.concatenate(xs) if xs else np.zeros((0, len(FEATURE_SPEC)), np.float32),
+        y=np.concatenate(ys) if ys else np.zeros(0, np.float32),
+        starts=np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64) if len(c) else c,
+        counts=c,
+    )
+
+
+def dataset_hash(dataset: Dataset) -> str:
+    """sha256 of a dataset's records, independent of record and table order."""
+    pj = [json.dumps(p.to_dict(), sort_keys=True) for p in dataset.problems]
+    cj = [json.dumps(c.to_dict(), sort_keys=True) for c in dataset.choices]
+    prank = np.argsort(np.argsort(np.array(pj, dtype=object), kind="stable"), kind="stable") if pj else np.zeros(0, int)
+    crank = np.argsort(np.argsort(np.array(cj, dtype=object), kind="stable"), kind="stable") if cj else np.zeros(0, int)
+    hw = np.array([s.hardware for s in dataset.sources] or [""], dtype=object)
+    p = prank[dataset.problem_idx].astype(np.int64) if len(dataset) else np.zeros(0, np.int64)
+    c = crank[dataset.choice_idx].astype(np.int64) if len(dataset) else np.zeros(0, np.int64)
+    order = np.lexsort((dataset.time_us, c, p))
+    h = hashlib.sha256()
+    for s in sorted(set(pj)):
+        h.update(s.encode())
+    for s in sorted(set(cj)):
+        h.update(s.encode())
+    h.update("|".join(sorted({str(x) for x in hw})).encode())
+    h.update(p[order].tobytes())
+    h.update(c[order].tobytes())
+    h.update(dataset.time_us[order].astype("<f8").tobytes())
+    return h.hexdigest()
+
+
+def split_problems(problems: list[Any], val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Indices of training and validation problems. The split depends only on the problems
+    themselves (ordered by their JSON) and the seed, not on the order the dataset lists them."""
+    keys = [json.dumps(p.to_dict(), sort_keys=True) for p in problems]
+    canonical = sorted(range(len(problems)), key=keys.__getitem__)
+    perm = np.random.default_rng(seed).permutation(len(problems))
+    n_val = round(val_fraction * len(problems)) if val_fraction > 0 and len(problems) >= 2 else 0
+    n_val = min(max(n_val, 1 if val_fraction > 0 and len(problems) >= 2 else 0), len(problems) - 1)
+    val = sorted(canonical[i] for i in perm[:n_val])
+    train = sorted(canonical[i] for i in perm[n_val:])
+    return train, val
+
+
+# -- the loss -----------------------------------------------------------------------------------
+
+
+def _loss(
+    pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, y_std: float, opts: TrainOptions
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """pred [K, B, C] and y [B, C] normalised log time; mask [B, C]; w [K, B] member weights."""
+    m = mask.unsqueeze(0)  # [1, B, C]
+    wm = w.unsqueeze(-1) * m  # [K, B, C]
+    mse = ((pred - y.unsqueeze(0)) ** 2 * wm).sum() / wm.sum().clamp_min(1e-12)
+    scale = y_std / opts.ranking_temperature
+    neg = torch.finfo(pred.dtype).min / 4
+    target = torch.softmax(torch.where(mask, -y * scale, neg), dim=-1)  # [B, C]
+    logp = torch.log_softmax(torch.where(m, -pred * scale, neg), dim=-1)  # [K, B, C]
+    target_ent = -(target * torch.log(target.clamp_min(1e-30))).sum(-1)  # [B]
+    ce = -(target.unsqueeze(0) * logp * m).sum(-1) - target_ent.unsqueeze(0)  # [K, B]: KL(target || model)
+    rank = (ce * w).sum() / w.sum().clamp_min(1e-12)
+    return mse + opts.ranking_weight * rank, mse, rank
+
+
+class _AdamW:
+    """AdamW (decoupled weight decay), as ``torch.optim.AdamW`` with default betas.
+
+    Written out because constructing any ``torch.optim`` optimizer imports ``torch._dynamo``
+    (about 5 s of start-up on a small CPU machine, per ``diode train`` run).
+    """
+
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        *,
+        weight_decay: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        self.params = params
+        self.wd = weight_decay
+        self.b1, self.b2 = betas
+        self.eps = eps
+        self.t = 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        self.t += 1
+        c1 = 1 - self.b1**self.t
+        c2 = 1 - self.b2**self.t
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            g = p.grad
+            p.mul_(1 - lr * self.wd)
+            m.mul_(self.b1).add_(g, alpha=1 - self.b1)
+            v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+            denom = (v / c2).sqrt_().add_(self.eps)
+            p.addcdiv_(m, denom, value=-lr / c1)
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="train", unit="epoch", leave=True)
+
+
+# -- training -------------------------------------------------------------------------------------
+
+
+def train(
+    dataset: Dataset,
+    options: TrainOptions | None = None,
+    *,
+    on_epoch: Callable[[dict[str, float]], None] | None = None,
+) -> tuple[DiodeModel, TrainReport]:
+    """Train a model on one GPU's dataset.
+
+    Args:
+        dataset: timing records of a single hardware key.
+        options: see :class:`TrainOptions`.
+        on_epoch: called after each epoch with that epoch's history entry.
+
+    Returns:
+        The model (best validation epoch's weights; metadata includes the held-out metrics) and
+        a :class:`TrainReport`.
+
+    Raises:
+        ValueError: the dataset is empty or mixes hardware keys.
+    """
+    opts = options or TrainOptions()
+    threads = torch.get_num_threads()
+    if opts.num_threads is not None:
+        torch.set_num_threads(opts.num_threads)
+    try:
+        return _train(dataset, opts, on_epoch)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    dataset: Dataset, opts: TrainOptions, on_epoch: Callable[[dict[str, float]], None] | None = None
+) -> tuple[DiodeModel, TrainReport]:
+    t0 = time.perf_counter()
+    hardware = dataset.hardware
+    groups = dataset.by_problem()
+    if not groups:
+        raise ValueError("dataset: no timing records to train on")
+    problems = [g.problem for g in groups]
+    train_ids, val_ids = split_problems(problems, opts.val_fraction, opts.seed)
+    rows_tr = _featurize_problems(dataset, [groups[i] for i in train_ids], hardware)
+    rows_va = _featurize_problems(dataset, [groups[i] for i in val_ids], hardware)
+    norm = Normalization.fit(rows_tr.x, rows_tr.y)
+    arch = opts.architecture()
+    gpu = gpu_constants(hardware)
+    model = build_model(arch, hardware=hardware, gpu=gpu, normalization=norm, seed=opts.seed)
+    device = _resolve_device(opts.device)
+    net = model.net.to(device).train()
+
+    def norm_x(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy((x - norm.x_mean) / norm.x_std).to(device)
+
+    x_tr = norm_x(rows_tr.x)  # [R, F]
+    y_tr = torch.from_numpy((rows_tr.y - norm.y_mean) / norm.y_std).to(device)  # [R]
+    x_va = norm_x(rows_va.x)
+    rng = np.random.default_rng(opts.seed + 1)
+    k = arch.members
+    n_tr = len(train_ids)
+    member_w = torch.from_numpy(
+        rng.exponential(1.0, size=(k, n_tr)).astype(np.float32) if k > 1 else np.ones((1, n_tr), np.float32)
+    ).to(device)  # [K, P_train]
+    optim = _AdamW(list(net.parameters()), weight_decay=opts.weight_decay)
+    cap = opts.max_choices_per_problem
+    best_score, best_epoch, best_state = math.inf, 0, None
+    history: list[dict[str, float]] = []
+    bar = _progress(opts.num_epochs, opts.progress)
+    stale = 0
+    epoch = 0
+    try:
+        for epoch in range(1, opts.num_epochs + 1):
+            net.train()
+            # cosine annealing from learning_rate to learning_rate / 10 over num_epochs
+            lr = opts.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * (epoch - 1) / opts.num_epochs)))
+            order = rng.permutation(n_tr)
+            tot, tot_mse, tot_rank, nb = 0.0, 0.0, 0.0, 0
+            for b0 in range(0, n_tr, opts.batch_size):
+                batch = order[b0 : b0 + opts.batch_size]
+                c = int(min(cap, rows_tr.counts[batch].max()))
+                idx = np.zeros((len(batch), c), dtype=np.int64)
+                mask = np.zeros((len(batch), c), dtype=bool)
+                for j, p in enumerate(batch.tolist()):
+                    n = int(rows_tr.counts[p])
+                    sel = rng.choice(n, size=cap, replace=False) if n > cap else np.arange(n)
+                    idx[j, : len(sel)] = rows_tr.starts[p] + sel
+                    mask[j, : len(sel)] = True
+                    idx[j, len(sel) :] = rows_tr.starts[p]
+                idx_t = torch.from_numpy(idx).to(device)
+                mask_t = torch.from_numpy(mask).to(device)
+                xb = x_tr[idx_t.view(-1)]  # [B*C, F]
+                pred = net(xb).view(k, len(batch), c)  # [K, B, C]
+                loss, mse, rank = _loss(
+                    pred, y_tr[idx_t], mask_t, member_w[:, torch.from_numpy(batch).to(device)], norm.y_std, opts
+                )
+                optim.zero_grad()
+                loss.backward()
+                optim.step(lr)
+                tot += loss.item()
+                tot_mse += mse.item()
+                tot_rank += rank.item()
+                nb += 1
+            entry: dict[str, float] = {
+                "epoch": epoch,
+                "loss": tot / nb,
+                "mse": tot_mse / nb,
+                "rank": tot_rank / nb,
+                "lr": lr,
+            }
+            if val_ids:
+                val = _validate(net, x_va, rows_va, norm)
+                entry.update(val)
+                score = val["val_log_regret1"] + val["val_log_regret5"] + 1e-3 * val["val_mse"]
+            else:
+                score = entry["loss"]
+            entry["score"] = score
+            history.append(entry)
+            if score < best_score - 1e-12:
+                best_score, best_epoch, stale = score, epoch, 0
+                best_state = {n: t.detach().clone() for n, t in net.state_dict().items()}
+            else:
+                stale += 1
+            if on_epoch is not None:
+                on_epoch(entry)
+            if bar is not None:
+                post = {"loss": f"{entry['loss']:.4f}"}
+                if val_ids:
+                    post.update(
+                        r1=f"{math.exp(entry['val_log_regret1']):.3f}",
+                        r5=f"{math.exp(entry['val_log_regret5']):.3f}",
+                        rec1=f"{entry['val_recall1']:.2f}",
+                        rmse=f"{math.sqrt(entry['val_mse']):.3f}",
+                    )
+                bar.set_postfix(post)
+                bar.update(1)
+            else:
+                log.debug("epoch %d: %s", epoch, entry)
+            if stale >= opts.patience:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    if best_state is not None:  # None only if every epoch's score was NaN
+        net.load_state_dict(best_state)
+    net.to("cpu").eval()
+    model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={})
+    held_out: dict[str, Any] = {}
+    if val_ids:
+        val_ds = dataset.select_problems(problems[i] for i in val_ids)
+        held_out = summarize(problem_evals(model, val_ds), with_tau=True)
+    meta: dict[str, Any] = {
+        "feature_spec": FEATURE_SPEC.to_dict(),
+        "training_data_hash": dataset_hash(dataset),
+        "training": {
+            "options": asdict(opts),
+            "train_problems": len(train_ids),
+            "val_problems": len(val_ids),
+            "train_rows": len(rows_tr.y),
+            "best_epoch": best_epoch,
+            "epochs_run": epoch,
+            "sources": [s.to_dict() for s in dataset.sources],
+        },
+        "held_out_metrics": held_out,
+        **versions(),
+    }
+    model.update_metadata(meta)
+    report = TrainReport(
+        hardware=hardware,
+        train_problems=len(train_ids),
+        val_problems=len(val_ids),
+        train_rows=len(rows_tr.y),
+        val_rows=len(rows_va.y),
+        epochs_run=epoch,
+        best_epoch=best_epoch,
+        stopped_early=epoch < opts.num_epochs,
+        seconds=time.perf_counter() - t0,
+        device=str(device),
+        history=history,
+        held_out=held_out,
+    )
+    return model, report
+
+
+@torch.no_grad()
+def _validate(net: torch.nn.Module, x_va: torch.Tensor, rows: _Rows, norm: Normalization) -> dict[str, float]:
+    net.eval()
+    outs = [net(chunk) for chunk in x_va.split(16384)]
+    pred = (torch.cat(outs, dim=1).mean(0).cpu().numpy() * norm.y_std + norm.y_mean).astype(np.float64)  # [R]
+    y = rows.y.astype(np.float64)
+    r1, r5, rec1 = [], [], []
+    for s, n in zip(rows.starts.tolist(), rows.counts.tolist()):
+        r = regret_at_k(np.exp(y[s : s + n]), pred[s : s + n], (1, 5))
+        r1.append(math.log(r[1]))
+        r5.append(math.log(r[5]))
+        rec1.append(r[1] <= 1.0)
+    return {
+        "val_mse": float(np.mean((pred - y) ** 2)),
+        "val_log_regret1": float(np.mean(r1)),
+        "val_log_regret5": float(np.mean(r5)),
+        "val_recall1": float(np.mean(rec1)),
+    }

@@ -1,0 +1,105 @@
+"""Median time to featurize and score 1,500 candidates of one GEMM problem on one CPU core.
+
+This is the work the Inductor choices handler does per GEMM lowering: ``DiodeModel.predict``
+(``featurize`` + one batched ensemble forward). Two cases: the same ``Choice`` objects every
+call (a handler that keeps its choices), and fresh but equal ``Choice`` objects every call.
+
+Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
+Without --model, an untrained model of the default architecture is timed (speed does not
+depend on the weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
+from torch_diode.model import ARCH_PRESETS, Architecture, Normalization, build_model, load_model
+from torch_diode.records import Choice, Problem
+
+
+def exhaustive_choices(n: int) -> list[Choice]:
+    """The first ``n`` configs of Inductor's EXHAUSTIVE mm space (block sizes 16..256, stages 1..5,
+    warps 2/4/8, GROUP_M 8), plus the ATen choice."""
+    out = [Choice.aten("mm")]
+    for bm, bn, bk in itertools.product([16, 32, 64, 128, 256], repeat=3):
+        for stages in (1, 2, 3, 4, 5):
+            for warps in (2, 4, 8):
+                out.append(
+                    Choice(
+                        template="triton::mm", block_m=bm, block_n=bn, block_k=bk, group_m=8, num_stages=stages,
+                        num_warps=warps, even_k=True, allow_tf32=False, acc_type="tl.float32", use_fast_accum=False,
+                        extra=(("hint_override", None),),
+                    )
+                )  # fmt: skip
+    return out[:n]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help="a model file (default: an untrained model of --model-type)")
+    ap.add_argument("--model-type", default="deep", choices=sorted(ARCH_PRESETS))
+    ap.add_argument("--members", type=int, default=4)
+    ap.add_argument("--candidates", type=int, default=1500)
+    ap.add_argument("--repeat", type=int, default=300)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    problem = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
+    choices = exhaustive_choices(args.candidates)
+    if args.model:
+        model = load_model(args.model)
+    else:
+        x = featurize(problem, choices, "NVIDIA-H100")
+        arch = Architecture(
+            model_type=args.model_type,
+            input_dim=len(FEATURE_SPEC),
+            members=args.members,
+            **ARCH_PRESETS[args.model_type],
+        )
+        model = build_model(
+            arch,
+            hardware="NVIDIA-H100",
+            gpu=gpu_constants("NVIDIA-H100"),
+            normalization=Normalization.fit(x, np.zeros(2)),
+            seed=0,
+        )
+
+    def timeit(fn: Callable[[], object]) -> dict[str, float]:
+        """Median wall time and median CPU time of this thread (ms). On a shared machine the wall
+        time includes time the process spent preempted; the CPU time does not."""
+        for _ in range(20):
+            fn()
+        wall, cpu = [], []
+        for _ in range(args.repeat):
+            t, c = time.perf_counter(), time.thread_time()
+            fn()
+            cpu.append(time.thread_time() - c)
+            wall.append(time.perf_counter() - t)
+        return {"wall_ms": statistics.median(wall) * 1e3, "cpu_ms": statistics.median(cpu) * 1e3}
+
+    fresh = [[Choice.from_dict(c.to_dict()) for c in choices] for _ in range(8)]
+    it = itertools.cycle(fresh)
+    result = {
+        "candidates": len(choices),
+        "architecture": model.arch.to_dict(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "featurize": timeit(lambda: featurize(problem, choices, model.gpu)),
+        "predict_same_objects": timeit(lambda: model.predict(problem, choices)),
+        "predict_fresh_objects": timeit(lambda: model.predict(problem, next(it))),
+        "load_average": os.getloadavg()[0],
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

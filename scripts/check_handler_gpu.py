@@ -1,0 +1,410 @@
+#!/usr/bin/env python
+"""GPU check of torch-diode's choices handler: correctness, and compile/kernel time against stock.
+
+Correctness: every op (mm, addmm, bmm, baddbmm, nn.Linear) x dtype (fp16, bf16, fp32) x layout
+case (K = 1001, not divisible by any BLOCK_K; transposed operands; non-contiguous slices), batch
+sizes 1 and 3 for the batched ops, compiled with ``mode="max-autotune-no-cudagraphs"`` and the
+handler installed, compared with eager within the dtype's tolerance. Each case also records
+whether the handler really chose among Triton configs (``exercised``).
+
+Speed: for each problem of ``SPEED_PROBLEMS`` (LLM and vision layers, small and odd shapes), a
+cold compile (fresh Inductor and Triton caches, in-memory caches cleared, dynamo reset) of one
+GEMM under ``mode="max-autotune-no-cudagraphs"``, stock and with torch-diode (alternating), then
+the kernel time of each compiled function and of eager ATen, by CUDA events over replays of a
+CUDA graph holding ``--graph-iters`` calls. Prints a table and writes everything to ``--output``.
+
+    python scripts/check_handler_gpu.py --model NVIDIA-H100-matmul --output handler_gpu.json
+    python scripts/check_handler_gpu.py --model m.safetensors --mode speed --problems llm_mlp_up,odd_mm
+    python scripts/check_handler_gpu.py --list        # the problems and cases, no GPU needed
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    name: str
+    op: str  # mm | addmm | bmm | baddbmm
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    dtype: str = "float16"
+    transpose_b: bool = False  # B as the transpose of a row-major [N, K] weight (nn.Linear)
+
+    def describe(self) -> str:
+        b = f"{self.batch}x" if self.op in ("bmm", "baddbmm") else ""
+        t = " B^T" if self.transpose_b else ""
+        return f"{self.op} {self.dtype} {b}{self.m}x{self.n}x{self.k}{t}"
+
+
+SPEED_PROBLEMS: list[GemmProblem] = [
+    GemmProblem("llm_qkv_prefill", "mm", 2048, 12288, 4096, dtype="bfloat16", transpose_b=True),
+    GemmProblem("llm_mlp_up", "mm", 2048, 11008, 4096, dtype="bfloat16", transpose_b=True),
+    GemmProblem("llm_mlp_down", "mm", 2048, 4096, 11008, dtype="bfloat16", transpose_b=True),
+    GemmProblem("llm_decode_m16", "mm", 16, 4096, 4096, dtype="bfloat16", transpose_b=True),
+    GemmProblem("llm_lm_head", "mm", 512, 32000, 4096, dtype="bfloat16", transpose_b=True),
+    GemmProblem("linear_bias_8k", "addmm", 8192, 1024, 1024, transpose_b=True),
+    GemmProblem("vit_b_mlp", "addmm", 6304, 3072, 768, transpose_b=True),
+    GemmProblem("vit_b_proj", "addmm", 6304, 768, 768, transpose_b=True),
+    GemmProblem("bert_attn_scores", "bmm", 384, 384, 64, batch=96),
+    GemmProblem("bert_attn_values", "bmm", 384, 64, 384, batch=96),
+    GemmProblem("attn_baddbmm", "baddbmm", 512, 512, 64, batch=32),
+    GemmProblem("resnet_im2col", "mm", 50176, 64, 576),
+    GemmProblem("odd_mm", "mm", 1000, 1000, 1000),
+    GemmProblem("odd_small", "mm", 127, 255, 383),
+    GemmProblem("fp32_square", "mm", 1024, 1024, 1024, dtype="float32"),
+]
+
+CORRECTNESS_OPS = ("mm", "addmm", "bmm", "baddbmm", "linear")
+CORRECTNESS_DTYPES = ("float16", "bfloat16", "float32")
+CORRECTNESS_CASES = ("odd_k", "transposed", "noncontiguous")
+#: (rtol, atol) per dtype for outputs of magnitude ~1 (inputs scaled by 1/sqrt(K)).
+TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2), "float32": (1e-4, 1e-4)}
+
+
+# -- inputs -------------------------------------------------------------------------------------
+
+
+def make_args(
+    p: GemmProblem, *, case: str = "contiguous", seed: int = 0, device: str = "cuda"
+) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The eager function of ``p`` and its arguments on ``device``, in the given layout case."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    dt = getattr(torch, p.dtype)
+    scale = 1.0 / math.sqrt(p.k)
+    pre = (p.batch,) if p.op in ("bmm", "baddbmm") else ()
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g, device=device) * scale).to(dt)
+
+    if case == "transposed" or (case == "contiguous" and p.transpose_b):
+        a = rand(*pre, p.k, p.m).transpose(-1, -2) if case == "transposed" else rand(*pre, p.m, p.k)
+        b = rand(*pre, p.n, p.k).transpose(-1, -2)
+    elif case == "noncontiguous":
+        a = rand(*pre, p.m, 2 * p.k)[..., ::2]  # stride 2 along K
+        b = rand(*pre, p.k, p.n + 7)[..., : p.n]  # padded rows
+    else:
+        a, b = rand(*pre, p.m, p.k), rand(*pre, p.k, p.n)
+    if p.op == "mm":
+        return torch.mm, (a, b)
+    if p.op == "bmm":
+        return torch.bmm, (a, b)
+    if p.op == "addmm":
+        return torch.addmm, (rand(p.n), a, b)
+    return torch.baddbmm, (rand(*pre, p.m, p.n), a, b)
+
+
+def correctness_cases() -> list[tuple[str, GemmProblem, str]]:
+    out = []
+    for op in CORRECTNESS_OPS:
+        for dtype in CORRECTNESS_DTYPES:
+            for case in CORRECTNESS_CASES:
+                batches = (1, 3) if op in ("bmm", "baddbmm") else (1,)
+                for batch in batches:
+                    name = f"{op}-{dtype}-{case}" + (f"-b{batch}" if op in ("bmm", "baddbmm") else "")
+                    p = GemmProblem(name, "addmm" if op == "linear" else op, 96, 80, 1001, batch=batch, dtype=dtype)
+                    out.append((op, p, case))
+    return out
+
+
+# -- measurement helpers ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def cold_compile_state() -> Iterator[None]:
+    """No FX-graph, autotune or Triton cache from earlier compiles: fresh cache dirs, in-memory
+    caches cleared, dynamo reset."""
+    import torch
+    from torch._inductor.utils import fresh_cache
+
+    torch._dynamo.reset()
+    with fresh_cache():
+        yield
+    torch._dynamo.reset()
+
+
+def compile_fn(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import torch
+
+    return torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+
+
+def first_call_s(compiled: Callable[..., Any], args: tuple[Any, ...]) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    compiled(*args)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def kernel_time_us(fn: Callable[..., Any], args: tuple[Any, ...], *, graph_iters: int, reps: int) -> float:
+    """Median time per call, from CUDA events around replays of a CUDA graph of ``graph_iters`` calls."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(graph_iters):
+            fn(*args)
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / graph_iters)
+    return statistics.median(times)
+
+
+def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "calls",
+        "gemm_calls",
+        "model_selections",
+        "lut_hits",
+        "candidates_seen",
+        "candidates_kept",
+        "single_choice",
+    )
+    d: dict[str, Any] = {k: after[k] - before[k] for k in keys}
+    d["fallbacks"] = {
+        k: v - before["fallbacks"].get(k, 0) for k, v in after["fallbacks"].items() if v - before["fallbacks"].get(k, 0)
+    }
+    d["hook_ms"] = round(1e3 * (after["hook_time_s"] - before["hook_time_s"]), 2)
+    return d
+
+
+# -- the two checks -----------------------------------------------------------------------------
+
+
+def run_correctness(
+    handle: Any, cases: list[tuple[str, GemmProblem, str]], *, device: str = "cuda"
+) -> list[dict[str, Any]]:
+    import torch
+
+    rows = []
+    for op, p, case in cases:
+        fn, args = make_args(p, case=case, device=device)
+        if op == "linear":
+            lin = torch.nn.Linear(p.k, p.n, device=device, dtype=getattr(torch, p.dtype))
+            x = args[1]
+            if case == "noncontiguous":
+                x = x.unsqueeze(0).expand(2, -1, -1)  # a 3-D input with a zero batch stride
+            fn, args = lin, (x,)
+        rtol, atol = TOLERANCE[p.dtype]
+        before = handle.get_stats()
+        row: dict[str, Any] = {"case": p.name, "op": op, "dtype": p.dtype, "layout": case, "batch": p.batch}
+        try:
+            with cold_compile_state():
+                compiled = compile_fn(fn)
+                with torch.no_grad():
+                    got, want = compiled(*args), fn(*args)
+            err = (got.float() - want.float()).abs()
+            bound = atol + rtol * want.float().abs()
+            row.update(ok=bool((err <= bound).all()), max_abs_err=float(err.max()), rtol=rtol, atol=atol, error=None)
+        except Exception as e:  # a failed compile is a failed case, reported with its cause
+            row.update(ok=False, max_abs_err=None, rtol=rtol, atol=atol, error=f"{type(e).__name__}: {e}"[:500])
+        row["diode"] = stats_delta(before, handle.get_stats())
+        row["exercised"] = row["diode"]["gemm_calls"] > 0
+        rows.append(row)
+        print(
+            f"{'PASS' if row['ok'] else 'FAIL'} {p.name:<34} err {row['max_abs_err']!s:<24} "
+            f"kept {row['diode']['candidates_kept']}/{row['diode']['candidates_seen']} "
+            f"{'' if row['exercised'] else '(hook not exercised)'} {row['error'] or ''}",
+            flush=True,
+        )
+    return rows
+
+
+def run_speed(
+    model: str, options: dict[str, Any], problems: list[GemmProblem], *, graph_iters: int, reps: int
+) -> list[dict[str, Any]]:
+    import torch
+
+    from torch_diode.inductor import install_diode_choices
+
+    # one compile first, so that no measured compile pays Inductor's and the workers' start-up
+    warm_fn, warm_args = make_args(GemmProblem("warmup", "mm", 256, 256, 256))
+    with cold_compile_state():
+        compile_fn(warm_fn)(*warm_args)
+    rows = []
+    for p in problems:
+        fn, args = make_args(p)
+        row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), **asdict(p)}
+        for variant in ("stock", "diode"):
+            try:
+                with contextlib.ExitStack() as stack:
+                    handle = (
+                        stack.enter_context(install_diode_choices(model=model, **options))
+                        if variant == "diode"
+                        else None
+                    )
+                    before = handle.get_stats() if handle else None
+                    stack.enter_context(cold_compile_state())
+                    compiled = compile_fn(fn)
+                    row[f"{variant}_compile_s"] = round(first_call_s(compiled, args), 3)
+                    if handle is not None:
+                        row["diode"] = stats_delta(before, handle.get_stats())
+                    row[f"{variant}_kernel_us"] = round(
+                        kernel_time_us(compiled, args, graph_iters=graph_iters, reps=reps), 2
+                    )
+            except Exception as e:
+                row[f"{variant}_error"] = f"{type(e).__name__}: {e}"[:500]
+        row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
+        rows.append(row)
+        print(
+            f"{p.name:<18} {p.describe():<34} {row.get('stock_compile_s', float('nan')):>8.2f} "
+            f"{row.get('diode_compile_s', float('nan')):>8.2f} {row.get('stock_kernel_us', float('nan')):>9.1f} "
+            f"{row.get('diode_kernel_us', float('nan')):>9.1f} {row['aten_kernel_us']:>9.1f}",
+            flush=True,
+        )
+        torch.cuda.empty_cache()
+    return rows
+
+
+def summarize_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in rows if "stock_kernel_us" in r and "diode_kernel_us" in r]
+    if not ok:
+        return {"problems": 0}
+    ratio = [r["diode_kernel_us"] / r["stock_kernel_us"] for r in ok]
+    vs_aten = [r["diode_kernel_us"] / r["aten_kernel_us"] for r in ok]
+    med_diode = statistics.median(r["diode_compile_s"] for r in ok)
+    geo = math.exp(statistics.fmean(math.log(x) for x in ratio))
+    return {
+        "problems": len(ok),
+        "median_stock_compile_s": round(statistics.median(r["stock_compile_s"] for r in ok), 3),
+        "median_diode_compile_s": round(med_diode, 3),
+        "geomean_kernel_ratio_diode_over_stock": round(geo, 4),
+        "max_kernel_ratio_diode_over_stock": round(max(ratio), 4),
+        "geomean_kernel_ratio_diode_over_aten": round(math.exp(statistics.fmean(math.log(x) for x in vs_aten)), 4),
+        "meets_compile_bar_1_5s": med_diode <= 1.5,
+        "meets_kernel_bar_geomean_le_stock": geo <= 1.0,
+    }
+
+
+def environment() -> dict[str, Any]:
+    import importlib.metadata as md
+
+    import torch
+
+    from torch_diode.hardware import detect
+
+    try:
+        triton = md.version("triton")
+    except md.PackageNotFoundError:
+        triton = "not installed"
+    info = detect()
+    return {
+        "torch": torch.__version__,
+        "triton": triton,
+        "gpu": torch.cuda.get_device_name(),
+        "hardware_key": info.key,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", help="model file or registered model name")
+    ap.add_argument("--mode", choices=("all", "correctness", "speed"), default="all")
+    ap.add_argument("--problems", help="comma-separated SPEED_PROBLEMS names (default: all)")
+    ap.add_argument("--ops", help="comma-separated correctness ops (default: all)")
+    ap.add_argument("--top-k", type=int, default=None, help="top_k_configs (default: the handler's)")
+    ap.add_argument("--performance-threshold", type=float, default=None)
+    ap.add_argument("--graph-iters", type=int, default=20, help="calls captured in one CUDA graph")
+    ap.add_argument("--reps", type=int, default=20, help="timed graph replays (median)")
+    ap.add_argument("--output", type=Path, help="write the results as JSON")
+    ap.add_argument("--list", action="store_true", help="print the problems and cases and exit")
+    args = ap.parse_args(argv)
+    problems = SPEED_PROBLEMS
+    if args.problems:
+        wanted = set(args.problems.split(","))
+        unknown = wanted - {p.name for p in SPEED_PROBLEMS}
+        if unknown:
+            ap.error(f"unknown problem(s) {sorted(unknown)}; known: {', '.join(p.name for p in SPEED_PROBLEMS)}")
+        problems = [p for p in SPEED_PROBLEMS if p.name in wanted]
+    cases = correctness_cases()
+    if args.ops:
+        cases = [c for c in cases if c[0] in set(args.ops.split(","))]
+    if args.list:
+        for p in problems:
+            print(f"speed        {p.name:<18} {p.describe()}")
+        for op, p, case in cases:
+            print(f"correctness  {p.name:<34} {op} {case}")
+        return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print("check_handler_gpu.py needs a CUDA GPU (run it on the GPU machine); --list works without one")
+        return 2
+    if not args.model:
+        ap.error("--model is required (a model file or a registered model name)")
+    options = {
+        k: v
+        for k, v in (("top_k_configs", args.top_k), ("performance_threshold", args.performance_threshold))
+        if v is not None
+    }
+    from torch_diode.inductor import install_diode_choices
+
+    result: dict[str, Any] = {"environment": environment(), "model": args.model, "options": options}
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 compared at fp32 precision
+    with install_diode_choices(model=args.model, **options) as handle:
+        if not handle.installed:
+            print(f"torch-diode was not installed: {handle.reason}")
+            return 2
+        result["model_hash"] = handle.handler.model_hash()
+        result["uuid"] = handle.handler.uuid()
+        if args.mode in ("all", "correctness"):
+            print(f"== correctness ({len(cases)} cases, mode=max-autotune-no-cudagraphs)")
+            rows = run_correctness(handle, cases)
+            result["correctness"] = {
+                "cases": rows,
+                "passed": sum(r["ok"] for r in rows),
+                "failed": [r["case"] for r in rows if not r["ok"]],
+                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
+            }
+    if args.mode in ("all", "speed"):
+        print(f"== speed ({len(problems)} problems, cold compile per GEMM, stock then diode)")
+        print(
+            f"{'problem':<18} {'shape':<34} {'stock s':>8} {'diode s':>8} {'stock us':>9} {'diode us':>9} {'aten us':>9}"
+        )
+        rows = run_speed(args.model, options, problems, graph_iters=args.graph_iters, reps=args.reps)
+        result["speed"] = {"problems": rows, "summary": summarize_speed(rows)}
+        print(json.dumps(result["speed"]["summary"], indent=2))
+    if "correctness" in result:
+        c = result["correctness"]
+        print(f"correctness: {c['passed']}/{len(c['cases'])} passed; failed: {c['failed'] or 'none'}")
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2, default=str))
+        print(f"wrote {args.output}")
+    failed = bool(result.get("correctness", {}).get("failed"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

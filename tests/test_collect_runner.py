@@ -1,0 +1,207 @@
+"""``collect()`` and the collect CLI on CPU: resume after a killed run, shards and merge, failure exits.
+
+Real compiles of tiny bmm problems (the op Inductor autotunes on CPU); structure only, no timings.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from torch_diode.cli import main
+from torch_diode.collect import CollectOptions, collect, merge_shards, shard, shard_path
+from torch_diode.dataset import Dataset, read_dataset, write_dataset
+from torch_diode.errors import CollectionError
+from torch_diode.records import Choice, Problem, Provenance, TimingRecord
+from torch_diode.shapes.shapeset import ShapeEntry, save_shapeset
+
+REPO = Path(__file__).resolve().parents[1]
+CPU = dict(device="cpu", progress=False, hardware="cpu-test")
+
+
+def bmm(m: int, n: int = 8, k: int = 24, batch: int = 2) -> Problem:
+    return Problem(op="bmm", m=m, n=n, k=k, batch=batch, dtype="float32")
+
+
+def _pairs(ds: Dataset) -> list[tuple[Problem, Choice]]:
+    return [(r.problem, r.choice) for r in ds.records()]
+
+
+def test_shard_is_a_partition():
+    ps = [bmm(m) for m in range(8, 20)] + [bmm(8)]  # a duplicate is collected once
+    shards = [shard(ps, r, 3) for r in range(3)]
+    flat = [p for s in shards for p in s]
+    assert sorted(flat, key=repr) == sorted(set(ps), key=repr) and len(flat) == len(set(ps))
+    assert shard(ps, 1, 3) == shard(list(ps), 1, 3)  # deterministic
+    assert shard_path("/x/out.msgpack", 2) == Path("/x/out.rank2.msgpack")
+
+
+def test_options_validate():
+    with pytest.raises(ValueError, match="collector"):
+        CollectOptions(collector="magic")
+    with pytest.raises(ValueError, match="rank"):
+        CollectOptions(rank=2, world_size=2)
+    with pytest.raises(ValueError, match="rank and world_size"):
+        CollectOptions(rank=0)
+    with pytest.raises(ValueError, match="format"):
+        CollectOptions(format="csv")
+    with pytest.raises(TypeError):
+        CollectOptions("inductor")  # keyword-only
+    with pytest.raises(AttributeError):
+        CollectOptions().device = "cpu"  # type: ignore[misc]  # frozen
+
+
+def test_ranks_write_shards_and_merge(tmp_path, monkeypatch):
+    out = tmp_path / "out.msgpack"
+    problems = [bmm(16), bmm(24)]
+    # Rank 0 by explicit options, rank 1 as torchrun would start it (environment variables).
+    s0 = collect(problems, CollectOptions(rank=0, world_size=2, **CPU), out)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    s1 = collect(problems, CollectOptions(**CPU), out)
+    assert s0.shards == [shard_path(out, 0)] and s1.shards == [shard_path(out, 1)]
+    assert not out.exists()
+    assert read_dataset(shard_path(out, 0)).problems == [problems[0]]
+    assert read_dataset(shard_path(out, 1)).problems == [problems[1]]
+    merge_shards(out, [shard_path(out, 0), shard_path(out, 1)])
+    merged = read_dataset(out)
+    assert set(merged.problems) == set(problems) and len(merged) == 2
+    assert not shard_path(out, 0).exists() and not shard_path(out, 1).exists()
+
+
+def test_nothing_collected_raises_and_exits_nonzero(tmp_path, capsys):
+    decomposed = bmm(1, n=1)  # [2,1,16] @ [2,16,1]: pointwise on CPU, nothing benchmarked
+    out = tmp_path / "none.json"
+    with pytest.raises(
+        CollectionError, match=r"collected nothing: 1 problem\(s\) measured, 0 records \(no_valid_config x1\)"
+    ):
+        collect([decomposed], CollectOptions(**CPU), out)
+    ds = read_dataset(out)
+    assert len(ds) == 0 and [f.reason for f in ds.failures] == ["no_valid_config"]
+
+    shapes = tmp_path / "s.json"
+    save_shapeset([ShapeEntry(op="bmm", m=1, n=1, k=16, batch=2, dtypes=("float32",))], shapes)
+    rc = main(
+        [
+            "collect-shapeset",
+            "--shapeset",
+            str(shapes),
+            "--device",
+            "cpu",
+            "--output",
+            str(tmp_path / "n2.json"),
+            "--no-progress",
+        ]
+    )
+    assert rc == 1
+    assert "collected nothing" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="nothing to collect"):
+        collect([], CollectOptions(**CPU), out)
+
+
+def test_cli_fails_fast_without_cuda(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    assert main(["collect", "--output", str(tmp_path / "x.msgpack"), "-n", "2"]) == 2
+    assert "no CUDA GPU visible" in capsys.readouterr().err
+    assert main(["collect", "--output", str(tmp_path / "x.msgpack"), "-n", "2", "--device", "cpu"]) == 2
+    assert "only bmm can be collected with --device cpu" in capsys.readouterr().err
+    assert not (tmp_path / "x.msgpack").exists()
+
+
+def test_create_validation_refuses_the_training_seed(tmp_path, capsys):
+    train = tmp_path / "train.json"
+    rec = TimingRecord(problem=bmm(16), choice=Choice.aten("bmm"), time_us=5.0, hardware="cpu-test")
+    write_dataset(Dataset.from_records([rec], Provenance(hardware="cpu-test", seed=3)), train)
+    args = [
+        "create-validation",
+        "--train",
+        str(train),
+        "--output",
+        str(tmp_path / "v.json"),
+        "-n",
+        "1",
+        "--device",
+        "cpu",
+        "--ops",
+        "bmm",
+    ]
+    assert main([*args, "--seed", "3"]) == 2
+    assert "use another seed" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path):
+    problems = [bmm(16), bmm(24)]
+    shapes = tmp_path / "s.json"
+    save_shapeset(
+        [ShapeEntry(op="bmm", m=p.m, n=p.n, k=p.k, batch=p.batch, dtypes=("float32",)) for p in problems], shapes
+    )
+    out = tmp_path / "run.json"
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "packages" / "torch-diode-lib" / "src"), env.get("PYTHONPATH", "")])
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch_diode",
+        "collect-shapeset",
+        "--shapeset",
+        str(shapes),
+        "--device",
+        "cpu",
+        "--hardware",
+        "cpu-test",
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
+    log = open(tmp_path / "stderr.txt", "wb")  # closed in the finally below
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and len(read_dataset(out, recover=True)) >= 1:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, (
+            f"the collector exited ({proc.returncode}) before it could be interrupted:\n"
+            + (tmp_path / "stderr.txt").read_text()[-3000:]
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        log.close()
+    before = read_dataset(out, recover=True)
+    assert 1 <= len(before.problems) < len(problems)
+    # Simulate a write cut off mid-chunk as well: a partial JSON line at the end.
+    with open(out, "ab") as f:
+        f.write(b'{"sources": [[1, {"hardw')
+
+    summary = collect(problems, CollectOptions(**CPU), out)
+    assert summary.problems_skipped == len(before.problems)
+    assert summary.problems_measured == len(problems) - len(before.problems)
+    after = read_dataset(out)  # complete again: the partial tail was cut off
+    assert set(after.problems) == set(problems)
+    counts = collections.Counter(_pairs(after))
+    assert all(n == 1 for n in counts.values()), counts
+    assert set(_pairs(before)) <= set(counts)  # nothing written before the kill was lost
+
+    # A second rerun finds everything done and measures nothing.
+    again = collect(problems, CollectOptions(**CPU), out)
+    assert again.problems_measured == 0 and again.problems_skipped == len(problems)
+    assert len(read_dataset(out)) == len(after)

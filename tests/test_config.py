@@ -1,0 +1,84 @@
+"""torch_diode.config: DiodeOptions validation and the environment-backed config object."""
+
+from __future__ import annotations
+
+import pytest
+
+from torch_diode.config import DiodeConfig, DiodeOptions
+
+
+def test_defaults() -> None:
+    o = DiodeOptions()
+    assert (o.top_k_configs, o.performance_threshold, o.enable_fallback, o.cache_predictions) == (3, 1.1, True, True)
+    assert (o.search_space, o.device_types, o.model, o.lut) == ("EXHAUSTIVE", ("cuda",), None, None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("top_k_configs", 0, ValueError),
+        ("top_k_configs", 1.5, ValueError),
+        ("top_k_configs", True, TypeError),
+        ("performance_threshold", 0.9, ValueError),
+        ("performance_threshold", float("inf"), ValueError),
+        ("confidence_threshold", 1.5, ValueError),
+        ("enable_fallback", "yes", TypeError),
+        ("search_space", "FAST", ValueError),
+        ("device_types", (), ValueError),
+        ("model", 3, TypeError),
+    ],
+    ids=lambda v: repr(v),
+)
+def test_invalid_options_are_refused(field: str, value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=field):
+        DiodeOptions(**{field: value})
+
+
+def test_normalisation() -> None:
+    o = DiodeOptions(top_k_configs=4.0, search_space="exhaustive", device_types="cuda")
+    assert (o.top_k_configs, o.search_space, o.device_types) == (4, "EXHAUSTIVE", ("cuda",))
+    assert DiodeOptions(top_k_configs=0.25).top_k_configs == 0.25
+    assert o.replace(top_k_configs=5).top_k_configs == 5
+    assert DiodeOptions(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in o.to_dict().items()}) == o
+
+
+def test_environment_is_read_at_access_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = DiodeConfig()
+    assert cfg.top_k_configs == 3 and cfg.fallback_to_autotune is True and cfg.disable is False
+    monkeypatch.setenv("TORCH_DIODE_TOP_K", "5")
+    monkeypatch.setenv("TORCH_DIODE_PERFORMANCE_THRESHOLD", "1.25")
+    monkeypatch.setenv("TORCH_DIODE_FALLBACK_TO_AUTOTUNE", "0")
+    monkeypatch.setenv("TORCH_DIODE_CONFIDENCE_THRESHOLD", "0.5")
+    monkeypatch.setenv("TORCH_DIODE_CACHE_PREDICTIONS", "false")
+    monkeypatch.setenv("TORCH_DIODE_MODEL", "NVIDIA-H100-matmul")
+    monkeypatch.setenv("TORCH_DIODE_DEVICE_TYPES", "cuda, xpu")
+    monkeypatch.setenv("TORCH_DIODE_DISABLE", "yes")
+    o = cfg.options()
+    assert (o.top_k_configs, o.performance_threshold, o.enable_fallback) == (5, 1.25, False)
+    assert (o.confidence_threshold, o.cache_predictions, o.model) == (0.5, False, "NVIDIA-H100-matmul")
+    assert o.device_types == ("cuda", "xpu") and cfg.disable is True
+    # set in code wins over the environment; del goes back to it
+    cfg.top_k_configs = 2
+    assert cfg.options().top_k_configs == 2
+    del cfg.top_k_configs
+    assert cfg.top_k_configs == 5
+    with cfg.patch(performance_threshold=1.05):
+        assert cfg.options(top_k_configs=7).performance_threshold == 1.05
+    assert cfg.performance_threshold == 1.25
+
+
+def test_malformed_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_DIODE_TOP_K", "many")
+    with pytest.raises(ValueError, match="TORCH_DIODE_TOP_K='many'"):
+        DiodeConfig().options()
+    monkeypatch.setenv("TORCH_DIODE_DISABLE", "maybe")
+    with pytest.raises(ValueError, match="TORCH_DIODE_DISABLE"):
+        _ = DiodeConfig().disable
+
+
+def test_unknown_names_are_refused() -> None:
+    cfg = DiodeConfig()
+    with pytest.raises(AttributeError, match="fields: model"):
+        cfg.topk = 3
+    with pytest.raises(TypeError, match="unknown option"):
+        cfg.options(topk=3)

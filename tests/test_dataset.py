@@ -1,0 +1,681 @@
+"""Dataset files: exact round trips, clear errors on bad files, interrupted writers, recovery, merging."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from torch_diode.dataset import (
+    Dataset,
+    DatasetWriter,
+    merge_datasets,
+    read_dataset,
+    read_datasets,
+    recover_dataset,
+    write_dataset,
+)
+from torch_diode.errors import DatasetFormatError, SchemaVersionError, TruncatedFileError
+from torch_diode.records import (
+    DTYPE_ITEMSIZE,
+    FAILURE_REASONS,
+    OPS,
+    Choice,
+    FailureRecord,
+    Problem,
+    Provenance,
+    TimingRecord,
+)
+
+HW = "NVIDIA-H100"
+FORMATS = ["json", "msgpack"]
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# -- strategies ----------------------------------------------------------------------------------------
+
+sizes = st.integers(1, 2**20)  # default strides multiply two sizes; keep them in int64
+strides = st.integers(0, 2**40)
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> Problem:
+    op = draw(st.sampled_from(OPS))
+    batched = op in ("bmm", "baddbmm")
+    ndim = 3 if batched else 2
+    kw: dict[str, Any] = dict(
+        op=op,
+        m=draw(sizes),
+        n=draw(sizes),
+        k=draw(sizes),
+        batch=draw(sizes) if batched else 1,
+        dtype=draw(st.sampled_from(list(DTYPE_ITEMSIZE))),
+        out_dtype=draw(st.sampled_from(["", *DTYPE_ITEMSIZE])),
+    )
+    if draw(st.booleans()):
+        kw["stride_a"] = tuple(draw(st.lists(strides, min_size=ndim, max_size=ndim)))
+        kw["stride_b"] = tuple(draw(st.lists(strides, min_size=ndim, max_size=ndim)))
+    if op in ("addmm", "baddbmm") and draw(st.booleans()):
+        kw["stride_bias"] = tuple(draw(st.lists(strides, min_size=ndim, max_size=ndim)))
+    return Problem(**kw)
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+pos = st.integers(1, 1024)
+
+
+@st.composite
+def choices(draw: st.DrawFn) -> Choice:
+    extra = draw(st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True), scalars, max_size=3))
+    if draw(st.booleans()):
+        return Choice(template="aten::" + draw(st.sampled_from(OPS)), extra=tuple(extra.items()))
+    return Choice(
+        template=draw(st.sampled_from(["triton::mm", "triton::bmm", "triton::persistent_tma_mm"])),
+        block_m=draw(pos),
+        block_n=draw(pos),
+        block_k=draw(pos),
+        group_m=draw(st.none() | pos),
+        num_stages=draw(pos),
+        num_warps=draw(pos),
+        even_k=draw(st.none() | st.booleans()),
+        allow_tf32=draw(st.none() | st.booleans()),
+        use_fast_accum=draw(st.none() | st.booleans()),
+        acc_type=draw(st.none() | st.sampled_from(["tl.float32", "tl.float16"])),
+        extra=tuple(extra.items()),
+    )
+
+
+provenances = st.builds(
+    Provenance,
+    hardware=st.sampled_from([HW, "NVIDIA-A100", "custom-gpu"]),
+    gpu_name=st.text(max_size=30),
+    driver=st.text(max_size=10),
+    torch_version=st.text(max_size=10),
+    triton_version=st.text(max_size=10),
+    collector=st.sampled_from(["", "inductor", "sweep"]),
+    command=st.text(max_size=40),
+    date=st.text(max_size=25),
+    seed=st.none() | st.integers(-(2**63), 2**63 - 1),
+    extra=st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3).map(lambda d: tuple(d.items())),
+)
+times = st.floats(min_value=1e-6, max_value=1e9, allow_nan=False, allow_infinity=False, exclude_min=False)
+
+
+@st.composite
+def datasets(draw: st.DrawFn) -> Dataset:
+    sources = draw(st.lists(provenances, min_size=1, max_size=3, unique=True))
+    hw = sorted({s.hardware for s in sources})
+    ps = draw(st.lists(problems(), min_size=1, max_size=4, unique=True))
+    cs = draw(st.lists(choices(), min_size=1, max_size=4, unique=True))
+    recs = draw(
+        st.lists(
+            st.builds(
+                TimingRecord,
+                problem=st.sampled_from(ps),
+                choice=st.sampled_from(cs),
+                time_us=times,
+                hardware=st.sampled_from(hw),
+            ),
+            max_size=30,
+        )
+    )
+    fails = draw(
+        st.lists(
+            st.builds(
+                FailureRecord,
+                problem=st.sampled_from(ps),
+                choice=st.none() | st.sampled_from(cs),
+                reason=st.sampled_from(FAILURE_REASONS),
+                message=st.text(max_size=20),
+                hardware=st.sampled_from(hw),
+            ),
+            max_size=3,
+            unique=True,
+        )
+    )
+    return Dataset.from_records(recs, sources, fails)
+
+
+def bitwise_equal(a: Dataset, b: Dataset) -> bool:
+    """Same records in the same order, times compared bit for bit."""
+    ra, rb = list(a.records()), list(b.records())
+    return (
+        ra == rb
+        and a.time_us.tobytes() == b.time_us.tobytes()
+        and a.sources == b.sources
+        and a.failures == b.failures
+        and all(repr(x.problem) == repr(y.problem) and repr(x.choice) == repr(y.choice) for x, y in zip(ra, rb))
+    )
+
+
+# -- round trips -----------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(problems())
+def test_problem_dict_round_trip(p: Problem) -> None:
+    assert Problem.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    assert Problem.from_dict(msgpack.unpackb(msgpack.packb(p.to_dict()))) == p
+
+
+@SETTINGS
+@given(choices())
+def test_choice_dict_round_trip(c: Choice) -> None:
+    for back in (json.loads(json.dumps(c.to_dict())), msgpack.unpackb(msgpack.packb(c.to_dict()))):
+        c2 = Choice.from_dict(back)
+        assert c2 == c and repr(c2) == repr(c)  # repr: 1 vs 1.0 vs True stay apart
+
+
+@SETTINGS
+@given(provenances)
+def test_provenance_dict_round_trip(p: Provenance) -> None:
+    assert Provenance.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    assert Provenance.from_dict(msgpack.unpackb(msgpack.packb(p.to_dict()))) == p
+
+
+@SETTINGS
+@given(datasets(), st.sampled_from(FORMATS))
+def test_dataset_file_round_trip_is_exact(ds: Dataset, fmt: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = write_dataset(ds, Path(d) / f"ds.{fmt}")
+        back = read_dataset(path)
+        assert back == ds
+        assert bitwise_equal(back, ds)
+        # and through the other format
+        other = "json" if fmt == "msgpack" else "msgpack"
+        again = read_dataset(write_dataset(back, Path(d) / f"ds2.{other}"))
+        assert bitwise_equal(again, ds)
+
+
+@SETTINGS
+@given(datasets(), st.sampled_from(FORMATS), st.integers(1, 7))
+def test_writer_round_trip(ds: Dataset, fmt: str, flush_every: int) -> None:
+    sources = [s for s in ds.sources if s.hardware == ds.sources[0].hardware]
+    recs = [r for r in ds.records() if r.hardware == sources[0].hardware]
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"w.{fmt}"
+        with DatasetWriter(path, sources[0], flush_every=flush_every) as w:
+            for r in recs:
+                w.add(r)
+        back = read_dataset(path)
+    assert sorted(map(repr, back.records())) == sorted(map(repr, recs))
+
+
+# -- small fixtures ---------------------------------------------------------------------------------------
+
+PROV = Provenance(hardware=HW, gpu_name="NVIDIA H100 80GB HBM3", collector="test", date="2026-11-22")
+TRITON = [
+    Choice(template="triton::mm", block_m=bm, block_n=64, block_k=32, group_m=8, num_stages=3, num_warps=4)
+    for bm in (32, 64, 128)
+]
+PROBLEMS = [Problem(op="mm", m=m, n=512, k=256) for m in (64, 128, 256, 512)]
+
+
+def records(problem: Problem, hw: str = HW, scale: float = 1.0) -> list[TimingRecord]:
+    out = [TimingRecord(problem=problem, choice=Choice.aten("mm"), time_us=10.0 * scale, hardware=hw)]
+    out += [
+        TimingRecord(problem=problem, choice=c, time_us=(5.0 + i) * scale, hardware=hw) for i, c in enumerate(TRITON)
+    ]
+    return out
+
+
+def small(hw: str = HW, scale: float = 1.0) -> Dataset:
+    prov = PROV if hw == HW else Provenance(hardware=hw)
+    return Dataset.from_records([r for p in PROBLEMS for r in records(p, hw, scale)], prov)
+
+
+# -- bad files -------------------------------------------------------------------------------------------
+
+
+def _header(version: Any = 1, fmt: str = "torch-diode-dataset") -> dict[str, Any]:
+    return {"format": fmt, "schema_version": version, "created_by": "test"}
+
+
+def _chunk(**over: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "sources": [[0, PROV.to_dict()]],
+        "problems": [[0, PROBLEMS[0].to_dict()]],
+        "choices": [[0, Choice.aten("mm").to_dict()]],
+        "records": {"problem": [0], "choice": [0], "time_us": [1.5], "source": [0]},
+        "failures": [],
+    }
+    c.update(over)
+    return c
+
+
+def _encode(objs: list[Any], fmt: str) -> bytes:
+    if fmt == "json":
+        return b"".join(json.dumps(o).encode() + b"\n" for o in objs)
+    out = b""
+    for o in objs:
+        o = dict(o) if isinstance(o, dict) else o
+        if isinstance(o, dict) and isinstance(o.get("records"), dict):
+            dts = {"problem": "<i4", "choice": "<i4", "time_us": "<f8", "source": "<u2"}
+            o["records"] = {
+                k: (np.array(v, dtype=dts[k]).tobytes() if isinstance(v, list) and k in dts else v)
+                for k, v in o["records"].items()
+            }
+        out += msgpack.packb(o, use_bin_type=True)
+    return out
+
+
+BAD_FILES: list[tuple[str, list[Any], str]] = [
+    ("not-a-dataset-list", [[1, 2, 3]], "not a torch-diode dataset"),
+    ("wrong-format-name", [_header(fmt="something-else")], "not a torch-diode dataset"),
+    ("lut-instead-of-dataset", [{"format": "torch-diode-lut", "schema_version": 1}], "not a torch-diode dataset"),
+    ("chunk-not-object", [_header(), [1]], "chunk 1: expected an object"),
+    ("chunk-missing-keys", [_header(), {"records": {}}], "chunk 1: expected keys"),
+    ("second-header", [_header(), _header()], "chunk 1: expected keys"),
+    (
+        "bad-problem",
+        [_header(), _chunk(problems=[[0, {**PROBLEMS[0].to_dict(), "m": -4}]])],
+        "m: must be a positive integer, got -4",
+    ),
+    (
+        "unknown-op",
+        [_header(), _chunk(problems=[[0, {**PROBLEMS[0].to_dict(), "op": "conv"}]])],
+        "op: unknown op 'conv'",
+    ),
+    (
+        "bad-choice",
+        [_header(), _chunk(choices=[[0, {"template": "triton::mm", "BLOCK_M": 64}]])],
+        "template: Triton template",
+    ),
+    ("bad-source", [_header(), _chunk(sources=[[0, {"gpu_name": "x"}]])], "provenance: missing field 'hardware'"),
+    ("table-not-pairs", [_header(), _chunk(problems=[PROBLEMS[0].to_dict()])], "problems: expected [id, object] pairs"),
+    (
+        "duplicate-id",
+        [_header(), _chunk(choices=[[0, {"template": "aten::mm"}], [0, {"template": "aten::bmm"}]])],
+        "choices: id 0 is defined twice",
+    ),
+    (
+        "undefined-id",
+        [_header(), _chunk(records={"problem": [3], "choice": [0], "time_us": [1.0], "source": [0]})],
+        "problem id 3 is not defined",
+    ),
+    (
+        "negative-time",
+        [_header(), _chunk(records={"problem": [0], "choice": [0], "time_us": [-1.0], "source": [0]})],
+        "time_us: record 0 has time -1.0",
+    ),
+    (
+        "nan-time",
+        [_header(), _chunk(records={"problem": [0], "choice": [0], "time_us": [float("nan")], "source": [0]})],
+        "time_us: record 0 has time nan",
+    ),
+    (
+        "column-lengths",
+        [_header(), _chunk(records={"problem": [0, 0], "choice": [0], "time_us": [1.0], "source": [0]})],
+        "columns differ in length",
+    ),
+    (
+        "missing-column",
+        [_header(), _chunk(records={"problem": [0], "choice": [0], "time_us": [1.0]})],
+        "records: expected columns",
+    ),
+    (
+        "column-wrong-type",
+        [_header(), _chunk(records={"problem": "x", "choice": [0], "time_us": [1.0], "source": [0]})],
+        "column 'problem' must be",
+    ),
+    ("bad-failure", [_header(), _chunk(failures=[{"problem": 0}])], "failures: malformed entry"),
+    (
+        "failure-bad-reason",
+        [_header(), _chunk(failures=[{"problem": 0, "choice": None, "reason": "boom", "message": "", "source": 0}])],
+        "reason: unknown failure reason 'boom'",
+    ),
+    (
+        "failure-undefined-id",
+        [_header(), _chunk(failures=[{"problem": 9, "choice": None, "reason": "oom", "message": "", "source": 0}])],
+        "failures: entry refers to an undefined id",
+    ),
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("objs", "expect"), [(o, e) for _, o, e in BAD_FILES], ids=[n for n, _, _ in BAD_FILES])
+def test_malformed_files_name_the_file_and_problem(tmp_path: Path, fmt: str, objs: list[Any], expect: str) -> None:
+    path = tmp_path / f"bad.{fmt}"
+    path.write_bytes(_encode(objs, fmt))
+    with pytest.raises(DatasetFormatError) as e:
+        read_dataset(path)
+    assert type(e.value) is DatasetFormatError
+    assert str(e.value).startswith(str(path)), str(e.value)
+    assert expect in str(e.value)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("version", [2, 0, "1", None])
+def test_other_schema_version(tmp_path: Path, fmt: str, version: Any) -> None:
+    path = tmp_path / f"v.{fmt}"
+    path.write_bytes(_encode([_header(version), _chunk()], fmt))
+    with pytest.raises(SchemaVersionError) as e:
+        read_dataset(path)
+    assert str(e.value).startswith(f"{path}: schema version {version!r} is not supported")
+    assert e.value.found == version and e.value.supported == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "expect"),
+    [
+        ("empty.msgpack", b"", "file is empty"),
+        ("empty.json", b"", "file is empty"),
+        ("garbage.json", b"\x00\xffhello\n", "line 1 is not valid JSON"),
+        ("text.json", b"hello world\n", "line 1 is not valid JSON"),
+        ("pretty.json", b'{\n "format": "torch-diode-dataset"\n}\n', "line 1 is not valid JSON"),
+        ("garbage.msgpack", b"\xc1\xc1\xc1\xc1", "not a valid msgpack stream"),
+        ("int.msgpack", b"\x01\x02\x03", "not a torch-diode dataset"),
+        ("json-as-msgpack.msgpack", json.dumps(_header()).encode() + b"\n", "not a torch-diode dataset"),
+    ],
+)
+def test_garbage_and_empty_files(tmp_path: Path, name: str, data: bytes, expect: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(DatasetFormatError) as e:
+        read_dataset(path)
+    assert str(e.value).startswith(str(path)) and expect in str(e.value)
+
+
+def test_msgpack_file_read_as_json_and_missing_paths(tmp_path: Path) -> None:
+    mp = write_dataset(small(), tmp_path / "a.msgpack")
+    wrong = tmp_path / "a.json"
+    wrong.write_bytes(mp.read_bytes())
+    with pytest.raises(DatasetFormatError, match=rf"^{wrong}: "):
+        read_dataset(wrong)
+    with pytest.raises(DatasetFormatError, match=rf"^{tmp_path / 'nope.json'}: no such file"):
+        read_dataset(tmp_path / "nope.json")
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(DatasetFormatError, match="is a directory"):
+        read_dataset(tmp_path / "dir.json")
+    with pytest.raises(ValueError, match=r"cannot tell the format from the extension '.txt'"):
+        read_dataset(tmp_path / "a.txt")
+    assert len(read_dataset(wrong, format="msgpack")) == len(small())
+
+
+def test_json_without_final_newline_is_complete(tmp_path: Path) -> None:
+    path = write_dataset(small(), tmp_path / "a.json")
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert read_dataset(path) == small()
+
+
+# -- truncation and recovery ----------------------------------------------------------------------------
+
+
+def _chunked_file(path: Path, n_problems: int = 3) -> tuple[list[int], list[list[TimingRecord]]]:
+    """A file with one chunk per problem; returns the file size after each chunk and the records."""
+    ends, recs = [], []
+    with DatasetWriter(path, PROV) as w:
+        ends.append(path.stat().st_size)  # the header alone
+        recs.append([])
+        for p in PROBLEMS[:n_problems]:
+            rs = records(p)
+            for r in rs:
+                w.add(r)
+            w.add_failure(FailureRecord(problem=p, choice=TRITON[0], reason="oom", message="x", hardware=HW))
+            w.flush()
+            ends.append(path.stat().st_size)
+            recs.append(recs[-1] + rs)
+    return ends, recs
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_truncated_at_every_byte_offset(tmp_path: Path, fmt: str) -> None:
+    full = tmp_path / f"full.{fmt}"
+    ends, recs = _chunked_file(full, n_problems=2)
+    data = full.read_bytes()
+    assert ends[-1] == len(data)
+    cut = tmp_path / f"cut.{fmt}"
+    for n in range(len(data) + 1):
+        cut.write_bytes(data[:n])
+        # JSON: a last line missing only its newline is complete
+        complete = [i for i, e in enumerate(ends) if e <= n or (fmt == "json" and e == n + 1)]
+        if n == 0:
+            with pytest.raises(DatasetFormatError, match="file is empty"):
+                read_dataset(cut)
+            continue
+        if not complete:
+            with pytest.raises(DatasetFormatError, match="truncated inside its header"):
+                read_dataset(cut)
+            continue
+        want = recs[complete[-1]]
+        at_boundary = n in ends or (fmt == "json" and n + 1 in ends)  # JSON: the last newline may be missing
+        if at_boundary:
+            ds = read_dataset(cut)
+        else:
+            with pytest.raises(TruncatedFileError) as e:
+                read_dataset(cut)
+            assert e.value.complete_records == len(want) and e.value.complete_chunks == complete[-1]
+            assert f"diode data recover {cut}" in str(e.value)
+            ds = read_dataset(cut, recover=True)
+        assert sorted(map(repr, ds.records())) == sorted(map(repr, want)), n
+        assert len(ds.failures) == len(want) // 4
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_recover_dataset_in_place_and_to_output(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"a.{fmt}"
+    ends, recs = _chunked_file(path)
+    cut_at = (ends[2] + ends[3]) // 2
+    path.write_bytes(path.read_bytes()[:cut_at])
+    res = recover_dataset(path, output=tmp_path / "out.msgpack")
+    assert res.chunks == 2 and res.kept_bytes == ends[2] and res.dropped_bytes == cut_at - ends[2]
+    assert path.stat().st_size == cut_at  # left alone
+    assert read_dataset(tmp_path / "out.msgpack") == res.dataset
+    res2 = recover_dataset(path)
+    assert path.stat().st_size == ends[2]
+    assert read_dataset(path) == res2.dataset == res.dataset
+    assert recover_dataset(path).dropped_bytes == 0
+    assert len(res.dataset) == len(recs[2])
+
+
+WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from torch_diode.dataset import DatasetWriter
+    from torch_diode.records import Choice, Problem, Provenance, TimingRecord
+    prov = Provenance(hardware="NVIDIA-H100", collector="killed")
+    with DatasetWriter(sys.argv[1], prov, flush_every=50) as w:
+        for m in range(1, 100000):
+            p = Problem(op="mm", m=m, n=64, k=64)
+            for bm in (16, 32, 64, 128, 256):
+                c = Choice(template="triton::mm", block_m=bm, block_n=32, block_k=32, num_stages=2, num_warps=4)
+                w.add(TimingRecord(problem=p, choice=c, time_us=float(m + bm), hardware="NVIDIA-H100"))
+            if m % 20 == 0:
+                print(m, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_killed_writer_keeps_complete_chunks_and_resumes(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"killed.{fmt}"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        for _ in range(30):  # let it write a few hundred problems
+            assert proc.stdout.readline(), "writer died"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    try:
+        ds = read_dataset(path)  # killed between chunks: complete
+    except TruncatedFileError:
+        ds = read_dataset(path, recover=True)
+    assert len(ds) >= 500  # every 50 records (10 problems) were flushed; 600 problems were announced
+    # A chunk never splits a problem: every problem has all five configs.
+    per_problem = np.bincount(ds.problem_idx)
+    assert (per_problem == 5).all()
+    ms = sorted(p.m for p in ds.problems)
+    assert ms == list(range(1, len(ms) + 1))
+    # Resume: complete problems are reported done, the partial tail is cut, new records append.
+    with DatasetWriter(path, Provenance(hardware=HW, collector="resumed")) as w:
+        assert w.problems_done == set(ds.problems) and w.records_before == len(ds)
+        todo = [Problem(op="mm", m=m, n=64, k=64) for m in range(1, len(ms) + 11)]
+        todo = [p for p in todo if p not in w.problems_done]
+        assert len(todo) == 10
+        for p in todo:
+            w.add(TimingRecord(problem=p, choice=Choice.aten("mm"), time_us=1.0, hardware=HW))
+    final = read_dataset(path)
+    assert len(final) == len(ds) + 10 and len(final.sources) == 2
+
+
+def test_writer_flushes_only_between_problems(tmp_path: Path) -> None:
+    path = tmp_path / "w.msgpack"
+    w = DatasetWriter(path, PROV, flush_every=2)
+    for r in records(PROBLEMS[0]):  # 4 records: no flush inside the problem
+        w.add(r)
+    assert read_dataset(path).problems == []
+    w.add(records(PROBLEMS[1])[0])  # a new problem starts: the first one is flushed
+    assert read_dataset(path).problems == [PROBLEMS[0]]
+    # Simulated crash: never closed. Resuming keeps PROBLEMS[0] only and does not call PROBLEMS[1] done.
+    w._fh.close()
+    w2 = DatasetWriter(path, PROV)
+    assert w2.problems_done == {PROBLEMS[0]}
+    w2.close()
+
+
+def test_writer_resume_problems_done_with_failures(tmp_path: Path) -> None:
+    path = tmp_path / "w.json"
+    with DatasetWriter(path, PROV) as w:
+        for r in records(PROBLEMS[0]):
+            w.add(r)
+        w.add_failure(FailureRecord(problem=PROBLEMS[1], choice=None, reason="oom", message="", hardware=HW))
+        w.add_failure(
+            FailureRecord(problem=PROBLEMS[2], choice=TRITON[0], reason="compile_error", message="", hardware=HW)
+        )
+    with DatasetWriter(path, PROV) as w:
+        # a whole-problem failure counts as done; a failed choice alone does not
+        assert w.problems_done == {PROBLEMS[0], PROBLEMS[1]}
+        for r in records(PROBLEMS[2]):
+            w.add(r)
+    ds = read_dataset(path)
+    assert len(ds) == 8 and len(ds.failures) == 2 and len(ds.sources) == 1
+
+
+def test_writer_refuses_other_hardware(tmp_path: Path) -> None:
+    path = tmp_path / "w.msgpack"
+    with DatasetWriter(path, PROV) as w:
+        w.add(records(PROBLEMS[0])[0])
+        with pytest.raises(ValueError, match="hardware: record of 'NVIDIA-A100'"):
+            w.add(records(PROBLEMS[0], hw="NVIDIA-A100")[0])
+    with pytest.raises(ValueError, match=r"holds timings of \['NVIDIA-H100'\], not 'NVIDIA-A100'"):
+        DatasetWriter(path, Provenance(hardware="NVIDIA-A100"))
+
+
+# -- merging -------------------------------------------------------------------------------------------
+
+
+def test_merge_dedups_identical_and_keeps_repeats(tmp_path: Path) -> None:
+    a = small()
+    assert merge_datasets([a]) == a
+    assert merge_datasets([a, a]) == a
+    repeat = small(scale=1.1)  # the same measurements repeated, other times
+    both = merge_datasets([a, repeat, a])
+    assert len(both) == 2 * len(a)
+    # Repeats inside one dataset with the very same time are distinct measurements: kept.
+    r = records(PROBLEMS[0])[1]
+    twice = Dataset.from_records([r, r, r], PROV)
+    assert len(merge_datasets([twice])) == 3
+    assert len(merge_datasets([twice, Dataset.from_records([r], PROV)])) == 3
+    # Through files and read_datasets
+    pa = write_dataset(a, tmp_path / "a.msgpack")
+    pb = write_dataset(repeat, tmp_path / "b.json")
+    pt = write_dataset(twice, tmp_path / "t.json")
+    merged = read_datasets([pa, pb, pa, pt])
+    assert len(merged) == 2 * len(a) + 2  # 'twice' holds r three times, a holds it once
+    assert merged.hardware == HW and len(merged.problems) == len(PROBLEMS)
+
+
+def test_merge_refuses_mixed_hardware(tmp_path: Path) -> None:
+    a, b = small(), small(hw="NVIDIA-A100")
+    with pytest.raises(
+        ValueError, match=r"refusing to merge timings of different GPUs \['NVIDIA-A100', 'NVIDIA-H100'\]"
+    ):
+        merge_datasets([a, b])
+    mixed = merge_datasets([a, b], allow_mixed_hardware=True)
+    assert mixed.hardware_keys == ["NVIDIA-A100", HW] and len(mixed) == len(a) + len(b)
+    with pytest.raises(ValueError, match="dataset holds 2 hardware keys"):
+        _ = mixed.hardware
+    back = read_dataset(write_dataset(mixed, tmp_path / "mixed.msgpack"))
+    assert back == mixed
+
+
+def test_select_problems_and_by_problem() -> None:
+    ds = small()
+    sub = ds.select_problems(PROBLEMS[:2])
+    assert sorted(p.m for p in sub.problems) == [64, 128] and len(sub) == 8
+    pt = {t.problem: t for t in ds.by_problem()}[PROBLEMS[0]]
+    med = pt.median_by_choice()
+    assert sorted(med.values()) == [5.0, 6.0, 7.0, 10.0]
+
+
+def test_dataset_rejects_bad_columns() -> None:
+    with pytest.raises(ValueError, match=r"time_us: must be positive and finite, got -1\.0 at record 0"):
+        Dataset(
+            sources=[PROV], problems=PROBLEMS[:1], choices=TRITON[:1],
+            problem_idx=np.zeros(1), choice_idx=np.zeros(1), time_us=np.array([-1.0]), source_idx=np.zeros(1),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="choice id 3"):
+        Dataset(
+            sources=[PROV], problems=PROBLEMS[:1], choices=TRITON[:1],
+            problem_idx=np.zeros(1), choice_idx=np.array([3]), time_us=np.ones(1), source_idx=np.zeros(1),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="has no source"):
+        Dataset.from_records(records(PROBLEMS[0], hw="NVIDIA-A100"), PROV)
+
+
+def test_write_is_atomic(tmp_path: Path) -> None:
+    path = write_dataset(small(), tmp_path / "a.msgpack")
+    write_dataset(small(scale=2.0), path)
+    assert read_dataset(path) == small(scale=2.0)
+    assert os.listdir(tmp_path) == ["a.msgpack"]
+
+
+def test_write_dataset_with_repeated_table_entries(tmp_path: Path) -> None:
+    # Regression: write_dataset interned the tables but wrote the original ids, so a Dataset built
+    # with a repeated problem/choice/source wrote records pointing at the wrong (or no) entry.
+    p0, p1 = PROBLEMS[0], PROBLEMS[1]
+    ds = Dataset(
+        sources=[PROV, PROV], problems=[p0, p0, p1], choices=[TRITON[0], TRITON[0], TRITON[1]],
+        problem_idx=np.array([0, 1, 2]), choice_idx=np.array([2, 1, 0]), time_us=np.array([1.0, 2.0, 3.0]),
+        source_idx=np.array([1, 0, 1]),
+    )  # fmt: skip
+    for fmt in FORMATS:
+        back = read_dataset(write_dataset(ds, tmp_path / f"rep.{fmt}"))
+        assert back == ds and len(back.problems) == 2 and len(back.choices) == 2
+    orphan = Dataset.from_records(records(p0), PROV)
+    orphan.failures.append(FailureRecord(problem=p0, choice=None, reason="oom", message="", hardware="NVIDIA-A100"))
+    with pytest.raises(ValueError, match=r"hardware: failures of \['NVIDIA-A100'\] have no source"):
+        write_dataset(orphan, tmp_path / "orphan.json")
+
+
+def test_bench_script_runs_small(tmp_path: Path) -> None:
+    """scripts/bench_dataset_io.py stays runnable (the 1M-record run is reported, not tested)."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_dataset_io.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--records", "20000", "--repeats", "1", "--json", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["records"] == 20000 and res["round_trip_exact"] and res["size_bytes"] < 20000 * 30

@@ -1,0 +1,141 @@
+"""Metric definitions (DESIGN.md) against hand-computed examples."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torch_diode.dataset import Dataset
+from torch_diode.evaluate import (
+    ProblemEval,
+    StockPick,
+    kendall_tau,
+    markdown_table,
+    max_autotune_solution_from_dataset,
+    read_max_autotune_solution,
+    regression_stats,
+    regret_at_k,
+    report_json,
+    summarize,
+    write_max_autotune_solution,
+    write_report,
+)
+from torch_diode.records import Choice, Problem, Provenance, TimingRecord
+
+ATEN = Choice.aten("mm")
+
+
+def tri(bm: int) -> Choice:
+    return Choice(template="triton::mm", block_m=bm, block_n=64, block_k=32, group_m=8, num_stages=3, num_warps=4)
+
+
+CHOICES = [ATEN, tri(16), tri(32), tri(64)]
+
+
+def pe(
+    op: str, measured: list[float], predicted_us: list[float], stock: float | None = None, m: int = 64
+) -> ProblemEval:
+    p = Problem(op=op, m=m, n=64, k=64, batch=2 if op == "bmm" else 1)
+    choices = [Choice.aten(op), *CHOICES[1 : len(measured)]]
+    return ProblemEval(p, choices, np.array(measured, float), np.log(np.array(predicted_us, float)), stock_us=stock,
+                       aten_us=measured[0])  # fmt: skip
+
+
+def test_regret_at_k_by_hand() -> None:
+    measured = np.array([10.0, 12.0, 8.0, 20.0])
+    predicted = np.log([1.0, 2.0, 3.0, 4.0])  # model order: 0, 1, 2, 3
+    r = regret_at_k(measured, predicted)
+    assert r == {1: 1.25, 3: 1.0, 5: 1.0, 10: 1.0}  # oracle 8 is third; k > 4 means all
+    assert regret_at_k(measured, -predicted, (1, 2)) == {1: 20 / 8, 2: 1.0}
+
+
+def test_kendall_tau_by_hand_and_against_scipy() -> None:
+    assert kendall_tau(np.arange(5), np.arange(5)) == pytest.approx(1.0)
+    assert kendall_tau(np.arange(5), -np.arange(5)) == pytest.approx(-1.0)
+    # x = [1, 2, 3], y = [1, 3, 2]: pairs (01 +, 02 +, 12 -) -> (2 - 1) / 3
+    assert kendall_tau(np.array([1, 2, 3]), np.array([1, 3, 2])) == pytest.approx(1 / 3)
+    assert math.isnan(kendall_tau(np.ones(4), np.arange(4)))
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 20, 300).astype(float)  # with ties
+    y = x + rng.normal(0, 5, 300)
+    assert kendall_tau(x, y) == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
+
+
+def test_summary_by_hand() -> None:
+    evals = [
+        pe("mm", [10.0, 12.0, 8.0, 20.0], [1, 2, 3, 4], stock=12.0),  # r1 1.25, r3 1, pick = ATen (10)
+        pe("mm", [5.0, 4.0, 6.0, 7.0], [9, 1, 2, 3], stock=5.0, m=128),  # r1 1, pick 4
+        pe("bmm", [3.0, 6.0, 9.0], [3, 2, 1]),  # order 2, 1, 0: r1 3, r3 1
+    ]
+    rep = summarize(evals)
+    o = rep["overall"]
+    assert o["problems"] == 3
+    assert o["regret@1"]["geomean"] == pytest.approx((1.25 * 1.0 * 3.0) ** (1 / 3))
+    assert o["regret@1"]["max"] == 3.0
+    assert o["regret@1"]["p95"] == pytest.approx(np.percentile([1.25, 1.0, 3.0], 95))
+    assert o["recall@1"] == pytest.approx(1 / 3)
+    assert o["recall@3"] == 1.0 and o["regret@3"]["max"] == 1.0
+    assert o["vs_max_autotune"]["problems"] == 2
+    assert o["vs_max_autotune"]["geomean"] == pytest.approx(math.sqrt((10 / 12) * (4 / 5)))
+    assert o["vs_max_autotune"]["no_slower_share"] == 1.0
+    assert o["vs_aten"]["geomean"] == pytest.approx((1.0 * 0.8 * 3.0) ** (1 / 3))
+    assert o["model_picks_aten_share"] == pytest.approx(1 / 3)
+    assert set(rep["per_op"]) == {"mm", "bmm"}
+    assert rep["per_op"]["bmm"]["regret@1"] == pytest.approx({"geomean": 3.0, "p95": 3.0, "max": 3.0})
+    assert rep["per_op"]["bmm"]["vs_max_autotune"]["problems"] == 0
+    assert -1.0 <= o["kendall_tau"]["mean"] <= 1.0
+    # the JSON keys are the DESIGN.md names; NaN becomes null
+    js = json.loads(report_json(rep))
+    assert js["overall"]["recall@5"] == 1.0 and js["per_op"]["bmm"]["vs_max_autotune"]["geomean"] is None
+    md = markdown_table(rep)
+    assert md.count("\n| ") == 3 and "| overall | 3 |" in md  # overall, bmm, mm
+
+
+def test_regression_stats_by_hand() -> None:
+    e = pe("mm", [10.0, 20.0], [10.0 * math.e, 20.0])  # errors: 1, 0 (natural log)
+    st = regression_stats([e], top_n_worst=1)
+    assert st.rows == 2 and st.mse == pytest.approx(0.5) and st.rmse == pytest.approx(math.sqrt(0.5))
+    assert st.rmse_exp == pytest.approx(math.exp(math.sqrt(0.5)))
+    assert st.worst[0]["ratio"] == pytest.approx(math.e) and st.worst[0]["choice"] == "aten::mm"
+
+
+def test_solution_files(tmp_path: Path) -> None:
+    p = Problem(op="mm", m=64, n=64, k=64)
+    path = write_max_autotune_solution({p: StockPick(tri(32), 7.5)}, tmp_path / "s.json", hardware="NVIDIA-H100")
+    assert read_max_autotune_solution(path) == {p: StockPick(tri(32), 7.5)}
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"format": "torch-diode-max-autotune-solution", "version": 1, "solutions": [{"choice": {}}]})
+    )
+    with pytest.raises(ValueError, match=r"solutions\[0\] is malformed"):
+        read_max_autotune_solution(bad)
+    other = tmp_path / "other.json"
+    other.write_text("{}")
+    with pytest.raises(ValueError, match="not a max-autotune solution"):
+        read_max_autotune_solution(other)
+    recs = [
+        TimingRecord(problem=p, choice=c, time_us=t, hardware="NVIDIA-H100")
+        for c, t in ((ATEN, 9.0), (tri(16), 5.0), (tri(16), 7.0))
+    ]
+    ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
+    assert max_autotune_solution_from_dataset(ds) == {p: StockPick(tri(16), 6.0)}  # median of repeats
+
+
+def test_write_report_writes_json_and_markdown(tmp_path: Path) -> None:
+    evals = [pe("mm", [10.0, 12.0, 8.0], [1, 2, 3], stock=9.0)]
+    rep = {"hardware": "NVIDIA-H100", **summarize(evals)}
+    written = write_report(rep, evals, tmp_path / "out" / "report.json")
+    assert written[:2] == [tmp_path / "out" / "report.json", tmp_path / "out" / "report.md"]
+    js = json.loads(written[0].read_text())
+    assert js["overall"]["regret@1"]["geomean"] == pytest.approx(1.25)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert len(written) == 2  # the PNG needs the optional plot extra
+    else:
+        assert written[2].suffix == ".png" and written[2].stat().st_size > 0

@@ -1,0 +1,307 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_inductor_helpers are redefined as arguments)
+"""DiodeInductorChoices: the real hook on real Inductor kernel inputs (fake CUDA device), with a
+real torch-diode model file; selection, untouched kwargs, ATen, LUT, fallback, stats, pickling, uuid."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from test_inductor_helpers import (  # noqa: F401  (fixtures)
+    TEMPLATES,
+    call_hook,
+    diode_dataset,
+    inductor_graph,
+    kernel_inputs,
+    model_path,
+    other_model_path,
+    stock_ktcs,
+)
+from torch._inductor import config as inductor_config
+from torch._inductor.choices import InductorChoices
+
+from torch_diode.config import DiodeOptions
+from torch_diode.dataset import Dataset
+from torch_diode.inductor.choices import DiodeInductorChoices, select, top_k_count
+from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
+from torch_diode.lut import KernelLUT
+from torch_diode.model import load_model
+from torch_diode.records import Choice, Provenance, TimingRecord
+
+OPS = ["mm", "addmm", "bmm", "baddbmm"]
+SHAPE = (200, 136, 1001)  # odd sizes: K not divisible by any BLOCK_K
+
+
+def kw(ktc: Any) -> dict[str, Any]:
+    return ktc.params.to_kwargs()
+
+
+def expected_selection(model: Any, ki: Any, op: str, options: DiodeOptions) -> tuple[set[Choice], bool]:
+    """What the rule gives with this model's real predictions on stock Inductor's candidates."""
+    space = options.search_space
+    ktcs = stock_ktcs(ki, op, space=space)
+    triton = [choice_from_ktc(x) for uid, xs in ktcs.items() if uid.startswith("triton::") for x in xs]
+    aten = [choice_from_ktc(x) for uid, xs in ktcs.items() if uid.startswith("aten::") for x in xs]
+    pred = model.predict(problem_from_kernel_inputs(ki, op), triton + aten)
+    lt, sd = np.asarray(pred.log_time_us, np.float64), np.asarray(pred.std, np.float64)
+    n = len(triton)
+    sel = select(lt[:n], sd[:n], lt[n:], sd[n:], options, keep_one_triton=False)
+    return {triton[i] for i in sel.triton}, bool(sel.aten)
+
+
+@pytest.mark.parametrize("user_space", ["DEFAULT", "EXHAUSTIVE"])
+@pytest.mark.parametrize("op", OPS)
+def test_hook_selects_top_k_of_exhaustive_space(op: str, user_space: str, model_path: Path) -> None:
+    options = DiodeOptions(model=str(model_path))
+    handler = DiodeInductorChoices(options)
+    with inductor_graph(max_autotune_gemm_search_space=user_space):
+        ki = kernel_inputs(op, *SHAPE)
+        out = call_hook(handler, ki, op)
+        # the user's global setting is unchanged by the local widening
+        assert inductor_config.max_autotune_gemm_search_space == user_space
+        stock = stock_ktcs(ki, op, space="EXHAUSTIVE")
+        want_triton, want_aten = expected_selection(load_model(model_path), ki, op, options)
+    triton_out = [x for x in out if x.template.uid.startswith("triton::")]
+    aten_out = [x for x in out if x.template.uid.startswith("aten::")]
+    # top_k = 3, doubled when the model is unsure of its best prediction
+    assert 1 <= len(triton_out) <= 6 or (not triton_out and aten_out)
+    assert {choice_from_ktc(x) for x in triton_out} == want_triton
+    assert bool(aten_out) == want_aten
+    # kwargs untouched: every returned Triton KTC's params equal one stock exhaustive KTC's params,
+    # and its extra kwargs (ALLOW_TF32 ...) equal the stock ones
+    stock_params = [kw(x) for x in stock[TEMPLATES[op][1].uid]]
+    for x in triton_out:
+        assert kw(x) in stock_params
+        assert x.extra_kwargs.get("ALLOW_TF32") == stock[TEMPLATES[op][1].uid][0].extra_kwargs.get("ALLOW_TF32")
+        assert x.params.to_kwargs()["EVEN_K"] is False  # K = 1001 (odd)
+    stats = handler.get_stats()
+    n_cands = sum(len(v) for v in stock.values())
+    assert stats["calls"] == 1 and stats["gemm_calls"] == 1 and stats["model_selections"] == 1
+    assert stats["candidates_seen"] == n_cands
+    assert stats["candidates_kept"] == len(out)
+    assert stats["fallbacks_total"] == 0 and stats["predict_time_s"] > 0
+
+
+def test_search_space_default_scores_only_default_candidates(model_path: Path) -> None:
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), search_space="DEFAULT"))
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        call_hook(handler, ki, "mm")
+        n_default = sum(len(v) for v in stock_ktcs(ki, "mm", space="DEFAULT").values())
+    assert handler.get_stats()["candidates_seen"] == n_default < 100
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_aten_dropped_when_confidently_slower_and_kept_otherwise(op: str, model_path: Path) -> None:
+    # threshold 1.0 and confidence 0: ATen survives only as the single best prediction
+    strict = DiodeInductorChoices(
+        DiodeOptions(model=str(model_path), top_k_configs=1, performance_threshold=1.0, confidence_threshold=0.0)
+    )
+    never_sure = DiodeInductorChoices(DiodeOptions(model=str(model_path), confidence_threshold=1.0))
+    with inductor_graph():
+        ki = kernel_inputs(op, *SHAPE)
+        out = call_hook(strict, ki, op)
+        out_unsure = call_hook(never_sure, ki, op)
+    assert len(out) == 1  # one choice: Inductor benchmarks nothing
+    assert strict.get_stats()["single_choice"] == 1
+    if out[0].template.uid.startswith("triton::"):
+        assert strict.get_stats()["aten_dropped"] == 1
+    # a model never confident about ATen keeps it, and keeps more Triton configs (2 x top_k)
+    assert any(x.template.uid.startswith("aten::") for x in out_unsure)
+    assert never_sure.get_stats()["low_confidence"] == 1
+    assert sum(x.template.uid.startswith("triton::") for x in out_unsure) <= 6
+
+
+def test_fractional_top_k_rounds_up() -> None:
+    assert top_k_count(0.0001, 1400) == 1 and top_k_count(0.01, 1400) == 14 and top_k_count(3, 5) == 3
+
+
+def test_select_rule_on_known_predictions() -> None:
+    opts = DiodeOptions(model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9)
+    t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
+    zero = np.zeros(4)
+    # ATen 2x slower, confident: dropped; the two best Triton within 10% kept
+    s = select(t, zero, np.log([20.0]), np.zeros(1), opts, keep_one_triton=False)
+    assert (s.triton, s.aten, s.confident) == ([0, 1], [], True)
+    # ATen slower but uncertain (std 0.5 -> confidence 0.61 < 0.9): kept
+    s = select(t, zero, np.log([20.0]), np.array([0.5]), opts, keep_one_triton=False)
+    assert s.aten == [0]
+    # ATen fastest by far: no Triton config is within the threshold
+    s = select(t, zero, np.log([2.0]), np.zeros(1), opts, keep_one_triton=False)
+    assert (s.triton, s.aten) == ([], [0])
+    # ... unless the call has no ATen to fall back on
+    assert select(t, zero, np.log([2.0]), np.zeros(1), opts, keep_one_triton=True).triton == [0]
+    # best prediction uncertain: 2 x top_k and a threshold widened by exp(std)
+    s = select(t, np.full(4, 0.2), np.log([20.0]), np.zeros(1), opts, keep_one_triton=False)
+    assert (s.triton, s.confident) == ([0, 1, 2], False)
+
+
+def test_addmm_triton_only_call_scores_a_stand_in_aten(model_path: Path) -> None:
+    """torch >= 2.12 lowers addmm with ATen in an earlier, separate hook call."""
+    handler = DiodeInductorChoices(
+        DiodeOptions(model=str(model_path), performance_threshold=1.0, confidence_threshold=0.0, top_k_configs=1)
+    )
+    with inductor_graph():
+        ki = kernel_inputs("addmm", *SHAPE)
+        out = call_hook(handler, ki, "addmm", templates=[TEMPLATES["addmm"][1]])
+        model = load_model(model_path)
+        ktcs = stock_ktcs(ki, "addmm")["triton::mm"]
+        choices = [choice_from_ktc(x) for x in ktcs] + [Choice.aten("addmm")]
+        pred = model.predict(problem_from_kernel_inputs(ki, "addmm"), choices)
+    aten_best = int(np.argmin(pred.log_time_us)) == len(choices) - 1
+    assert len(out) == (0 if aten_best else 1)
+    assert all(x.template.uid == "triton::mm" for x in out)
+
+
+def test_decision_cache_replays_identical_ktcs(model_path: Path) -> None:
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path)))
+    with inductor_graph():
+        first = call_hook(handler, kernel_inputs("addmm", *SHAPE), "addmm")
+        again = call_hook(handler, kernel_inputs("addmm", *SHAPE), "addmm")
+    assert handler.get_stats()["decision_cache_hits"] == 1
+    assert handler.get_stats()["model_selections"] == 1
+    assert [(x.template.uid, kw(x)) for x in first] == [(x.template.uid, kw(x)) for x in again]
+    for a, b in zip(first, again):
+        assert {k: v for k, v in a.extra_kwargs.items() if k != "epilogue_fn"} == {
+            k: v for k, v in b.extra_kwargs.items() if k != "epilogue_fn"
+        }
+
+
+def test_no_cache_predicts_every_time(model_path: Path) -> None:
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), cache_predictions=False))
+    with inductor_graph():
+        for _ in range(2):
+            call_hook(handler, kernel_inputs("mm", *SHAPE), "mm")
+    s = handler.get_stats()
+    assert (s["model_selections"], s["decision_cache_hits"], s["cache_hits"]) == (2, 0, 0)
+
+
+def test_lut_exact_hit_wins_without_a_model(tmp_path: Path) -> None:
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        problem = problem_from_kernel_inputs(ki, "mm")
+        ktcs = stock_ktcs(ki, "mm")["triton::mm"]
+        best = choice_from_ktc(ktcs[17])
+        records = [
+            TimingRecord(problem=problem, choice=best, time_us=5.0, hardware="NVIDIA-H100"),
+            TimingRecord(problem=problem, choice=Choice.aten("mm"), time_us=9.0, hardware="NVIDIA-H100"),
+        ]
+        lut = KernelLUT.from_dataset(Dataset.from_records(records, Provenance(hardware="NVIDIA-H100")), top_k=1)
+        lut_path = lut.save(tmp_path / "lut.json")
+        handler = DiodeInductorChoices(DiodeOptions(lut=str(lut_path)))
+        out = call_hook(handler, ki, "mm")
+        # a problem the table does not know, and no model: stock behaviour, counted
+        miss = call_hook(handler, kernel_inputs("mm", 64, 64, 64), "mm")
+        stock_miss = stock_ktcs(kernel_inputs("mm", 64, 64, 64), "mm", space="DEFAULT")
+    assert [kw(x) for x in out] == [kw(ktcs[17])]
+    assert [choice_from_ktc(x) for x in out] == [best]
+    s = handler.get_stats()
+    assert s["lut_hits"] == 1 and s["model_selections"] == 0 and s["fallbacks"] == {"no_model": 1}
+    assert [kw(x) for x in miss] == [kw(x) for xs in stock_miss.values() for x in xs]
+
+
+def stock_result(ki: Any, op: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(x.template.uid, kw(x)) for x in call_hook(InductorChoices(), ki, op)]
+
+
+def test_corrupt_model_file_falls_back_to_stock(
+    tmp_path: Path, model_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = tmp_path / "corrupt.safetensors"
+    data = bytearray(model_path.read_bytes())
+    data[-64:] = b"\x00" * 64  # tensor bytes no longer match their recorded sha256
+    bad.write_bytes(bytes(data))
+    handler = DiodeInductorChoices(DiodeOptions(model=str(bad)))
+    caplog.set_level(logging.DEBUG, logger="torch_diode")
+    with inductor_graph():
+        for op in ("mm", "bmm"):
+            ki = kernel_inputs(op, *SHAPE)
+            assert [(x.template.uid, kw(x)) for x in call_hook(handler, ki, op)] == stock_result(ki, op)
+    s = handler.get_stats()
+    assert s["fallbacks"] == {"model_load_error": 2} and s["model_selections"] == 0
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "model load error" in r.getMessage()]
+    assert len(warnings) <= 1  # once per process (0 if an earlier test already logged this reason)
+    assert any("TORCH_DIODE_DISABLE=1" in r.getMessage() for r in caplog.records)
+    assert handler.uuid().startswith("torch-diode-")  # uuid() still answers: compile never fails
+
+
+def test_model_that_raises_falls_back_and_strict_mode_reraises(diode_dataset: Dataset) -> None:
+    """A real DiodeModel whose network does not fit the feature vector: predict() raises."""
+    from torch_diode.features import gpu_constants
+    from torch_diode.model import Architecture, Normalization, build_model
+
+    arch = Architecture(model_type="base", input_dim=3, hidden=4, depth=1, members=2)
+    norm = Normalization(np.zeros(3, np.float32), np.ones(3, np.float32), 0.0, 1.0)
+    broken = build_model(arch, hardware="NVIDIA-H100", gpu=gpu_constants("NVIDIA-H100"), normalization=norm, seed=0)
+    handler = DiodeInductorChoices(DiodeOptions(), model=broken)
+    strict = DiodeInductorChoices(DiodeOptions(enable_fallback=False), model=broken)
+    with inductor_graph():
+        ki = kernel_inputs("baddbmm", *SHAPE)
+        assert [(x.template.uid, kw(x)) for x in call_hook(handler, ki, "baddbmm")] == stock_result(ki, "baddbmm")
+        with pytest.raises(Exception):  # noqa: B017  (whatever the model raised)
+            call_hook(strict, ki, "baddbmm")
+    assert handler.get_stats()["fallbacks"] == {"model_error": 1}
+    assert strict.get_stats()["fallbacks"] == {"model_error": 1}
+
+
+def test_passthrough_cases(model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path)))
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        stock = stock_result(ki, "mm")
+        # AutoHeuristic's extra call and ops we do not model are left alone
+        ah = [TEMPLATES["mm"][1]]
+        stock_ah = [(x.template.uid, kw(x)) for x in call_hook(InductorChoices(), ki, "mm-ah", ah)]
+        assert [(x.template.uid, kw(x)) for x in call_hook(handler, ki, "mm-ah", ah)] == stock_ah
+        # an ATen-only call (no max-autotune, or 2.12+ addmm's ATen call): nothing to select
+        assert len(call_hook(handler, ki, "mm", [TEMPLATES["mm"][0]])) == 1
+        # a CPU GEMM with device_types=("cuda",)
+        cpu_ki = kernel_inputs("mm", *SHAPE, dtype=torch.float32, device="cpu")
+        call_hook(handler, cpu_ki, "mm")
+        monkeypatch.setenv("TORCH_DIODE_DISABLE", "1")
+        assert [(x.template.uid, kw(x)) for x in call_hook(handler, ki, "mm")] == stock
+    s = handler.get_stats()
+    assert s["passthrough"] == {"unsupported_op": 1, "no_triton_candidates": 1, "device_type": 1, "disabled": 1}
+    assert s["calls"] == 4 and s["model_selections"] == 0 and s["fallbacks_total"] == 0
+
+
+def test_pickle_round_trip(model_path: Path) -> None:
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), top_k_configs=2))
+    with inductor_graph():
+        before = [(x.template.uid, kw(x)) for x in call_hook(handler, kernel_inputs("bmm", *SHAPE), "bmm")]
+        clone = pickle.loads(pickle.dumps(handler))
+        assert isinstance(clone, DiodeInductorChoices) and clone.options == handler.options
+        assert clone.uuid() == handler.uuid()
+        assert clone.get_stats()["calls"] == 0  # stats and caches start empty in the child
+        after = [(x.template.uid, kw(x)) for x in call_hook(clone, kernel_inputs("bmm", *SHAPE), "bmm")]
+    assert after == before
+    state = handler.__getstate__()
+    assert set(state) == {"options", "active", "uuid"}  # the loaded model is not pickled
+
+
+def test_model_object_without_path_refuses_to_pickle(model_path: Path) -> None:
+    handler = DiodeInductorChoices(DiodeOptions(), model=load_model(model_path))
+    with pytest.raises(TypeError, match="model=<path or registered name>"):
+        pickle.dumps(handler)
+
+
+def test_uuid_changes_with_model_and_options(model_path: Path, other_model_path: Path) -> None:
+    def uuid(**kw: Any) -> str:
+        return DiodeInductorChoices(DiodeOptions(**kw)).uuid()
+
+    base = uuid(model=str(model_path))
+    assert base == uuid(model=str(model_path))
+    assert base != uuid(model=str(other_model_path))
+    assert base != uuid(model=str(model_path), top_k_configs=4)
+    assert base != uuid(model=str(model_path), performance_threshold=1.2)
+    assert base != uuid(model=str(model_path), search_space="DEFAULT")
+
+
+def test_needs_a_model_or_a_table() -> None:
+    with pytest.raises(ValueError, match="TORCH_DIODE_MODEL"):
+        DiodeInductorChoices(DiodeOptions())

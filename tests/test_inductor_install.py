@@ -1,0 +1,249 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_inductor_helpers are redefined as arguments)
+"""install/uninstall: process-wide (every thread, later threads too), idempotent, restorable,
+FX-graph-cache key, torch-version gating, and full torch.compile runs on CPU with the handler."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from test_inductor_helpers import diode_dataset, model_path  # noqa: F401  (fixtures)
+from torch._inductor import config as inductor_config
+from torch._inductor.choices import InductorChoices
+from torch._inductor.virtualized import V
+
+from torch_diode.dataset import Dataset
+from torch_diode.inductor import compat
+from torch_diode.inductor.choices import DiodeInductorChoices
+from torch_diode.inductor.install import (
+    DiodeChoicesFactory,
+    create_diode_choices,
+    install_diode_choices,
+    installed_handler,
+    uninstall_diode_choices,
+)
+from torch_diode.lut import KernelLUT
+from torch_diode.records import Choice, Problem, Provenance, TimingRecord
+
+
+@pytest.fixture(autouse=True)
+def clean_install() -> Iterator[None]:
+    uninstall_diode_choices()
+    yield
+    uninstall_diode_choices()
+
+
+def in_new_thread(fn: Any) -> Any:
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_install_reaches_this_thread_and_later_threads(model_path: Path) -> None:
+    started_before = threading.Event()
+    seen_by_early_thread: list[Any] = []
+    go = threading.Event()
+
+    def early() -> None:  # started before the install, first looks at V.choices after it
+        started_before.set()
+        go.wait(10)
+        seen_by_early_thread.append(V.choices)
+
+    t = threading.Thread(target=early)
+    t.start()
+    started_before.wait(10)
+    handle = install_diode_choices(model=str(model_path))
+    go.set()
+    t.join()
+    h = handle.handler
+    assert handle.installed and isinstance(h, DiodeInductorChoices)
+    assert V.choices is h and installed_handler() is h
+    assert in_new_thread(lambda: V.choices) is h
+    assert seen_by_early_thread == [h]
+    handle.uninstall()
+    assert type(V.choices) is InductorChoices
+    assert type(in_new_thread(lambda: V.choices)) is InductorChoices
+    assert installed_handler() is None and not h._active
+
+
+def test_context_manager_restores_a_previous_thread_handler(model_path: Path) -> None:
+    mine = InductorChoices()
+    with V.set_choices_handler(mine):
+        before_cls = inductor_config.inductor_choices_class
+        with install_diode_choices(model=str(model_path)) as handle:
+            assert V.choices is handle.handler
+            assert isinstance(inductor_config.inductor_choices_class, DiodeChoicesFactory)
+        assert V.choices is mine
+        assert inductor_config.inductor_choices_class is before_cls
+
+
+def test_idempotent_and_replacing(model_path: Path) -> None:
+    first = install_diode_choices(model=str(model_path), top_k_configs=2)
+    assert first.handler._get_model() is not None  # loaded, as after a first GEMM
+    same = install_diode_choices(model=str(model_path), top_k_configs=2)
+    assert same.handler is first.handler
+    same.uninstall()  # an idempotent re-install owns nothing
+    assert installed_handler() is first.handler
+    other = install_diode_choices(model=str(model_path), top_k_configs=5)
+    assert V.choices is other.handler and not first.handler._active
+    assert in_new_thread(lambda: V.choices) is other.handler
+    other.uninstall()  # back to the first install
+    assert V.choices is first.handler and first.handler._active
+    assert uninstall_diode_choices() is True
+    assert uninstall_diode_choices() is False
+    assert type(V.choices) is InductorChoices
+
+
+def test_fx_graph_cache_key_carries_the_uuid(model_path: Path) -> None:
+    with install_diode_choices(model=str(model_path)) as handle:
+        if compat.choices_factory_needs_uuid():
+            portable = inductor_config.save_config_portable()
+            assert portable["inductor_choices_class"] == handle.handler.uuid()
+        factory = inductor_config.inductor_choices_class
+        assert factory() is handle.handler and factory.uuid() == handle.handler.uuid()
+
+
+def test_unsupported_torch_warns_once_and_installs_nothing(monkeypatch: pytest.MonkeyPatch, model_path: Path) -> None:
+    import torch_diode.inductor.install as install_mod
+
+    monkeypatch.setattr(torch, "__version__", "2.9.1+cu128")
+    monkeypatch.setattr(install_mod, "_warned_unsupported", False)
+    with pytest.warns(RuntimeWarning, match=r"torch 2.9 is too old .* >= 2.10"):
+        handle = install_diode_choices(model=str(model_path))
+    assert not handle.installed and handle.handler is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not install_diode_choices(model=str(model_path)).installed  # no second warning
+    assert installed_handler() is None and type(V.choices) is InductorChoices
+    with pytest.raises(RuntimeError, match="too old"):
+        create_diode_choices(model=str(model_path))
+
+
+def test_version_adapters() -> None:
+    assert compat.parse_torch_version("2.13.0+cpu") == (2, 13)
+    assert compat.parse_torch_version("2.14.0.dev20260101+cu130") == (2, 14)
+    assert compat.parse_torch_version("2.10.0a0+git1234") == (2, 10)
+    with pytest.raises(ValueError, match="cannot parse"):
+        compat.parse_torch_version("nightly")
+    assert compat.unsupported_reason((2, 9)) is not None and compat.unsupported_reason((2, 10)) is None
+    assert [compat.feedback_saver_arity(v) for v in ((2, 10), (2, 11), (2, 14))] == [5, 6, 6]
+    assert [compat.config_is_thread_local(v) for v in ((2, 11), (2, 12))] == [False, True]
+    assert compat.choices_factory_needs_uuid((2, 12)) and not compat.choices_factory_needs_uuid((2, 11))
+    assert hasattr(compat.template_heuristics_module("params"), "DictKernelTemplateParams")
+
+
+def test_disable_env_installs_nothing(monkeypatch: pytest.MonkeyPatch, model_path: Path) -> None:
+    monkeypatch.setenv("TORCH_DIODE_DISABLE", "1")
+    assert not install_diode_choices(model=str(model_path)).installed
+
+
+def test_bad_options_are_refused_before_anything_changes(model_path: Path) -> None:
+    with pytest.raises(TypeError, match="unknown option"):
+        install_diode_choices(model=str(model_path), topk=3)
+    with pytest.raises(ValueError, match="performance_threshold"):
+        install_diode_choices(model=str(model_path), performance_threshold=0.5)
+    assert installed_handler() is None
+
+
+# -- full torch.compile on CPU ------------------------------------------------------------------
+
+
+def _compile_and_check(fn: Any, *args: torch.Tensor) -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(fn)
+    torch.testing.assert_close(compiled(*args), fn(*args))
+
+
+def _three_gemms(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> Any:
+    return a @ b, torch.addmm(bias, a, b), torch.bmm(x, y)
+
+
+def test_compile_cpp_backend_hook_sees_aten_only(model_path: Path) -> None:
+    """Default CPU route (cpp backend): the hook is called for every GEMM with ATen only."""
+    args = (torch.randn(64, 128), torch.randn(128, 32), torch.randn(32), torch.randn(3, 16, 24), torch.randn(3, 24, 8))
+    with install_diode_choices(model=str(model_path), device_types=("cuda", "cpu")) as handle:
+        with inductor_config.patch(force_disable_caches=True):
+            _compile_and_check(_three_gemms, *args)
+    s = handle.get_stats()
+    assert s["calls"] >= 3 and s["fallbacks_total"] == 0
+    assert s["passthrough"].get("no_triton_candidates", 0) >= 3
+
+
+def test_compile_in_a_thread_started_after_install_uses_the_handler(model_path: Path) -> None:
+    args = (torch.randn(32, 48), torch.randn(48, 16), torch.randn(16), torch.randn(2, 8, 12), torch.randn(2, 12, 4))
+    with install_diode_choices(model=str(model_path), device_types=("cuda", "cpu")) as handle:
+
+        def work() -> int:
+            with inductor_config.patch(force_disable_caches=True):  # per thread on torch >= 2.12
+                _compile_and_check(_three_gemms, *args)
+            return 0
+
+        in_new_thread(work)
+    assert handle.get_stats()["calls"] >= 3
+
+
+def test_compile_triton_cpu_route_takes_the_lut_choice(tmp_path: Path, model_path: Path) -> None:
+    """cpu_backend="triton": the hook gets the real Triton candidates (exhaustive CPU space); the
+    table says ATen is best, so no Triton kernel is returned (none could run here: Triton has no
+    CPU driver in this environment) and the compiled result is correct."""
+    a, b = torch.randn(64, 128), torch.randn(128, 32)
+    problem = Problem(op="mm", m=64, n=32, k=128, dtype="float32")
+    lut = KernelLUT.from_dataset(
+        Dataset.from_records(
+            [TimingRecord(problem=problem, choice=Choice.aten("mm"), time_us=3.0, hardware="NVIDIA-H100")],
+            Provenance(hardware="NVIDIA-H100"),
+        ),
+        top_k=1,
+    )
+    lut_path = lut.save(tmp_path / "lut.json")
+    with install_diode_choices(model=str(model_path), lut=str(lut_path), device_types=("cpu",)) as handle:
+        with inductor_config.patch(max_autotune=True, force_disable_caches=True, cpu_backend="triton"):
+            _compile_and_check(lambda a, b: a @ b, a, b)
+    s = handle.get_stats()
+    assert s["lut_hits"] == 1 and s["gemm_calls"] == 1 and s["fallbacks_total"] == 0
+    assert s["candidates_seen"] > 100  # the exhaustive Triton space was enumerated and scored
+    assert s["aten_kept"] == 1 and s["candidates_kept"] == 1
+
+
+@pytest.fixture(scope="module")
+def aten_wins_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real model trained on real Inductor CPU-Triton candidates where ATen is always 50x faster."""
+    from test_inductor_helpers import HARDWARE, inductor_graph, kernel_inputs, stock_ktcs
+
+    from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
+    from torch_diode.model import save_model
+    from torch_diode.train import TrainOptions, train
+
+    records = []
+    with inductor_graph(cpu_backend="triton"):
+        for m, n, k in [(64, 32, 128), (128, 64, 256), (32, 32, 64), (256, 128, 128), (64, 64, 64), (96, 48, 160)]:
+            ki = kernel_inputs("mm", m, n, k, dtype=torch.float32, device="cpu")
+            p = problem_from_kernel_inputs(ki, "mm")
+            for c in {choice_from_ktc(x) for xs in stock_ktcs(ki, "mm").values() for x in xs}:
+                t = 1.0 if c.is_aten else 50.0 + (c.block_m or 0) / 10
+                records.append(TimingRecord(problem=p, choice=c, time_us=t, hardware=HARDWARE))
+    ds = Dataset.from_records(records, Provenance(hardware=HARDWARE))
+    model, _ = train(
+        ds, TrainOptions(model_type="base", num_epochs=40, patience=40, seed=0, progress=False, num_threads=1)
+    )
+    return save_model(model, tmp_path_factory.mktemp("aten") / "aten-wins.safetensors")
+
+
+def test_compile_triton_cpu_route_model_drops_every_triton_config(aten_wins_model: Path) -> None:
+    """cpu_backend="triton" with the model deciding: it scores the real Triton candidates and ATen
+    in one call, is confident ATen wins, returns no Triton config, and the compile is correct."""
+    a, b = torch.randn(64, 128), torch.randn(128, 32)
+    opts = {"device_types": ("cpu",), "confidence_threshold": 0.3}
+    with install_diode_choices(model=str(aten_wins_model), **opts) as handle:
+        with inductor_config.patch(max_autotune=True, force_disable_caches=True, cpu_backend="triton"):
+            _compile_and_check(lambda a, b: a @ b, a, b)
+    s = handle.get_stats()
+    assert s["model_selections"] == 1 and s["fallbacks_total"] == 0 and s["candidates_seen"] > 100
+    assert s["aten_kept"] == 1 and s["candidates_kept"] == 1

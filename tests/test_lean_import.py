@@ -1,0 +1,166 @@
+"""``import torch_diode`` with only the lib active changes nothing in torch (torchao's lean-import test),
+and the ``torch_diode.plugins`` entry points it runs are run once, isolated from failures, and can be
+switched off.
+
+Every check runs in a fresh interpreter, because the test process itself has imported Inductor.
+The lib-only checks set ``TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD=1`` so that they hold whatever else
+is installed (the tests session installs all three wheels); ``nox -s package_smoke`` checks the
+same in a virtual environment that really has only torch-diode-lib.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LIB_SRC = REPO / "packages" / "torch-diode-lib" / "src"
+
+
+def _run(
+    code: str, *, extra_path: tuple[Path, ...] = (), env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ)
+    full_env.pop("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", None)
+    full_env.update(env or {})
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [*(str(p) for p in extra_path), str(LIB_SRC), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full_env, timeout=300
+    )
+    assert proc.returncode == 0, f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def _last_json(proc: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+LIB_ONLY = {"TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def test_import_adds_no_inductor_modules() -> None:
+    proc = _run(
+        """
+        import json, sys
+        import torch
+        before = {m for m in sys.modules if m.startswith("torch._inductor")}
+        import torch_diode
+        after = {m for m in sys.modules if m.startswith("torch._inductor")}
+        print(json.dumps({"added": sorted(after - before), "file": torch_diode.__file__}))
+        """,
+        env=LIB_ONLY,
+    )
+    result = _last_json(proc)
+    assert Path(result["file"]).is_relative_to(LIB_SRC)
+    assert result["added"] == [], f"import torch_diode imported Inductor modules: {result['added']}"
+
+
+def test_import_changes_no_inductor_config_or_handler() -> None:
+    # Inductor is loaded first here, so a lib that changed its config or handler at import would show.
+    proc = _run(
+        """
+        import json
+        import torch
+        import torch._inductor.config as config
+        import torch._inductor.virtualized as virtualized
+
+        def state():
+            handler = getattr(virtualized.threadlocal, virtualized._choices._key, None)
+            return (
+                {k: repr(v) for k, v in config.get_config_copy().items()},
+                None if handler is None else type(handler).__qualname__,
+                virtualized._choices._default.__qualname__,
+            )
+
+        cfg0, handler0, default0 = state()
+        import torch_diode
+        cfg1, handler1, default1 = state()
+        changed = sorted(k for k in cfg0.keys() | cfg1.keys() if cfg0.get(k) != cfg1.get(k))
+        print(json.dumps({"changed": changed, "handler": [handler0, handler1], "default": [default0, default1]}))
+        """,
+        env=LIB_ONLY,
+    )
+    result = _last_json(proc)
+    assert result["changed"] == [], f"import torch_diode changed Inductor config: {result['changed']}"
+    assert result["handler"] == [None, None]
+    assert result["default"][0] == result["default"][1] == "_choices_default"
+
+
+def test_import_installs_no_log_handler_and_prints_nothing() -> None:
+    proc = _run(
+        """
+        import logging, json
+        import torch
+        root0, lib0 = list(logging.getLogger().handlers), list(logging.getLogger("torch_diode").handlers)
+        import torch_diode
+        root1, lib1 = list(logging.getLogger().handlers), list(logging.getLogger("torch_diode").handlers)
+        print(json.dumps({"root": root0 == root1, "lib": lib0 == lib1}))
+        """,
+        env=LIB_ONLY,
+    )
+    assert _last_json(proc) == {"root": True, "lib": True}
+    assert proc.stdout.strip().count("\n") == 0 and proc.stderr == ""
+
+
+def _fake_plugin_dist(root: Path, module: str, body: str) -> Path:
+    """A real installed distribution (a ``.dist-info`` on sys.path) declaring one ``torch_diode.plugins`` entry point."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{module}.py").write_text(textwrap.dedent(body))
+    dist_info = root / f"{module}-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text(f"[torch_diode.plugins]\n{module} = {module}:register\n")
+    return root
+
+
+def test_plugin_runs_once_per_process(tmp_path: Path) -> None:
+    marker = tmp_path / "calls.txt"
+    site = _fake_plugin_dist(
+        tmp_path / "site",
+        "diode_test_counting_plugin",
+        f"""
+        def register():
+            with open({str(marker)!r}, "a") as f:
+                f.write("called\\n")
+        """,
+    )
+    _run(
+        "import importlib, torch_diode; import torch_diode; importlib.import_module('torch_diode')", extra_path=(site,)
+    )
+    assert marker.read_text().splitlines() == ["called"]
+
+
+def test_failing_plugin_is_logged_not_raised(tmp_path: Path) -> None:
+    site = _fake_plugin_dist(
+        tmp_path / "site",
+        "diode_test_broken_plugin",
+        """
+        def register():
+            raise RuntimeError("no model for this GPU, on purpose")
+        """,
+    )
+    proc = _run("import torch_diode; print('imported', torch_diode.__version__)", extra_path=(site,))
+    assert "imported" in proc.stdout
+    assert "diode_test_broken_plugin" in proc.stderr
+    assert "RuntimeError: no model for this GPU, on purpose" in proc.stderr
+    assert "TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD=1" in proc.stderr
+
+
+def test_plugin_autoload_can_be_disabled(tmp_path: Path) -> None:
+    marker = tmp_path / "calls.txt"
+    site = _fake_plugin_dist(
+        tmp_path / "site",
+        "diode_test_disabled_plugin",
+        f"""
+        def register():
+            open({str(marker)!r}, "a").close()
+        """,
+    )
+    _run("import torch_diode", extra_path=(site,), env=LIB_ONLY)
+    assert not marker.exists()

@@ -1,0 +1,188 @@
+"""Model files: exact round trips, deterministic bytes, and refusal of anything else."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from torch_diode.errors import ModelFormatError
+from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
+from torch_diode.model import (
+    ARCH_PRESETS,
+    Architecture,
+    DiodeModel,
+    Normalization,
+    _encode_safetensors,
+    build_model,
+    load_model,
+    save_model,
+)
+from torch_diode.records import Choice, Problem
+
+H100 = "NVIDIA-H100"
+PROBLEM = Problem(op="mm", m=1000, n=2048, k=512, dtype="bfloat16")
+CHOICES = [
+    Choice(template="triton::mm", block_m=bm, block_n=bn, block_k=bk, group_m=8, num_stages=s, num_warps=w, even_k=True)
+    for bm in (32, 128)
+    for bn in (64, 256)
+    for bk in (32, 64)
+    for s in (2, 4)
+    for w in (4, 8)
+] + [Choice.aten("mm")]
+
+
+def make_model(model_type: str = "deep", members: int = 3, seed: int = 0) -> DiodeModel:
+    x = featurize(PROBLEM, CHOICES, H100)
+    y = np.linspace(1.0, 3.0, len(CHOICES)).astype(np.float32)
+    arch = Architecture(model_type=model_type, input_dim=len(FEATURE_SPEC), members=members, **ARCH_PRESETS[model_type])
+    m = build_model(arch, hardware=H100, gpu=gpu_constants(H100), normalization=Normalization.fit(x, y), seed=seed)
+    m.update_metadata({"feature_spec": FEATURE_SPEC.to_dict(), "training_data_hash": "0" * 64, "held_out_metrics": {},
+                       "torch_version": torch.__version__, "triton_version": "none"})  # fmt: skip
+    return m
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_model(make_model(), tmp_path_factory.mktemp("m") / "m.safetensors")
+
+
+@pytest.mark.parametrize("model_type", ["base", "deep"])
+def test_round_trip_reproduces_predictions_exactly(tmp_path: Path, model_type: str) -> None:
+    m = make_model(model_type)
+    before = m.predict(PROBLEM, CHOICES)
+    path = save_model(m, tmp_path / "m.safetensors")
+    loaded = load_model(path)
+    after = loaded.predict(PROBLEM, CHOICES)
+    assert np.array_equal(before.log_time_us, after.log_time_us)
+    assert np.array_equal(before.std, after.std)
+    assert loaded.model_hash == m.model_hash == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert loaded.hardware == H100 and loaded.arch == m.arch
+    assert loaded.metadata["feature_spec"] == FEATURE_SPEC.to_dict()
+    assert loaded.metadata["format"] == "torch-diode-model"
+    for key in (
+        "normalization",
+        "architecture",
+        "training_data_hash",
+        "torch_version",
+        "triton_version",
+        "held_out_metrics",
+    ):
+        assert key in loaded.metadata
+    # the same model always serialises to the same bytes
+    assert save_model(loaded, tmp_path / "again.safetensors").read_bytes() == path.read_bytes()
+
+
+def test_prediction_shapes_uncertainty_and_batched_path() -> None:
+    m = make_model(members=3)
+    p = m.predict(PROBLEM, CHOICES)
+    assert p.log_time_us.shape == p.std.shape == (len(CHOICES),)
+    assert (p.std > 0).all()
+    full = m.predict_features(featurize(PROBLEM, CHOICES, H100))
+    np.testing.assert_allclose(full.log_time_us, p.log_time_us, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(full.std, p.std, rtol=1e-4, atol=1e-5)
+    single = make_model(members=1).predict(PROBLEM, CHOICES)
+    assert not single.std.any()
+    empty = m.predict(PROBLEM, [])
+    assert empty.log_time_us.shape == (0,)
+
+
+def _rewrite(src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | None = None) -> Path:
+    """Re-encode a model file with changed metadata or tensors (valid checksums)."""
+    data = src.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    md = {
+        k: (v if k in ("format", "format_version", "hardware", "tensors_sha256") else json.loads(v))
+        for k, v in header["__metadata__"].items()
+    }
+    md.pop("tensors_sha256")
+    md.update(meta or {})
+    loaded = load_model(src)
+    ts = {k: v.detach().contiguous() for k, v in loaded.net.state_dict().items()}
+    ts.update(tensors or {})
+    dst.write_bytes(_encode_safetensors(ts, md))
+    return dst
+
+
+def test_refuses_other_format_version(model_file: Path, tmp_path: Path) -> None:
+    bad = _rewrite(model_file, tmp_path / "v.safetensors", meta={"format_version": "99"})
+    with pytest.raises(ModelFormatError, match="format version '99' is not supported"):
+        load_model(bad)
+
+
+def test_refuses_other_feature_version(model_file: Path, tmp_path: Path) -> None:
+    spec = FEATURE_SPEC.to_dict() | {"version": FEATURE_SPEC.version + 1}
+    bad = _rewrite(model_file, tmp_path / "f.safetensors", meta={"feature_spec": spec})
+    with pytest.raises(ModelFormatError, match=f"feature spec version {FEATURE_SPEC.version + 1}"):
+        load_model(bad)
+
+
+def test_refuses_other_feature_names(model_file: Path, tmp_path: Path) -> None:
+    names = list(FEATURE_SPEC.names)
+    names[0], names[1] = names[1], names[0]
+    bad = _rewrite(
+        model_file, tmp_path / "n.safetensors", meta={"feature_spec": FEATURE_SPEC.to_dict() | {"names": names}}
+    )
+    with pytest.raises(ModelFormatError, match="differs from this torch-diode"):
+        load_model(bad)
+
+
+def test_refuses_weights_that_do_not_fit_the_architecture(model_file: Path, tmp_path: Path) -> None:
+    bad = _rewrite(model_file, tmp_path / "s.safetensors", tensors={"w_out": torch.zeros(2, 2, 1)})
+    with pytest.raises(ModelFormatError, match="do not fit the recorded architecture"):
+        load_model(bad)
+
+
+def test_refuses_corrupt_tensor_bytes(model_file: Path, tmp_path: Path) -> None:
+    data = bytearray(model_file.read_bytes())
+    data[-10] ^= 0xFF
+    bad = tmp_path / "c.safetensors"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ModelFormatError, match="sha256; the file is corrupt"):
+        load_model(bad)
+
+
+@pytest.mark.parametrize("keep", [0, 5, 100, -100], ids=["empty", "5-bytes", "inside-header", "inside-data"])
+def test_refuses_truncated_files(model_file: Path, tmp_path: Path, keep: int) -> None:
+    bad = tmp_path / "t.safetensors"
+    bad.write_bytes(model_file.read_bytes()[:keep])
+    with pytest.raises(ModelFormatError):
+        load_model(bad)
+
+
+def test_refuses_foreign_safetensors_pickles_and_missing_files(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.safetensors"
+    save_file({"w": torch.zeros(2)}, plain, metadata={"format": "pt"})
+    with pytest.raises(ModelFormatError, match="not a torch-diode model"):
+        load_model(plain)
+    pickled = tmp_path / "pickled.safetensors"
+    torch.save({"w": torch.zeros(2)}, pickled)  # a pickle: must never be unpickled
+    with pytest.raises(ModelFormatError):
+        load_model(pickled)
+    with pytest.raises(ModelFormatError, match="no such model file"):
+        load_model(tmp_path / "missing.safetensors")
+    with pytest.raises(ModelFormatError, match="is a directory"):
+        load_model(tmp_path)
+
+
+def test_architecture_validation() -> None:
+    with pytest.raises(ValueError, match="model_type"):
+        Architecture(model_type="huge", input_dim=3, hidden=4, depth=1, members=1)
+    with pytest.raises(ValueError, match="members"):
+        Architecture(model_type="base", input_dim=3, hidden=4, depth=1, members=0)
+
+
+def test_pickles_as_its_file_bytes() -> None:
+    import pickle
+
+    m = make_model()
+    clone = pickle.loads(pickle.dumps(m))
+    assert clone.model_hash == m.model_hash
+    assert np.array_equal(clone.predict(PROBLEM, CHOICES).log_time_us, m.predict(PROBLEM, CHOICES).log_time_us)

@@ -1,0 +1,379 @@
+"""torch_diode.registry: discovery through real installed distributions, resolution, registration.
+
+Models packages are real distributions: a ``<dist>-1.0.dist-info`` directory with an
+``entry_points.txt`` and a package directory holding ``manifest.json`` and real model files
+(written by torch_diode.model), on a ``sys.path`` entry, exactly as pip lays them out.
+``importlib.metadata`` is not patched. The packages' ``__init__.py`` raises, which proves that
+discovery never imports them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_hub import COMMIT, REPO_ID, FakeHub, SilentServer, tiny_model_bytes
+
+from torch_diode import registry
+from torch_diode.errors import ModelNotFoundError
+from torch_diode.hub import HubOfflineError
+from torch_diode.weights import ChecksumMismatchError, ModelEntry, write_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+SRC_DIRS = [REPO / "packages" / p / "src" for p in ("torch-diode-lib", "torch-diode-models", "torch-diode")]
+_BYTES: dict[tuple[str, int], bytes] = {}
+
+
+def model_bytes(hardware: str, seed: int = 0, regret: float = 1.05) -> bytes:
+    key = (hardware, seed)
+    if key not in _BYTES:
+        _BYTES[key] = tiny_model_bytes(hardware, seed=seed, regret=regret)
+    return _BYTES[key]
+
+
+def add_dist(
+    site: Path,
+    dist: str,
+    *,
+    group: str = "torch_diode.models",
+    ep: str | None = None,
+    package: str | None = None,
+    models: dict[str, bytes] | None = None,
+    ship_weights: bool = True,
+    hub: bool = False,
+    manifest_text: str | None = None,
+) -> Path:
+    """Lay out an installed distribution in ``site``; returns its package directory."""
+    package = package or dist.replace("-", "_")
+    info = site / f"{dist}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{dist.replace('-', '_')} = {ep or package}\n")
+    pkg = site / package
+    if models is None and manifest_text is None:
+        return pkg
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('discovery must not import a models package')\n")
+    if manifest_text is not None:
+        (pkg / "manifest.json").write_text(manifest_text)
+        return pkg
+    entries = []
+    for name, data in (models or {}).items():
+        entries.append(
+            ModelEntry(
+                name=name,
+                hardware=name.rsplit("-", 1)[0],
+                file=f"{name}.safetensors",
+                size_bytes=len(data),
+                sha256=hashlib.sha256(data).hexdigest(),
+                metrics={"regret_at_1_geomean": float(data[-1]) / 100 + 1.0},
+                hub_repo=REPO_ID if hub else None,
+                hub_revision=COMMIT if hub else None,
+            )
+        )
+        if ship_weights:
+            (pkg / f"{name}.safetensors").write_bytes(data)
+    write_manifest(pkg / "manifest.json", entries)
+    return pkg
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh site directory on sys.path, a private HF cache, and a clean registry."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    for var in ("HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TORCH_DIODE_HUB_TIMEOUT_S", "TORCH_DIODE_HARDWARE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    registry._reset_for_tests()
+    yield site
+    if registry.current_registration() is not None:
+        registry.unregister_model()
+    registry._reset_for_tests()
+
+
+def names() -> set[str]:
+    return {e.name for e in registry.list_available_models(refresh=True)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery and resolution
+# ---------------------------------------------------------------------------------------------
+
+
+def test_discovery_reads_manifests_without_importing(site: Path) -> None:
+    pkg = add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    add_dist(site, "other-models", models={"TESTGPU-B-matmul": model_bytes("TESTGPU-B")})
+    assert {"TESTGPU-A-matmul", "TESTGPU-B-matmul"} <= names()
+    assert "acme_models" not in sys.modules and "other_models" not in sys.modules
+    entry = registry.get_model_entry("TESTGPU-A-matmul")
+    assert entry.package_dir == pkg and entry.hardware == "TESTGPU-A" and "acme_models" in entry.source
+    assert registry.resolve("TESTGPU-A-matmul") == pkg / "TESTGPU-A-matmul.safetensors"
+
+
+def test_packaged_file_is_verified(site: Path) -> None:
+    pkg = add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    weights = pkg / "TESTGPU-A-matmul.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ChecksumMismatchError, match=r"the sha256 of model 'TESTGPU-A-matmul'.*--force-reinstall"):
+        registry.resolve("TESTGPU-A-matmul")
+
+
+def test_unknown_name_lists_the_available_ones(site: Path) -> None:
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    with pytest.raises(
+        ModelNotFoundError, match=r"unknown model 'NVIDIA-H999-matmul'; available models: .*TESTGPU-A-matmul"
+    ):
+        registry.resolve("NVIDIA-H999-matmul")
+
+
+def test_a_model_installed_after_the_first_scan_is_found(site: Path) -> None:
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    assert "TESTGPU-A-matmul" in names()
+    add_dist(site, "late-models", models={"TESTGPU-B-matmul": model_bytes("TESTGPU-B")})  # "pip install" now
+    assert registry.get_model_entry("TESTGPU-B-matmul").hardware == "TESTGPU-B"
+
+
+def test_explicit_paths(site: Path, tmp_path: Path) -> None:
+    own = tmp_path / "mine.safetensors"
+    own.write_bytes(model_bytes("TESTGPU-A"))
+    assert registry.resolve(own) == own
+    assert registry.resolve(str(own)) == own
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        registry.resolve(tmp_path / "missing.safetensors")
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        registry.resolve("missing.safetensors")
+
+
+def test_broken_packages_are_skipped_and_reported(site: Path, caplog: pytest.LogCaptureFixture) -> None:
+    add_dist(site, "good-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    add_dist(site, "attr-models", ep="attr_models:thing")
+    add_dist(site, "ghost-models", ep="no_such_package_anywhere")
+    add_dist(site, "bad-models", manifest_text='{"format": "torch-diode-models-manifest", "schema_version": 99}')
+    with caplog.at_level(logging.WARNING, logger="torch_diode.registry"):
+        assert "TESTGPU-A-matmul" in names()
+    text = caplog.text
+    assert "without ':thing'" in text and "'no_such_package_anywhere' is not importable" in text
+    assert "schema version 99 is not supported" in text
+    with pytest.raises(ModelNotFoundError, match="skipped entry point bad_models"):
+        registry.get_model_entry("nope")
+
+
+def test_duplicate_names_first_entry_point_wins(site: Path, caplog: pytest.LogCaptureFixture) -> None:
+    first = add_dist(site, "aaa-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A", seed=1)})
+    add_dist(site, "zzz-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A", seed=2)})
+    with caplog.at_level(logging.WARNING, logger="torch_diode.registry"):
+        assert registry.get_model_entry("TESTGPU-A-matmul").package_dir == first
+    assert "listed twice" in caplog.text
+
+
+def test_best_model_for_a_gpu_ranks_by_held_out_regret(site: Path) -> None:
+    a, b = model_bytes("TESTGPU-A", seed=3), model_bytes("TESTGPU-A", seed=4)
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": a, "TESTGPU-A-matmul2": b})
+    ranked = [e.name for e in registry.models_for_hardware("TESTGPU-A")]
+    expected = sorted(
+        ["TESTGPU-A-matmul", "TESTGPU-A-matmul2"], key=lambda n: {"TESTGPU-A-matmul": a, "TESTGPU-A-matmul2": b}[n][-1]
+    )
+    assert ranked == expected
+    assert registry.models_for_hardware("TESTGPU-Z") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Slim packages: the Hub fallback
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.network
+def test_slim_package_fetches_from_the_hub_then_works_offline(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = model_bytes("TESTGPU-S")
+    add_dist(site, "slim-models", models={"TESTGPU-S-matmul": data}, ship_weights=False, hub=True)
+    with FakeHub() as hub:
+        hub.add(REPO_ID, COMMIT, "TESTGPU-S-matmul.safetensors", data)
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        path = registry.resolve("TESTGPU-S-matmul", timeout_s=30)
+    assert path.read_bytes() == data and "snapshots" in path.parts
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert registry.resolve("TESTGPU-S-matmul") == path  # the server is gone: the cache serves it
+
+
+@pytest.mark.network
+def test_slim_package_offline_and_not_cached(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_dist(site, "slim-models", models={"TESTGPU-S-matmul": model_bytes("TESTGPU-S")}, ship_weights=False, hub=True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(HubOfflineError, match="HF_HUB_OFFLINE=1"):
+        registry.resolve("TESTGPU-S-matmul")
+
+
+def test_listed_model_without_weights_or_hub(site: Path) -> None:
+    add_dist(site, "thin-models", models={"TESTGPU-T-matmul": model_bytes("TESTGPU-T")}, ship_weights=False)
+    with pytest.raises(ModelNotFoundError, match="not installed and the manifest names no Hub repository"):
+        registry.resolve("TESTGPU-T-matmul")
+
+
+# ---------------------------------------------------------------------------------------------
+# autoregister
+# ---------------------------------------------------------------------------------------------
+
+
+def diode_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name.startswith("torch_diode") and r.levelno >= logging.INFO]
+
+
+def test_autoregister_without_gpu_says_so_once(site: Path, monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "none")
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        assert registry.autoregister() is None
+        assert registry.autoregister() is None  # once per process
+    [record] = diode_records(caplog)
+    assert record.levelno == logging.INFO and "registered no model" in record.getMessage()
+
+
+def test_autoregister_unknown_gpu_warns_once(site: Path, monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "custom:NOMODEL-GPU")
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        assert registry.autoregister() is None
+    [record] = diode_records(caplog)
+    message = record.getMessage()
+    assert record.levelno == logging.WARNING
+    assert "no installed model for NOMODEL-GPU" in message and "TESTGPU-A" in message
+
+
+def test_autoregister_bad_hardware_override_warns(site: Path, monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "NVIDIA-H999")
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        assert registry.autoregister() is None
+    [record] = diode_records(caplog)
+    assert record.levelno == logging.WARNING and "NVIDIA-H999" in record.getMessage()
+
+
+@pytest.mark.network
+def test_autoregister_falls_back_when_the_hub_is_silent(site: Path, monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    add_dist(site, "slim-models", models={"TESTGPU-S-matmul": model_bytes("TESTGPU-S")}, ship_weights=False, hub=True)
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "custom:TESTGPU-S")
+    monkeypatch.setenv("TORCH_DIODE_HUB_TIMEOUT_S", "1")
+    with SilentServer() as server, caplog.at_level(logging.INFO, logger="torch_diode"):
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        start = time.monotonic()
+        assert registry.autoregister() is None
+        elapsed = time.monotonic() - start
+    assert elapsed < 4, elapsed
+    [record] = [r for r in diode_records(caplog) if r.levelno >= logging.WARNING]
+    assert "stock Inductor autotuning is used" in record.getMessage() and "within 1 s" in record.getMessage()
+    assert registry.current_registration() is None
+
+
+def test_autoregister_installs_the_handler_once(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch._inductor.choices")
+    from torch_diode.inductor.install import installed_handler
+
+    pkg = add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "custom:TESTGPU-A")
+    registration = registry.autoregister()
+    assert registration is not None and registration.name == "TESTGPU-A-matmul"
+    assert registration.path == pkg / "TESTGPU-A-matmul.safetensors" and registration.hardware == "TESTGPU-A"
+    handler = installed_handler()
+    assert handler is registration.handle.handler
+    assert handler.options.model == str(registration.path)
+    assert handler._model is None, "the weights load lazily, at the first GEMM"
+    assert registry.autoregister() is registration and installed_handler() is handler  # idempotent
+
+    stats = registry.prediction_stats()
+    assert (stats.total_predictions, stats.fallbacks_to_autotune, stats.average_confidence) == (0, 0, None)
+
+    assert registry.unregister_model() is True
+    assert installed_handler() is None and registry.current_registration() is None
+    assert registry.unregister_model() is False
+
+
+def test_register_model_by_path_and_failures_install_nothing(site: Path, tmp_path: Path) -> None:
+    pytest.importorskip("torch._inductor.choices")
+    from torch_diode.inductor.install import installed_handler
+
+    own = tmp_path / "TESTGPU-A-mine.safetensors"
+    own.write_bytes(model_bytes("TESTGPU-A"))
+    registration = registry.register_model(own, top_k_configs=2)
+    assert registration.name == "TESTGPU-A-mine" and registration.hardware is None
+    assert installed_handler().options.top_k_configs == 2
+    registry.unregister_model()
+    with pytest.raises(ModelNotFoundError, match="unknown model"):
+        registry.register_model("NVIDIA-H999-matmul")
+    assert installed_handler() is None and registry.current_registration() is None
+
+
+def test_prediction_stats_from_handler_counters() -> None:
+    raw = {"model_selections": 4, "fallbacks_total": 1, "hook_time_s": 0.002, "confidence_sum": 3.2}
+    stats = registry._stats_from_handler(raw)
+    assert stats.total_predictions == 4 and stats.fallbacks_to_autotune == 1
+    assert stats.time_spent_us == pytest.approx(2000.0) and stats.average_confidence == pytest.approx(0.8)
+    delta = stats - registry._stats_from_handler({"model_selections": 1, "confidence_sum": 0.5})
+    assert delta.total_predictions == 3 and delta.average_confidence == pytest.approx(0.9)
+    assert "3 predictions, average confidence 0.90" in delta.summary()
+    no_conf = registry._stats_from_handler({"model_selections": 2})
+    assert no_conf.average_confidence is None and "average confidence n/a" in no_conf.summary()
+
+
+# ---------------------------------------------------------------------------------------------
+# torch_diode_models in fresh interpreters: import order, idempotence, the user API
+# ---------------------------------------------------------------------------------------------
+
+_CHILD = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+for name in sys.argv[1:]:
+    __import__(name)
+import torch_diode_models as tdm
+from torch_diode.inductor.install import installed_handler
+from torch_diode import registry
+r = registry.current_registration()
+print("REGISTERED", r.name if r else None, installed_handler() is (r.handle.handler if r else None))
+print("HARDWARE", tdm.get_detected_hardware().key)
+print("AVAILABLE", sorted(e.name for e in tdm.list_available_models()))
+with tdm.profile_predictions() as prof:
+    pass
+print("PROFILE", prof.stats.total_predictions, tdm.get_prediction_stats().total_predictions)
+tdm.set_log_level("DEBUG")
+print("LEVEL", logging.getLogger("torch_diode").level)
+print("UNREGISTERED", tdm.unregister_model(), installed_handler())
+"""
+
+
+def test_import_order_does_not_matter(site: Path, tmp_path: Path) -> None:
+    pytest.importorskip("torch._inductor.choices")
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    # The two wheels of torch-diode as pip would install them: their package directories come
+    # from the source tree (PYTHONPATH), their entry points from these dist-info directories.
+    add_dist(site, "torch-diode-models", package="torch_diode_models")
+    add_dist(site, "torch-diode", group="torch_diode.plugins", ep="torch_diode_autoregister:register")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), *map(str, SRC_DIRS)]),
+        "TORCH_DIODE_HARDWARE": "custom:TESTGPU-A",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+    }
+    env.pop("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", None)
+    orders = [["torch_diode", "torch_diode_models"], ["torch_diode_models", "torch_diode"]]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, *order], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for order in orders
+    ]
+    for order, proc in zip(orders, procs):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"{order}:\n{out}\n{err}"
+        assert "REGISTERED TESTGPU-A-matmul True" in out, (order, out, err)
+        assert err.count("torch-diode registered model TESTGPU-A-matmul") == 1, (order, err)
+        assert "HARDWARE TESTGPU-A" in out and "'TESTGPU-A-matmul'" in out
+        assert "PROFILE 0 0" in out and "LEVEL 10" in out and "UNREGISTERED True None" in out

@@ -1,0 +1,338 @@
+"""Shape sources: samplers, shape-set files, GEMM extraction from modules, the committed real-model set."""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torch_diode.records import OPS, Problem
+from torch_diode.shapes.sampling import FITTED, REAL_TAGS, SAMPLERS, fit_log_normal, sample_problems
+from torch_diode.shapes.shapeset import (
+    ShapeEntry,
+    ShapeSetError,
+    load_shapeset,
+    merge_entries,
+    save_shapeset,
+    split_of,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+REAL = REPO / "data" / "shapesets" / "real_models.json"
+
+
+# -- samplers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_sampler_is_seeded_and_distinct(sampler):
+    a = sample_problems(200, seed=7, sampler=sampler)
+    assert a == sample_problems(200, seed=7, sampler=sampler)
+    assert a != sample_problems(200, seed=8, sampler=sampler)
+    assert len(set(a)) == 200
+    assert {p.op for p in a} == {"mm", "addmm", "bmm"}
+    assert {p.dtype for p in a} == {"float16", "bfloat16", "float32"}
+    assert {(p.layout_a, p.layout_b) for p in a} == {("row", "row"), ("row", "col")}
+    assert all(max(p.m * p.k, p.k * p.n, p.m * p.n) * p.batch <= 2**28 for p in a)
+
+
+def test_uniform_and_pow2_ranges():
+    u = sample_problems(300, seed=0, sampler="uniform", ops=("mm",), min_dim=10, max_dim=100)
+    assert all(10 <= d <= 100 for p in u for d in (p.m, p.n, p.k))
+    p2 = sample_problems(100, seed=0, sampler="pow2", ops=("bmm",), min_dim=16, max_dim=1024)
+    assert all(d in {16, 32, 64, 128, 256, 512, 1024} for p in p2 for d in (p.m, p.n, p.k))
+    assert all(p.batch in {1, 2, 4, 8, 16, 32, 64} for p in p2)
+
+
+def test_log_normal_follows_the_fit():
+    ps = sample_problems(3000, seed=1, sampler="log-normal", ops=("mm",), max_operand_elements=2**40)
+    x = np.log(np.array([[p.m, p.n, p.k] for p in ps], dtype=float))
+    fit = FITTED["mm"]
+    # Clipping at the fitted range and rounding shift the moments a little; the bulk must match.
+    assert np.allclose(np.median(x, axis=0), fit.mean, atol=0.35)
+    assert all(lo <= d <= hi for p in ps for d, lo, hi in zip((p.m, p.n, p.k), fit.lo, fit.hi))
+    assert min(p.m for p in ps) == 1  # decode sizes occur
+    bmm = sample_problems(500, seed=1, sampler="log-normal", ops=("bmm",))
+    assert 1 <= min(p.batch for p in bmm) and max(p.batch for p in bmm) <= FITTED["bmm"].batch_hi
+
+
+def test_sampler_excludes_and_validates():
+    first = sample_problems(50, seed=3, sampler="pow2", ops=("mm",), min_dim=16, max_dim=64)
+    rest = sample_problems(10, seed=3, sampler="pow2", ops=("mm",), min_dim=16, max_dim=64, exclude=first)
+    assert not set(first) & set(rest)
+    with pytest.raises(ValueError, match="ops"):
+        sample_problems(1, seed=0, ops=("conv",))
+    with pytest.raises(ValueError, match="layouts"):
+        sample_problems(1, seed=0, layouts=("nt",))
+    with pytest.raises(ValueError, match="distinct problems"):
+        sample_problems(
+            10, seed=0, sampler="pow2", ops=("mm",), dtypes=("float16",), layouts=("row/row",), min_dim=16, max_dim=16
+        )
+
+
+def test_fitted_parameters_are_what_the_committed_set_gives():
+    # FITTED is pasted from `diode shapes --fit data/shapesets/real_models.json`; refit must agree.
+    fit = fit_log_normal(load_shapeset(REAL).select(tags=REAL_TAGS))
+    assert fit == FITTED
+
+
+# -- shape sets ----------------------------------------------------------------------------------
+
+
+ENTRIES = [
+    ShapeEntry(
+        op="mm",
+        m=128,
+        n=4096,
+        k=4096,
+        dtypes=("bfloat16", "float16"),
+        layout="row/col",
+        source="x q_proj",
+        models=("x",),
+        tags=("llm",),
+        count=2,
+    ),
+    ShapeEntry(op="addmm", m=7, n=13, k=17, dtypes=("float32",), tags=("awkward", "prime")),
+    ShapeEntry(
+        op="bmm", m=64, n=64, k=40, batch=16, dtypes=("float16",), stride_a=(40, 640, 1), stride_b=(2560, 1, 64)
+    ),
+    ShapeEntry(op="baddbmm", m=8, n=8, k=8, batch=2, dtypes=("float32",), layout="col/row"),
+]
+
+
+def test_shapeset_round_trip(tmp_path):
+    path = save_shapeset(ENTRIES, tmp_path / "s.json", description="test")
+    loaded = load_shapeset(path)
+    assert loaded.entries == ENTRIES and loaded.description == "test"
+    probs = loaded.problems()
+    assert len(probs) == 5
+    assert probs[0] == Problem(op="mm", m=128, n=4096, k=4096, dtype="bfloat16", stride_b=(1, 4096))
+    assert probs[3].stride_a == (40, 640, 1)
+    assert probs[4].stride_a == (64, 1, 8) and probs[4].layout_a == "col"
+    assert loaded.problems(dtypes=["float16"]) == [probs[1], probs[3]]
+    assert [e.op for e in loaded.select(tags=["prime"])] == ["addmm"]
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("not json", "not valid JSON"),
+        ('{"format": "other"}', "not a shape set"),
+        ('{"format": "torch-diode-shapeset", "version": 9, "entries": []}', "version 9"),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 1, "n": 2}]}',
+            r"entry 0: missing field\(s\) \['k'\]",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "conv", "m": 1, "n": 2, "k": 3}]}',
+            "entry 0: op: unknown op",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 0, "n": 2, "k": 3}]}',
+            "entry 0: m: must be a positive",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 1, "n": 2, "k": 3, "batch": 4}]}',
+            "batch: must be 1",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 1, "n": 2, "k": 3, "dtype": "int4"}]}',
+            "unknown dtype",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 1, "n": 2, "k": 3, "layout": "nt"}]}',
+            "layout: must be one of",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 1, "n": 2, "k": 3, "spilt": "val"}]}',
+            r"unknown field\(s\) \['spilt'\]",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 1, "n": 2, "k": 3, "split": "test"}]}',
+            "split: must be one of",
+        ),
+        (
+            '{"format": "torch-diode-shapeset", "version": 1, "entries": [{"op": "mm", "m": 1, "n": 2, "k": 3, "stride_a": [1]}]}',
+            "stride_a",
+        ),
+        ('{"format": "torch-diode-shapeset", "version": 1, "entries": {}}', '"entries" must be a list'),
+    ],
+    ids=[
+        "json",
+        "format",
+        "version",
+        "missing",
+        "op",
+        "size",
+        "batch",
+        "dtype",
+        "layout",
+        "typo",
+        "split",
+        "stride",
+        "entries",
+    ],
+)
+def test_shapeset_errors_name_the_problem(tmp_path, text, match):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ShapeSetError, match=match) as info:
+        load_shapeset(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_shapeset_file(tmp_path):
+    with pytest.raises(ShapeSetError, match="no such file"):
+        load_shapeset(tmp_path / "nope.json")
+
+
+def test_split_rule_is_a_shape_hash():
+    assert (
+        split_of("mm", 128, 4096, 4096, 1, "row/col")
+        == ShapeEntry(op="mm", m=128, n=4096, k=4096, layout="row/col").split
+    )
+    # The dtype and the source never change the split, so no shape is in both.
+    a = ShapeEntry(op="mm", m=100, n=200, k=300, dtypes=("float16",), source="a")
+    b = ShapeEntry(op="mm", m=100, n=200, k=300, dtypes=("float32",), source="b")
+    assert a.split == b.split
+    share = sum(split_of("mm", m, 64, 64) == "val" for m in range(1, 2001)) / 2000
+    assert 0.17 < share < 0.23
+
+
+def test_merge_entries_unites():
+    a = ShapeEntry(op="mm", m=1, n=2, k=3, dtypes=("float16",), models=("a",), tags=("x",))
+    b = ShapeEntry(op="mm", m=1, n=2, k=3, dtypes=("bfloat16",), models=("b",), tags=("y",), count=2)
+    (m,) = merge_entries([a, b])
+    assert m.dtypes == ("float16", "bfloat16") and m.models == ("a", "b") and m.tags == ("x", "y") and m.count == 3
+
+
+# -- extraction ----------------------------------------------------------------------------------
+
+
+def test_extract_gemms_of_a_module():
+    torch = pytest.importorskip("torch")
+    from torch_diode.shapes.extract import calls_to_entries, extract_gemms
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(32, 48)
+            self.head = torch.nn.Linear(48, 16, bias=False)
+
+        def forward(self, x):
+            h = self.proj(x)  # [B*T, 32] @ W.T -> addmm
+            s = h.view(2, 5, 48) @ h.view(2, 5, 48).transpose(1, 2)  # bmm
+            return self.head(h), s
+
+    with torch.device("meta"):
+        mod = Tiny()
+    calls = extract_gemms(mod, torch.empty(10, 32, device="meta"))
+    got = [(c.module, c.problem.op, c.problem.m, c.problem.n, c.problem.k, c.problem.batch) for c in calls]
+    assert got == [("proj", "addmm", 10, 48, 32, 1), ("", "bmm", 5, 5, 48, 2), ("head", "mm", 10, 16, 48, 1)]
+    assert calls[0].problem.stride_b == (1, 32) and calls[0].problem.stride_bias == (0, 1)
+    entries = calls_to_entries(calls, model="tiny", tags=["t"], dtypes=["float16"])
+    assert [e.layout for e in entries] == ["row/col", "row/col", "row/col"]
+    assert entries[0].source == "tiny proj" and entries[1].source == "tiny attention bmm"
+    assert all(e.dtypes == ("float16",) for e in entries)
+
+
+def test_model_entries_of_a_real_config():
+    pytest.importorskip("torch")
+    from torch_diode.shapes.models import model_entries
+
+    decode = model_entries("Llama-3.1-8B", batch=8, tokens=1, past_len=2047)
+    shapes = {(e.op, e.m, e.n, e.k, e.batch) for e in decode}
+    assert ("mm", 8, 4096, 4096, 1) in shapes  # q_proj / o_proj
+    assert ("mm", 8, 1024, 4096, 1) in shapes  # k_proj / v_proj (8 KV heads x 128)
+    assert ("mm", 8, 14336, 4096, 1) in shapes and ("mm", 8, 4096, 14336, 1) in shapes
+    assert ("mm", 8, 128256, 4096, 1) in shapes  # lm_head
+    assert ("bmm", 1, 2048, 128, 256) in shapes  # scores over the 2048-token cache, 8 x 32 heads
+    with pytest.raises(ValueError, match="known: Llama"):
+        model_entries("GPT-5")
+
+
+# -- the committed shape set ---------------------------------------------------------------------
+
+
+def test_committed_real_models_set():
+    s = load_shapeset(REAL)
+    assert 300 <= len(s.entries) <= 2000
+    ops = collections.Counter(e.op for e in s.entries)
+    assert set(ops) == set(OPS)
+    models = {m for e in s.entries for m in e.models}
+    for name in (
+        "Llama-3.2-1B",
+        "Llama-3.1-8B",
+        "Llama-3.1-70B",
+        "Mistral-7B-v0.1",
+        "Qwen2.5-7B",
+        "BERT-base",
+        "BERT-large",
+        "ViT-B/16",
+        "ViT-L/14",
+        "ResNet-50",
+        "SD-1.5-UNet",
+    ):
+        assert name in models, name
+    tags = collections.Counter(t for e in s.entries for t in e.tags)
+    for tag in ("decode", "prefill", "prime", "unaligned", "tall-skinny", "large-k"):
+        assert tags[tag] > 0, tag
+    decode_m = {e.m for e in s.entries if "decode" in e.tags and e.op == "mm"}
+    assert {1, 2, 4, 8, 16, 32, 64} <= decode_m
+    assert any(e.k >= 65536 for e in s.entries) and any(e.m % 16 for e in s.entries)
+    # Splits follow the hash rule, both are populated, and no shape is in both.
+    assert all(e.split == split_of(e.op, e.m, e.n, e.k, e.batch, e.layout) for e in s.entries)
+    train = {e.shape_key for e in s.select(split="train")}
+    val = {e.shape_key for e in s.select(split="val")}
+    assert train and val and not train & val
+    assert 0.1 < len(val) / len(s.entries) < 0.3
+    json.loads(REAL.read_text())  # plain JSON
+
+
+@pytest.mark.slow
+def test_committed_set_is_reproducible():
+    pytest.importorskip("torch")
+    from torch_diode.shapes.catalog import build_real_models
+
+    assert build_real_models() == load_shapeset(REAL).entries
+
+
+def test_shapes_cli(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from torch_diode.cli import main
+
+    out = tmp_path / "bert.json"
+    assert (
+        main(
+            [
+                "shapes",
+                "--model",
+                "BERT-base",
+                "--batch",
+                "2",
+                "--tokens",
+                "64",
+                "--dtypes",
+                "float16,float32",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    s = load_shapeset(out)
+    assert {(e.op, e.m, e.n, e.k) for e in s.entries} >= {
+        ("addmm", 128, 768, 768),
+        ("addmm", 128, 3072, 768),
+        ("bmm", 64, 64, 64),
+    }
+    assert all(e.dtypes == ("float16", "float32") for e in s.entries)
+    assert main(["shapes", "--model", "nope"]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    assert main(["shapes", "--fit", str(REAL)]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert math.isclose(fitted["mm"]["mean"][0], FITTED["mm"].mean[0])

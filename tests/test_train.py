@@ -1,0 +1,155 @@
+"""The trainer and the train/validate CLI, end to end on the committed synthetic slice.
+
+tests/data/small_synthetic.msgpack holds real Inductor EXHAUSTIVE config lists with synthetic
+(analytic roofline + noise) H100 times; tests/data/make_small_synthetic.py regenerates it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torch_diode.dataset import read_dataset
+from torch_diode.evaluate import StockPick, max_autotune_solution_from_dataset, write_max_autotune_solution
+from torch_diode.model import load_model, save_model
+from torch_diode.train import TrainOptions, _validate, dataset_hash, split_problems, train
+
+DATA = Path(__file__).parent / "data" / "small_synthetic.msgpack"
+# Small and single-threaded: on a busy 2-core machine one thread is ~10x faster for these batches.
+FAST = dict(ensemble_size=2, batch_size=4, max_choices_per_problem=64, num_epochs=6, progress=False, num_threads=1)
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return read_dataset(DATA)
+
+
+@pytest.fixture(scope="module")
+def trained(ds):
+    history: list[dict[str, float]] = []
+    model, report = train(ds, TrainOptions(seed=7, patience=2, **FAST | {"num_epochs": 12}), on_epoch=history.append)
+    return model, report, history
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"model_type": "huge"}, "model_type"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"val_fraction": 1.0}, "val_fraction"),
+        ({"learning_rate": -1.0}, "learning_rate"),
+        ({"device": "tpu"}, "device"),
+        ({"hidden": 0}, "hidden"),
+    ],
+    ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
+)
+def test_options_are_validated(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        TrainOptions(**kwargs)
+
+
+def test_split_is_by_problem_seeded_and_order_independent(ds) -> None:
+    probs = ds.problems
+    tr, va = split_problems(probs, 0.2, seed=3)
+    assert set(tr).isdisjoint(va) and sorted(tr + va) == list(range(len(probs)))
+    assert len(va) == round(0.2 * len(probs))
+    _, va2 = split_problems(list(reversed(probs)), 0.2, seed=3)
+    assert {probs[i] for i in va} == {list(reversed(probs))[i] for i in va2}
+    assert split_problems(probs, 0.2, seed=4)[1] != va
+
+
+def test_train_report_model_and_metadata(ds, trained) -> None:
+    model, report, history = trained
+    assert report.train_problems + report.val_problems == len(ds.problems) and report.val_problems >= 1
+    assert report.train_rows + report.val_rows == sum(len(p.median_by_choice()) for p in ds.by_problem())
+    assert 1 <= report.best_epoch <= report.epochs_run == len(history)
+    o = report.held_out["overall"]
+    assert {"regret@1", "regret@3", "regret@5", "regret@10", "recall@5", "kendall_tau"} <= set(o)
+    assert 1.0 <= o["regret@1"]["geomean"] <= o["regret@1"]["max"]
+    md = model.metadata
+    assert md["held_out_metrics"] == report.held_out
+    assert md["training_data_hash"] == dataset_hash(ds)
+    assert md["training"]["val_problems"] == report.val_problems
+    assert model.hardware == "NVIDIA-H100" and model.arch.members == 2
+
+
+def test_early_stopping_restores_the_best_epoch(ds, trained) -> None:
+    model, report, history = trained
+    from torch_diode.train import _featurize_problems
+
+    groups = ds.by_problem()
+    _, va = split_problems([g.problem for g in groups], 0.1, 7)
+    rows = _featurize_problems(ds, [groups[i] for i in va], ds.hardware)
+    import torch
+
+    x = torch.from_numpy((rows.x - model.normalization.x_mean) / model.normalization.x_std)
+    got = _validate(model.net, x, rows, model.normalization)
+    best = history[report.best_epoch - 1]
+    assert best["score"] == min(h["score"] for h in history)
+    for key in ("val_mse", "val_log_regret1", "val_log_regret5"):
+        assert got[key] == pytest.approx(best[key], rel=1e-6, abs=1e-9)
+
+
+def test_same_seed_gives_the_same_model_bit_for_bit(ds, trained, tmp_path: Path) -> None:
+    model, _, _ = trained
+    again, _ = train(ds, TrainOptions(seed=7, patience=2, **FAST | {"num_epochs": 12}))
+    assert again.model_hash == model.model_hash
+    a = save_model(model, tmp_path / "a.safetensors").read_bytes()
+    b = save_model(again, tmp_path / "b.safetensors").read_bytes()
+    assert a == b
+    other, _ = train(ds, TrainOptions(seed=8, **FAST | {"num_epochs": 2}))
+    assert other.model_hash != model.model_hash
+
+
+def test_trained_model_ranks_better_than_chance(ds, trained) -> None:
+    model, _, _ = trained
+    p = ds.by_problem()[0]
+    med = p.median_by_choice()
+    choices = [ds.choices[i] for i in med]
+    pred = model.predict(p.problem, choices)
+    measured = np.log(np.array(list(med.values())))
+    assert np.corrcoef(pred.log_time_us, measured)[0, 1] > 0.3
+
+
+def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_path: Path) -> None:
+    model = tmp_path / "m.safetensors"
+    r = run_diode(
+        "train", "--dataset", str(DATA), "--model", str(model), "--model-type", "base", "--batch-size", "4",
+        "--num-epochs", "3", "--learning-rate", "1e-3", "--seed", "1", "--ensemble-size", "2", "--threads", "1",
+        "--report", str(tmp_path / "train.json"), check=True,
+    )  # fmt: skip
+    assert "wrote" in r.stdout and "held out: regret@1" in r.stdout
+    assert load_model(model).arch.model_type == "base"
+    assert json.loads((tmp_path / "train.json").read_text())["epochs_run"] == 3
+
+    r = run_diode("validate-model", "--model", str(model), "--dataset", str(DATA), "--top-n-worst", "3", check=True)
+    assert "RMSE(exp)" in r.stdout and r.stdout.count(" measured ") == 3
+
+    # stock max-autotune's pick: here the fastest ATen-or-first-Triton choice per problem
+    picks = {
+        prob: StockPick(sp.choice, sp.time_us)
+        for prob, sp in max_autotune_solution_from_dataset(ds.select_problems(ds.problems[:5])).items()
+    }
+    sol = write_max_autotune_solution(picks, tmp_path / "stock.json", hardware="NVIDIA-H100")
+    out = tmp_path / "rep" / "report.json"
+    r = run_diode(
+        "validate-max-autotune", "--model", str(model), "--data-dir", str(DATA.parent), "--file-extensions", "msgpack",
+        "--max-autotune-solution", str(sol), "--output", str(out), check=True,
+    )  # fmt: skip
+    rep = json.loads(out.read_text())
+    assert rep["overall"]["vs_max_autotune"]["problems"] == 5
+    assert set(rep["overall"]["regret@1"]) == {"geomean", "p95", "max"}
+    assert "recall@5" in rep["overall"] and set(rep["per_op"]) == {p.op for p in ds.problems}
+    assert out.with_suffix(".md").read_text().startswith("Model vs measured")
+    assert math.isfinite(rep["overall"]["kendall_tau"]["mean"])
+
+
+def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:
+    r = run_diode("validate-model", "--model", str(tmp_path / "nope.safetensors"), "--dataset", str(DATA))
+    assert r.returncode == 2 and "no such model file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = run_diode("train", "--data-dir", str(tmp_path), "--model", str(tmp_path / "m.safetensors"))
+    assert r.returncode == 2 and "no files with extension" in r.stderr
