@@ -74,38 +74,26 @@ QUICK = [0, 2, 8, 11]
 
 
 def throughput_problems(n: int, seed: int = 0) -> list[Problem]:
-    """A realistic mix: model-like GEMMs (multiples of 64, decode M, large K) plus awkward sizes,
-    across ops and dtypes, reproducible from the seed."""
+    """A realistic mix, reproducible from the seed: half GEMMs of real models (the training split
+    of ``data/shapesets/real_models.json``: decoder LLMs with decode sizes, encoders, ViTs, CNN
+    heads, diffusion blocks, awkward shapes) and half log-normal samples fitted to them, across
+    mm/addmm/bmm and fp16/bf16/fp32 (``torch_diode.shapes``)."""
     import random
 
+    from torch_diode.shapes.sampling import sample_problems
+    from torch_diode.shapes.shapeset import load_shapeset
+
     rng = random.Random(seed)
-    dims = [64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 5120, 8192]
-    ms = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
-    out = []
-    ops = ["mm", "mm", "addmm", "bmm", "mm", "addmm"]
-    dts = ["bfloat16", "float16", "bfloat16", "float32"]
-    for i in range(n):
-        op = ops[i % len(ops)]
-        dt = dts[(i // len(ops)) % len(dts)]
-        if op == "bmm":
-            out.append(
-                _p(
-                    op,
-                    rng.choice([128, 256, 512, 1024]),
-                    rng.choice([64, 128, 256, 512]),
-                    rng.choice([64, 128]),
-                    dt,
-                    batch=rng.choice([8, 16, 32]),
-                )
-            )
-        else:
-            m = rng.choice(ms)
-            n_ = rng.choice(dims)
-            k = rng.choice(dims)
-            if i % 5 == 4:  # awkward sizes
-                m, n_, k = m + rng.randint(1, 15), n_ - rng.randint(1, 15), k + rng.randint(1, 15)
-            out.append(_p(op, max(m, 1), max(n_, 1), max(k, 1), dt, tb=(i % 3 == 1)))
-    return out
+    path = Path(__file__).resolve().parents[1] / "data" / "shapesets" / "real_models.json"
+    real = load_shapeset(path).problems(split="train", dtypes=["float16", "bfloat16", "float32"])
+    real = [p for p in real if p.batch * max(p.m * p.k, p.k * p.n, p.m * p.n) <= 2**27]
+    picked = rng.sample(real, min(len(real), n - n // 2))
+    sampled = sample_problems(
+        n - len(picked), seed=seed, sampler="log-normal", exclude=picked, max_operand_elements=2**27
+    )
+    mix = picked + sampled
+    rng.shuffle(mix)
+    return mix
 
 
 # ------------------------------------------------------------------------------------------------
@@ -176,17 +164,26 @@ def inductor_measure(p: Problem, space: str, hardware: str = "unknown") -> tuple
     except ImportError:
         InductorCollector = None
     if InductorCollector is not None:
-        with InductorCollector(hardware=hardware, search_space=space) as ic:
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            recs, fails = ic.measure(p)
-            wall = time.perf_counter() - t0
-        if not recs:
-            raise RuntimeError("; ".join(f"{f.reason}: {f.message}" for f in fails) or "no records")
-        out = {r.choice: r.time_us for r in recs if r.problem == p}
-        if not out:
-            raise RuntimeError(f"Inductor's records are for other problems: {sorted({r.problem.key() for r in recs})}")
-        return out, wall
+        try:
+            with InductorCollector(hardware=hardware, search_space=space) as ic:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                recs, fails = ic.measure(p)
+                wall = time.perf_counter() - t0
+            out = {r.choice: r.time_us for r in recs if r.problem == p}
+            if not out:  # Inductor's view of the problem may differ in a field: match on the key
+                out = {r.choice: r.time_us for r in recs if r.problem.key() == p.key()}
+                if out:
+                    print(
+                        f"[inductor] note: Inductor's problem differs from {p.to_dict()}: {recs[0].problem.to_dict()}"
+                    )
+            if out:
+                return out, wall
+            print(
+                f"[inductor] InductorCollector gave no records for {p.key()}: {[(f.reason, f.message) for f in fails][:2]}; using the inline saver"
+            )
+        except Exception as e:  # fall back to the inline saver below, and say so
+            print(f"[inductor] InductorCollector failed on {p.key()}: {type(e).__name__}: {e}; using the inline saver")
     from torch._inductor import config as icfg
     from torch._inductor.select_algorithm import add_feedback_saver
 
@@ -276,7 +273,12 @@ def _stats_delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sweep_pass(
-    hw: str, probs: list[Problem], opts: Any, ind: dict[Problem, dict[Choice, float]], label: str
+    hw: str,
+    probs: list[Problem],
+    opts: Any,
+    ind: dict[Problem, dict[Choice, float]],
+    label: str,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Measure ``probs`` with one sweep collector and compare with Inductor's timings."""
     from torch_diode.collect.sweep import SweepCollector
@@ -287,6 +289,12 @@ def _sweep_pass(
         coll.prefetch(probs)
         n = 0
         for p in probs:
+            if budget_s is not None and time.perf_counter() - t0 > budget_s:
+                print(
+                    f"[{label}] time budget of {budget_s:.0f}s spent; stopping after {len(out['problems'])} problems",
+                    flush=True,
+                )
+                break
             st = coll.stats.to_dict()
             t1 = time.perf_counter()
             recs, fails = coll.measure(p)
@@ -297,6 +305,7 @@ def _sweep_pass(
             entry["failures"] = [[f.choice.key() if f.choice else None, f.reason, f.message] for f in fails]
             if p in ind:
                 entry.update(compare(p, ind[p], sw))
+                print("RESULT " + json.dumps({k: v for k, v in entry.items()}, default=str), flush=True)
                 print(
                     f"[{label}] {p.key():42s} shared={entry['shared']:3d}/{entry['inductor_choices']:3d} "
                     f"median={entry['median_ratio']:.3f} spearman={entry['spearman']:.3f} "
@@ -321,6 +330,7 @@ def _sweep_pass(
             out["problems"].append(entry)
         out["configs"] = n
         out["wall_s"] = time.perf_counter() - t0
+        out["problems_measured"] = len(out["problems"])
         out["configs_per_s"] = n / out["wall_s"]
         out["stats"] = coll.stats.to_dict()
     print(
@@ -335,11 +345,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--space", default="DEFAULT", choices=["DEFAULT", "EXHAUSTIVE"])
     ap.add_argument("--problems", default="all", choices=["all", "quick", "none"])
+    ap.add_argument("--only", default=None, help="comma-separated indices into the problem list, in this order")
+    ap.add_argument("--inductor-budget-s", type=float, default=None, help="start no Inductor compile after this")
     ap.add_argument("--inductor-timing", action="store_true", help="also sweep with Inductor's own benchmarker")
     ap.add_argument("--throughput-problems", type=int, default=0)
     ap.add_argument("--throughput-max-configs", type=int, default=None)
     ap.add_argument("--throughput-sample", default="shared", choices=["problem", "shared"])
     ap.add_argument("--throughput-space", default="EXHAUSTIVE", choices=["DEFAULT", "EXHAUSTIVE"])
+    ap.add_argument("--throughput-budget-s", type=float, default=None, help="stop starting new problems after this")
     ap.add_argument("--hardware", default=None)
     args = ap.parse_args(argv)
 
@@ -356,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"hardware": hw, "versions": versions(), "space": args.space, "problems": []}
     probs = {"all": FIDELITY_PROBLEMS, "quick": [FIDELITY_PROBLEMS[i] for i in QUICK], "none": []}[args.problems]
+    if args.only:
+        probs = [FIDELITY_PROBLEMS[int(i)] for i in args.only.split(",")]
 
     def save() -> None:
         (args.out / "fidelity.json").write_text(json.dumps(report, indent=1, default=str))
@@ -363,7 +378,11 @@ def main(argv: list[str] | None = None) -> int:
     # -- Inductor first, with no compile processes competing for the CPU -------------------
     ind: dict[Problem, dict[Choice, float]] = {}
     iwall: dict[Problem, float] = {}
+    t_ind = time.perf_counter()
     for p in probs:
+        if args.inductor_budget_s is not None and time.perf_counter() - t_ind > args.inductor_budget_s:
+            print(f"[inductor] time budget spent; {p.key()} and later problems are not compared", flush=True)
+            break
         try:
             ind[p], iwall[p] = inductor_measure(p, args.space, hw)
             print(f"[inductor] {p.key():42s} choices={len(ind[p]):3d} compile={iwall[p]:.2f}s", flush=True)
@@ -406,13 +425,14 @@ def main(argv: list[str] | None = None) -> int:
         opts = SweepOptions(
             search_space=args.throughput_space, max_configs=args.throughput_max_configs, sample=args.throughput_sample
         )
-        res = _sweep_pass(hw, tps, opts, {}, "sweep-tput")
+        res = _sweep_pass(hw, tps, opts, {}, "sweep-tput", budget_s=args.throughput_budget_s)
         report["sweep_throughput"] = {
             "space": args.throughput_space,
             "max_configs": args.throughput_max_configs,
             "sample": args.throughput_sample,
-            "problems": len(tps),
             **{k: v for k, v in res.items() if k != "options"},
+            "problems": res["problems_measured"],
+            "per_problem": res["problems"],
         }
         save()
 

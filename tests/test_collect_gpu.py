@@ -14,7 +14,7 @@ from torch_diode.collect import CollectOptions, collect  # noqa: E402
 from torch_diode.collect.inductor import InductorCollector  # noqa: E402
 from torch_diode.dataset import read_dataset  # noqa: E402
 from torch_diode.records import Problem  # noqa: E402
-from torch_diode.shapes.shapeset import _strides_for  # noqa: E402
+from torch_diode.shapes.shapeset import strides_for  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -26,7 +26,7 @@ def problem(
     op: str, dtype: str, layout: str = "row/row", m: int = 256, n: int = 384, k: int = 512, batch: int = 4
 ) -> Problem:
     b = batch if op in ("bmm", "baddbmm") else 1
-    sa, sb = _strides_for(op, m, n, k, layout)
+    sa, sb = strides_for(op, m, n, k, layout)
     return Problem(op=op, m=m, n=n, k=k, batch=b, dtype=dtype, stride_a=sa, stride_b=sb)
 
 

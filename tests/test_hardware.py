@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -174,7 +175,9 @@ def test_import_has_no_side_effects() -> None:
         "import sys, torch_diode.hardware, torch_diode.lut, torch_diode.cli.hardware, torch_diode.cli.data\n"
         "print('torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    # The lib alone: with the torch-diode meta-wheel installed its plugin would import torch on purpose.
+    env = {**os.environ, "TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.strip() == "False"  # torch is not even imported, so CUDA cannot be initialised
 
 
@@ -230,7 +233,8 @@ def test_cli_hardware_no_gpu(run_diode) -> None:
 
 
 def test_cli_hardware_errors(run_diode) -> None:
-    proc = run_diode("hardware", env={ENV_VAR: "NVIDIA-H300"})
+    # The lib's own error (the meta-wheel's plugin would log its own line about the same variable).
+    proc = run_diode("hardware", env={ENV_VAR: "NVIDIA-H300", "TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("diode hardware: error: TORCH_DIODE_HARDWARE='NVIDIA-H300'")

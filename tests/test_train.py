@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import torch_diode
 from torch_diode.dataset import read_dataset
 from torch_diode.evaluate import StockPick, max_autotune_solution_from_dataset, write_max_autotune_solution
 from torch_diode.model import load_model, save_model
 from torch_diode.train import TrainOptions, _validate, dataset_hash, split_problems, train
 
 DATA = Path(__file__).parent / "data" / "small_synthetic.msgpack"
+# The CLI runs in a temp directory: make sure it imports this checkout even with a relative PYTHONPATH.
+ENV = {"PYTHONPATH": os.pathsep.join([str(Path(torch_diode.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
 # Small and single-threaded: on a busy 2-core machine one thread is ~10x faster for these batches.
 FAST = dict(ensemble_size=2, batch_size=4, max_choices_per_problem=64, num_epochs=6, progress=False, num_threads=1)
 
@@ -120,13 +124,15 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     r = run_diode(
         "train", "--dataset", str(DATA), "--model", str(model), "--model-type", "base", "--batch-size", "4",
         "--num-epochs", "3", "--learning-rate", "1e-3", "--seed", "1", "--ensemble-size", "2", "--threads", "1",
-        "--report", str(tmp_path / "train.json"), check=True,
+        "--report", str(tmp_path / "train.json"), check=True, env=ENV,
     )  # fmt: skip
     assert "wrote" in r.stdout and "held out: regret@1" in r.stdout
     assert load_model(model).arch.model_type == "base"
     assert json.loads((tmp_path / "train.json").read_text())["epochs_run"] == 3
 
-    r = run_diode("validate-model", "--model", str(model), "--dataset", str(DATA), "--top-n-worst", "3", check=True)
+    r = run_diode(
+        "validate-model", "--model", str(model), "--dataset", str(DATA), "--top-n-worst", "3", check=True, env=ENV
+    )
     assert "RMSE(exp)" in r.stdout and r.stdout.count(" measured ") == 3
 
     # stock max-autotune's pick: here the fastest ATen-or-first-Triton choice per problem
@@ -138,7 +144,7 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     out = tmp_path / "rep" / "report.json"
     r = run_diode(
         "validate-max-autotune", "--model", str(model), "--data-dir", str(DATA.parent), "--file-extensions", "msgpack",
-        "--max-autotune-solution", str(sol), "--output", str(out), check=True,
+        "--max-autotune-solution", str(sol), "--output", str(out), check=True, env=ENV,
     )  # fmt: skip
     rep = json.loads(out.read_text())
     assert rep["overall"]["vs_max_autotune"]["problems"] == 5
@@ -149,7 +155,7 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
 
 
 def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:
-    r = run_diode("validate-model", "--model", str(tmp_path / "nope.safetensors"), "--dataset", str(DATA))
+    r = run_diode("validate-model", "--model", str(tmp_path / "nope.safetensors"), "--dataset", str(DATA), env=ENV)
     assert r.returncode == 2 and "no such model file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = run_diode("train", "--data-dir", str(tmp_path), "--model", str(tmp_path / "m.safetensors"))
+    r = run_diode("train", "--data-dir", str(tmp_path), "--model", str(tmp_path / "m.safetensors"), env=ENV)
     assert r.returncode == 2 and "no files with extension" in r.stderr

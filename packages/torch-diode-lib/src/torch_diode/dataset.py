@@ -184,7 +184,8 @@ class Dataset:
             return NotImplemented
         return (
             set(self.sources) == set(other.sources)
-            and sorted(map(_record_key, self.records()), key=repr) == sorted(map(_record_key, other.records()), key=repr)
+            and sorted(map(_record_key, self.records()), key=repr)
+            == sorted(map(_record_key, other.records()), key=repr)
             and sorted(map(repr, self.failures)) == sorted(map(repr, other.failures))
         )
 
@@ -209,7 +210,9 @@ class Dataset:
     def records(self) -> Iterator[TimingRecord]:
         """Every record as a ``TimingRecord`` (built lazily)."""
         hw = [s.hardware for s in self.sources]
-        for p, c, t, s in zip(self.problem_idx.tolist(), self.choice_idx.tolist(), self.time_us.tolist(), self.source_idx.tolist()):
+        for p, c, t, s in zip(
+            self.problem_idx.tolist(), self.choice_idx.tolist(), self.time_us.tolist(), self.source_idx.tolist()
+        ):
             yield TimingRecord(problem=self.problems[p], choice=self.choices[c], time_us=t, hardware=hw[s])
 
     def by_problem(self) -> list[ProblemTimings]:
@@ -324,7 +327,9 @@ def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = 
         pmap = [t.problem_id(p) for p in ds.problems]
         cmap = [t.choice_id(c) for c in ds.choices]
         local: dict[tuple[int, int, float, str], int] = {}
-        for p, c, tm, s in zip(ds.problem_idx.tolist(), ds.choice_idx.tolist(), ds.time_us.tolist(), ds.source_idx.tolist()):
+        for p, c, tm, s in zip(
+            ds.problem_idx.tolist(), ds.choice_idx.tolist(), ds.time_us.tolist(), ds.source_idx.tolist()
+        ):
             src = smap[s]
             key = (pmap[p], cmap[c], tm, t.sources[src].hardware)
             n = local[key] = local.get(key, 0) + 1
@@ -519,7 +524,9 @@ def _decode_column(path: Path, i: int, fmt: Format, name: str, dt: str, value: A
             raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must be binary, got {type(value).__name__}")
         size = np.dtype(dt).itemsize
         if len(value) % size:
-            raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} has {len(value)} bytes, not a multiple of {size}")
+            raise DatasetFormatError(
+                f"{path}: chunk {i}: column {name!r} has {len(value)} bytes, not a multiple of {size}"
+            )
         return np.frombuffer(value, dtype=dt)
     if not isinstance(value, list):
         raise DatasetFormatError(f"{path}: chunk {i}: column {name!r} must be a list, got {type(value).__name__}")
@@ -555,7 +562,12 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
             if not isinstance(entries, list):
                 raise ValueError(f"{table}: expected a list of [id, object] pairs")
             for entry in entries:
-                if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and isinstance(entry[1], dict)):
+                if not (
+                    isinstance(entry, list)
+                    and len(entry) == 2
+                    and isinstance(entry[0], int)
+                    and isinstance(entry[1], dict)
+                ):
                     raise ValueError(f"{table}: expected [id, object] pairs, got {entry!r:.200}")
                 if entry[0] in ids:
                     raise ValueError(f"{table}: id {entry[0]} is defined twice")
@@ -566,7 +578,7 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
         cols = {name: _decode_column(path, i, fmt, name, dt, recs[name]) for name, dt in _COLUMNS}
         n = len(cols["time_us"])
         if any(len(c) != n for c in cols.values()):
-            raise ValueError(f"records: columns differ in length {({k: len(v) for k, v in cols.items()})}")
+            raise ValueError(f"records: columns differ in length { ({k: len(v) for k, v in cols.items()}) }")
         mapped = {}
         for name, ids in (("problem", st.id_problems), ("choice", st.id_choices), ("source", st.id_sources)):
             raw = cols[name]
@@ -620,7 +632,7 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
 def _check_header(path: Path, obj: Any) -> None:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
         raise DatasetFormatError(
-            f"{path}: not a torch-diode dataset (the first object has no \"format\": \"{FORMAT_NAME}\")"
+            f'{path}: not a torch-diode dataset (the first object has no "format": "{FORMAT_NAME}")'
         )
     version = obj.get("schema_version")
     if version != SCHEMA_VERSION:
@@ -689,7 +701,9 @@ def read_dataset(path: str | os.PathLike[str], *, format: str | None = None, rec
     return _state_to_dataset(_read_state(p, format_for_path(p, format), recover=recover))
 
 
-def read_datasets(paths: Iterable[str | os.PathLike[str]], *, recover: bool = False, allow_mixed_hardware: bool = False) -> Dataset:
+def read_datasets(
+    paths: Iterable[str | os.PathLike[str]], *, recover: bool = False, allow_mixed_hardware: bool = False
+) -> Dataset:
     """Read and merge several dataset files (see ``merge_datasets``)."""
     return merge_datasets((read_dataset(p, recover=recover) for p in paths), allow_mixed_hardware=allow_mixed_hardware)
 
@@ -734,10 +748,14 @@ def recover_dataset(
     return RecoverResult(ds, st.chunks, st.good_bytes, size - st.good_bytes)
 
 
-def find_dataset_files(directory: str | os.PathLike[str], extensions: Sequence[str] = ("msgpack", "json")) -> list[Path]:
+def find_dataset_files(
+    directory: str | os.PathLike[str], extensions: Sequence[str] = ("msgpack", "json")
+) -> list[Path]:
     """Dataset files below ``directory`` with one of the extensions, sorted."""
     exts = {"." + e.lstrip(".").lower() for e in extensions}
-    return sorted(p for p in Path(directory).rglob("*") if p.is_file() and p.suffix.lower() in exts and not p.name.startswith("."))
+    return sorted(
+        p for p in Path(directory).rglob("*") if p.is_file() and p.suffix.lower() in exts and not p.name.startswith(".")
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -827,8 +845,8 @@ class DatasetWriter:
     def flush(self) -> None:
         """Append the buffered records and failures as one chunk and fsync it."""
         t = self._tables
-        if not self._buf["time_us"] and not self._fail_buf and self._written_sources == len(t.sources):
-            return
+        if not self._buf["time_us"] and not self._fail_buf:
+            return  # a new source is written with its first record, so empty reruns add nothing
         chunk = _encode_chunk(
             self.format,
             new_sources=list(enumerate(t.sources))[self._written_sources :],

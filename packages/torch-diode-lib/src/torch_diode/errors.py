@@ -22,8 +22,7 @@ class SchemaVersionError(DatasetFormatError):
             "upgrade torch-diode-lib if the file is newer, or regenerate it with the matching `diode` command"
         )
         super().__init__(
-            f"{path}: schema version {found!r} is not supported (this torch-diode reads version "
-            f"{supported}); {hint}"
+            f"{path}: schema version {found!r} is not supported (this torch-diode reads version {supported}); {hint}"
         )
 
 

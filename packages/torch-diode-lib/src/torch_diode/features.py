@@ -288,7 +288,7 @@ class _ChoiceCache:
         self._by_id: dict[int, int] = {}
         self._alive: list[Choice] = []
         self._static = np.zeros((1024, _NS), dtype=np.float32)
-        self._raw = np.zeros((1024, _RAW), dtype=np.float64)
+        self._raw = np.zeros((_RAW, 1024), dtype=np.float64)  # field-major: rows of a lookup are contiguous
 
     def lookup(self, choices: Sequence[Choice]) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
@@ -312,16 +312,16 @@ class _ChoiceCache:
                         self._alive.append(c)
                         ids[i] = j
             idx = np.array(ids, dtype=np.intp)
-            return self._static[idx], self._raw[idx]
+            return self._static[idx], self._raw[:, idx]
 
     def _add(self, c: Choice) -> int:
         j = len(self._index)
         if j >= len(self._static):
             self._static = np.concatenate([self._static, np.zeros_like(self._static)])
-            self._raw = np.concatenate([self._raw, np.zeros_like(self._raw)])
+            self._raw = np.concatenate([self._raw, np.zeros_like(self._raw)], axis=1)
         row, raw = _static_row(c)
         self._static[j] = row
-        self._raw[j] = raw
+        self._raw[:, j] = raw
         self._index[c] = j
         return j
 
@@ -382,22 +382,35 @@ def featurize(problem: Problem, choices: Sequence[Choice], hardware: str | GpuCo
     Returns:
         ``float32`` array ``[len(choices), len(FEATURE_SPEC)]``, columns in ``FEATURE_SPEC.names`` order.
     """
+    shared, rest = featurize_split(problem, choices, hardware)
+    out = np.empty((len(choices), len(FEATURE_SPEC)), dtype=np.float32)  # [N, F]
+    out[:, :_NP] = shared
+    out[:, _NP:] = rest
+    return out
+
+
+def featurize_split(
+    problem: Problem, choices: Sequence[Choice], hardware: str | GpuConstants
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`featurize` in two parts: the problem columns once (``[N_PROBLEM_FEATURES]``) and the
+    remaining columns per choice (``[N, F - N_PROBLEM_FEATURES]``); both float32, the same numbers
+    as ``featurize``. Scoring uses this to skip writing the problem columns on every row."""
     if isinstance(hardware, GpuConstants):
         hw = hardware
     else:
         hw = _CONSTANTS.get(hardware) or _CONSTANTS.setdefault(hardware, gpu_constants(hardware))
     n_rows = len(choices)
-    out = np.empty((n_rows, len(FEATURE_SPEC)), dtype=np.float32)  # [N, F]
     prow, min_bytes = _problem_row(problem, hw)
-    out[:, :_NP] = np.asarray(prow, dtype=np.float32)
+    shared = np.asarray(prow, dtype=np.float32)  # [S]
+    out = np.empty((n_rows, _NS + _NI), dtype=np.float32)  # [N, F - S]
     if n_rows == 0:
-        return out
-    static, raw = _CACHE.lookup(choices)  # [N, S], [N, 7]
-    out[:, _NP : _NP + _NS] = static
-    tri, bm, bn, bk, stages, warps, tf32 = raw.T  # each [N] float64
+        return shared, out
+    static, raw = _CACHE.lookup(choices)  # [N, S], [7, N]
+    out[:, :_NS] = static
+    tri, bm, bn, bk, stages, warps, tf32 = raw  # each [N] float64
     isz = float(DTYPE_ITEMSIZE[problem.dtype])
     osz = float(DTYPE_ITEMSIZE[problem.out_dtype])
-    out[:, _NP + _NS - 1] = np.log2(2.0 * bm * bn / ((bm + bn) * isz)) * tri
+    out[:, _NS - 1] = np.log2(2.0 * bm * bn / ((bm + bn) * isz)) * tri
     m, n, k, b = float(problem.m), float(problem.n), float(problem.k), float(problem.batch)
     sms = float(hw.sm_count)
     tiles_m = np.ceil(m / bm)
@@ -422,28 +435,29 @@ def featurize(problem: Problem, choices: Sequence[Choice], hardware: str | GpuCo
     t_tile = full_waves * slots * (2.0 * bm * bn * k_iters * bk) / peak * 1e6
     t_tmem = tiled_bytes / (hw.mem_bandwidth_gbs * 1e9) * 1e6
     t_mem = min_bytes / (hw.mem_bandwidth_gbs * 1e9) * 1e6
-    cols = (
-        np.log2(tiles),
-        np.log2(tiles / sms),
-        smem_stage / 1024.0,
-        smem_ratio,
-        (smem_ratio <= 1.0).astype(np.float64),
-        ctas,
-        np.log2(waves_occ),
-        tiles / (full_waves * slots),
-        np.log2(tiles_m * bm * tiles_n * bn / (m * n)),
-        np.log2(k_iters * bk / k),
-        np.log2(k_iters),
-        np.minimum(stages, k_iters) / stages,
-        np.log2(tiled_bytes),
-        np.log2(t_tile),
-        np.log2(t_tmem),
-        np.log2(np.maximum(t_tile, t_mem)),
-    )
-    base = _NP + _NS
-    for j, col in enumerate(cols):
-        out[:, base + j] = col * tri
-    return out
+    cols = np.stack(
+        (
+            np.log2(tiles),
+            np.log2(tiles / sms),
+            smem_stage / 1024.0,
+            smem_ratio,
+            (smem_ratio <= 1.0).astype(np.float64),
+            ctas,
+            np.log2(waves_occ),
+            tiles / (full_waves * slots),
+            np.log2(tiles_m * bm * tiles_n * bn / (m * n)),
+            np.log2(k_iters * bk / k),
+            np.log2(k_iters),
+            np.minimum(stages, k_iters) / stages,
+            np.log2(tiled_bytes),
+            np.log2(t_tile),
+            np.log2(t_tmem),
+            np.log2(np.maximum(t_tile, t_mem)),
+        )
+    )  # [I, N]
+    cols *= tri  # non-Triton rows get zeros
+    out[:, _NS:] = cols.T
+    return shared, out
 
 
 def feature_spec_json() -> str:

@@ -197,9 +197,7 @@ class Problem:
         return cls(**kw)
 
 
-_PROBLEM_KEYS = frozenset(
-    {"op", "m", "n", "k", "batch", "dtype", "out_dtype", "stride_a", "stride_b", "stride_bias"}
-)
+_PROBLEM_KEYS = frozenset({"op", "m", "n", "k", "batch", "dtype", "out_dtype", "stride_a", "stride_b", "stride_bias"})
 
 
 def _check_scalar(name: str, value: object) -> None:
@@ -394,7 +392,9 @@ class Provenance:
             if not isinstance(v, str):
                 raise ValueError(f"{name}: must be a string, got {v!r}")
         if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int) or not -_INT64_MAX - 1 <= self.seed <= _INT64_MAX
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not -_INT64_MAX - 1 <= self.seed <= _INT64_MAX
         ):
             raise ValueError(f"seed: must be a 64-bit integer or None, got {self.seed!r}")
         extra = tuple(sorted((str(k), str(v)) for k, v in dict(self.extra).items()))
@@ -427,7 +427,18 @@ class Provenance:
 
 
 _PROVENANCE_KEYS = frozenset(
-    {"hardware", "gpu_name", "driver", "torch_version", "triton_version", "collector", "command", "date", "seed", "extra"}
+    {
+        "hardware",
+        "gpu_name",
+        "driver",
+        "torch_version",
+        "triton_version",
+        "collector",
+        "command",
+        "date",
+        "seed",
+        "extra",
+    }
 )
 
 

@@ -6,18 +6,21 @@ and minimises, per ensemble member,
 
     MSE(normalised log time) + ranking_weight * ListNet(problem)
 
-where the ListNet term is the cross-entropy between softmax(-log t / T) of the measured and of
+where the ListNet term is the KL divergence between softmax(-log t / T) of the measured and of
 the predicted times over the choices of each problem (``T`` = ``ranking_temperature``): it
 rewards getting the order of the fast choices right, which is what regret measures. Members
 differ by their initialisation and by Bayesian-bootstrap weights (an Exponential(1) weight per
 member and training problem), which gives the ensemble its spread.
 
 Each epoch visits every training problem once, in batches of ``batch_size`` problems, with at
-most ``max_choices_per_problem`` of each problem's choices sampled per visit. After each epoch
-the validation problems are scored (regret@1, regret@5, MSE); training stops after ``patience``
-epochs without improvement of ``mean log regret@1 + mean log regret@5 + 0.001 * MSE`` and the
-best epoch's weights are restored. The same seed gives the same model, bit for bit, on the same
-machine and thread count.
+most ``max_choices_per_problem`` of each problem's choices sampled per visit (AdamW, cosine
+learning rate). An exponential moving average of the weights (``ema_decay`` per step) is what
+gets validated and shipped. After each epoch the validation problems are scored (regret@1,
+regret@5, MSE); training stops after ``patience`` epochs without improvement of
+``mean log regret@1 + mean log regret@5 + 0.001 * MSE`` and the best epoch's averaged weights
+are restored. The same seed gives the same model, bit for bit, on the same machine with the
+same number of CPU threads (``num_threads``; a different thread count changes float rounding;
+the count used is recorded in the model's ``training`` metadata).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class TrainOptions:
         patience: epochs without validation improvement before stopping.
         ranking_weight: weight of the listwise ranking term.
         ranking_temperature: softmax temperature of the ranking term, in natural-log time units.
+        ema_decay: per-step decay of the exponential moving average of the weights that is
+            validated and shipped (0 disables it; validation of raw weights is much noisier).
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda[:N]``.
         num_threads: CPU threads for torch during training (None: torch's current setting). On a
             busy shared machine, 1 can be ten times faster than 2 for small batches.
@@ -77,9 +82,10 @@ class TrainOptions:
     weight_decay: float = 1e-5
     seed: int = 0
     val_fraction: float = 0.1
-    patience: int = 10
-    ranking_weight: float = 0.1
+    patience: int = 20
+    ranking_weight: float = 0.3
     ranking_temperature: float = 0.1
+    ema_decay: float = 0.98
     device: str = "auto"
     num_threads: int | None = None
     progress: bool = True
@@ -105,6 +111,8 @@ class TrainOptions:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name}: must be a non-negative number, got {v!r}")
+        if not isinstance(self.ema_decay, (int, float)) or not 0 <= self.ema_decay < 1:
+            raise ValueError(f"ema_decay: must be in [0, 1), got {self.ema_decay!r}")
         if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction: must be in [0, 1), got {self.val_fraction!r}")
         if not isinstance(self.device, str) or not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
@@ -336,6 +344,11 @@ def _train(
     model = build_model(arch, hardware=hardware, gpu=gpu, normalization=norm, seed=opts.seed)
     device = _resolve_device(opts.device)
     net = model.net.to(device).train()
+    # The averaged weights (what is validated, early-stopped on and shipped).
+    avg = build_model(arch, hardware=hardware, gpu=gpu, normalization=norm, seed=opts.seed).net.to(device).eval()
+    avg.load_state_dict(net.state_dict())
+    avg.requires_grad_(False)
+    avg_params = list(avg.parameters())
 
     def norm_x(x: np.ndarray) -> torch.Tensor:
         return torch.from_numpy((x - norm.x_mean) / norm.x_std).to(device)
@@ -384,6 +397,9 @@ def _train(
                 optim.zero_grad()
                 loss.backward()
                 optim.step(lr)
+                with torch.no_grad():
+                    for a, w in zip(avg_params, net.parameters()):
+                        a.lerp_(w, 1.0 - opts.ema_decay)
                 tot += loss.item()
                 tot_mse += mse.item()
                 tot_rank += rank.item()
@@ -396,7 +412,7 @@ def _train(
                 "lr": lr,
             }
             if val_ids:
-                val = _validate(net, x_va, rows_va, norm)
+                val = _validate(avg, x_va, rows_va, norm)
                 entry.update(val)
                 score = val["val_log_regret1"] + val["val_log_regret5"] + 1e-3 * val["val_mse"]
             else:
@@ -405,7 +421,7 @@ def _train(
             history.append(entry)
             if score < best_score - 1e-12:
                 best_score, best_epoch, stale = score, epoch, 0
-                best_state = {n: t.detach().clone() for n, t in net.state_dict().items()}
+                best_state = {n: t.detach().clone() for n, t in avg.state_dict().items()}
             else:
                 stale += 1
             if on_epoch is not None:
@@ -429,7 +445,8 @@ def _train(
         if bar is not None:
             bar.close()
     if best_state is not None:  # None only if every epoch's score was NaN
-        net.load_state_dict(best_state)
+        avg.load_state_dict(best_state)
+    net = avg
     net.to("cpu").eval()
     model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={})
     held_out: dict[str, Any] = {}
@@ -443,8 +460,11 @@ def _train(
             "options": asdict(opts),
             "train_problems": len(train_ids),
             "val_problems": len(val_ids),
+            "held_out_metrics_are_from": "the validation problems of the split (also used for early stopping)",
             "train_rows": len(rows_tr.y),
             "best_epoch": best_epoch,
+            "threads": torch.get_num_threads(),
+            "device": str(device),
             "epochs_run": epoch,
             "sources": [s.to_dict() for s in dataset.sources],
         },

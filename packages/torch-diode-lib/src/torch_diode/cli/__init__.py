@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
 
 from torch_diode._version import __version__
-from torch_diode.errors import DiodeError
+from torch_diode.errors import CollectionError, DiodeError
 
 # Subcommand modules, in the order their commands appear in --help.
 _MODULES: tuple[str, ...] = (
@@ -62,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `diode data stats ... | head`: the reader left; that is not an error.
         sys.stderr.close()
         return 0
+    except CollectionError as e:  # the work itself failed (e.g. nothing was measured)
+        print(f"diode {name}: error: {e}", file=sys.stderr)
+        return 1
     except (UsageError, DiodeError, ValueError, OSError) as e:
         print(f"diode {name}: error: {e}", file=sys.stderr)
         return 2

@@ -39,12 +39,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--weight-decay", type=float, default=1e-5)
     t.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and sampling (default: 0)")
     t.add_argument("--val-fraction", type=float, default=0.1, help="share of problems held out (default: 0.1)")
-    t.add_argument("--patience", type=int, default=10, help="epochs without improvement before stopping (default: 10)")
+    t.add_argument("--patience", type=int, default=20, help="epochs without improvement before stopping (default: 20)")
     t.add_argument(
-        "--ranking-weight", type=float, default=0.1, help="weight of the listwise ranking loss (default: 0.1)"
+        "--ema-decay", type=float, default=0.98, help="per-step decay of the averaged weights that ship (default: 0.98)"
+    )
+    t.add_argument(
+        "--ranking-weight", type=float, default=0.3, help="weight of the listwise ranking loss (default: 0.3)"
     )
     t.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda[:N]")
-    t.add_argument("--threads", type=int, help="CPU threads for training (default: torch's default)")
+    t.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads for training (default: torch's default; pin it for bit-identical reruns)",
+    )
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--report", metavar="JSON", help="also write the training report (history, held-out metrics)")
     t.set_defaults(func=_train)
@@ -129,6 +136,7 @@ def _train(args: argparse.Namespace) -> int:
             val_fraction=args.val_fraction,
             patience=args.patience,
             ranking_weight=args.ranking_weight,
+            ema_decay=args.ema_decay,
             device=args.device,
             num_threads=args.threads,
             progress=not args.no_progress and sys.stderr.isatty(),

@@ -76,9 +76,11 @@ class FeedbackRecorder:
 
     Inductor calls savers as ``fn(timings, name, input_nodes, choices, profiled_time,
     precompile_times)``; torch 2.10 passes the first five only, hence ``precompile_times=None``.
-    Inductor does not catch what a saver raises, but the collector turns compile exceptions into
-    per-problem failures, so ``error`` keeps what this saver raised and the collector re-raises it
-    as fatal (see :func:`raised_by_saver`).
+    A saver error must never pass for a problem failure (the known trap: a saver whose
+    ``TypeError`` is swallowed records nothing while the run looks healthy). So ``error`` keeps
+    what the saver raised and ``calls`` counts its calls; the collector aborts the run when the
+    saver raised (caught by Inductor or not), when Inductor could not call it (wrong arity, see
+    :func:`raised_by_saver`), or when Inductor benchmarked without calling it at all.
     """
 
     def __init__(self) -> None:

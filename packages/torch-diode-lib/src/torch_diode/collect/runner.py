@@ -222,6 +222,24 @@ def _hardware_key(options: CollectOptions) -> str:
     return info.key
 
 
+def _driver_version() -> str:
+    """The GPU driver version from nvidia-smi (empty when it cannot be read)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ""
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else ""
+
+
 def _provenance(options: CollectOptions, hardware: str) -> Provenance:
     import torch
 
@@ -234,13 +252,15 @@ def _provenance(options: CollectOptions, hardware: str) -> Provenance:
     gpu_name = driver = ""
     if options.device == "cuda" and torch.cuda.is_available():
         gpu_name = torch.cuda.get_device_name()
-        driver = str(torch.version.cuda or torch.version.hip or "")
+        driver = _driver_version()
     extra = {
         "search_space": options.search_space,
         "search_mode": options.search_mode,
         "device": options.device,
         "via_linear": str(options.via_linear),
         "python": platform.python_version(),
+        "cuda": str(torch.version.cuda or ""),
+        "hip": str(torch.version.hip or ""),
     }
     return Provenance(
         hardware=hardware,

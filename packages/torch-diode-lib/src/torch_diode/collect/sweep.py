@@ -52,15 +52,15 @@ SEARCH_SPACES: tuple[str, ...] = ("DEFAULT", "EXHAUSTIVE")
 DIV_CAP = 16
 #: K loops of at most this many iterations are compiled with K as a literal, as Inductor's are:
 #: a constant short trip count changes the pipelined loop (see ``scripts/sweep_ptx_compare.py``).
-LITERAL_K_TILES = 8
+LITERAL_K_TILES = 4
 LIT_ZERO = 0  # int_spec code: the literal 0
 LIT_ONE = -1  # int_spec code: the literal 1
 
 
-def int_spec(value: int) -> int:
+def int_spec(value: int, cap: int = DIV_CAP) -> int:
     """The constexpr code of a size or stride: ``LIT_ZERO``/``LIT_ONE`` for the literals 0 and 1
-    (which Inductor's constants fold away), else the largest power of two (<= :data:`DIV_CAP`)
-    dividing it, which is what a literal tells Triton's alignment analysis."""
+    (which Inductor's constants fold away), else the largest power of two (<= ``cap``) dividing
+    it, which is what a literal tells Triton's alignment analysis."""
     if value < 0:
         raise ValueError(f"sizes and strides must be non-negative, got {value}")
     if value == 0:
@@ -68,9 +68,16 @@ def int_spec(value: int) -> int:
     if value == 1:
         return LIT_ONE
     d = 1
-    while d < DIV_CAP and value % (2 * d) == 0:
+    while d < cap and value % (2 * d) == 0:
         d *= 2
     return d
+
+
+def _cap(dtype: str) -> int:
+    """Divisibility (elements) beyond which nothing changes: 16 bytes, the widest access."""
+    from torch_diode.records import DTYPE_ITEMSIZE
+
+    return max(1, min(DIV_CAP, 16 // DTYPE_ITEMSIZE[dtype]))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,15 +144,22 @@ def kernel_spec(problem: Problem) -> KernelSpec:
     batched = p.op in BATCHED_OPS
     out = _out_stride(p)
     bias = p.stride_bias if p.op in BIAS_OPS else None
-    specs: list[tuple[str, int]] = [("M_SPEC", int_spec(p.m)), ("N_SPEC", int_spec(p.n)), ("K_SPEC", int_spec(p.k))]
+    cap = _cap(p.dtype)
+    # M's divisibility changes only scalar index arithmetic (never a load, store or MMA), so it is
+    # not specialised on; M == 1 stays a literal (rows fold to one). See scripts/sweep_ptx_compare.py.
+    specs: list[tuple[str, int]] = [
+        ("M_SPEC", LIT_ONE if p.m == 1 else 1),
+        ("N_SPEC", int_spec(p.n, cap)),
+        ("K_SPEC", int_spec(p.k, cap)),
+    ]
     if batched:
-        specs.append(("BATCH_SPEC", int_spec(p.batch)))
+        specs.append(("BATCH_SPEC", int_spec(p.batch, cap)))
         names = [("SAQ", "SAM", "SAK"), ("SBQ", "SBK", "SBN"), ("SCQ", "SCM", "SCN"), ("SIQ", "SIM", "SIN")]
     else:
         names = [("SAM", "SAK"), ("SBK", "SBN"), ("SCM", "SCN"), ("SIM", "SIN")]
     strides = [p.stride_a, p.stride_b, out, bias if bias is not None else (0,) * len(out)]
     for nm, st in zip(names, strides):
-        specs.extend((n, int_spec(s)) for n, s in zip(nm, st))
+        specs.extend((n, int_spec(s, cap)) for n, s in zip(nm, st))
     return KernelSpec(
         kernel="bmm" if batched else "mm",
         dtype=p.dtype,
@@ -260,6 +274,8 @@ def launch_constexprs(problem: Problem, choice: Choice, revision: int) -> dict[s
     if math.ceil(problem.k / out["BLOCK_K"]) <= LITERAL_K_TILES:
         out["K_LIT"] = problem.k
         out["K_SPEC"] = 1  # unused: one key per literal K
+    elif out["EVEN_K"]:
+        out["K_SPEC"] = 1  # K only bounds the loop: no masks, so its divisibility changes nothing
     return out
 
 

@@ -89,7 +89,6 @@ def _attention(q: Any, k: Any, v: Any, heads: int, kv_heads: int, hd: int) -> An
 def build_decoder_layer(cfg: DecoderConfig) -> Any:
     """One decoder layer plus the LM head, as an ``nn.Module`` taking ``(x [B, T, D], past_len)``."""
     import torch
-
     from torch import nn
 
     class DecoderLayer(nn.Module):
@@ -141,7 +140,6 @@ def build_decoder_layer(cfg: DecoderConfig) -> Any:
 def build_encoder_layer(cfg: EncoderConfig) -> Any:
     """One BERT/ViT encoder layer (plus the classifier head when ``cfg.classes``): ``x [B, T, D]``."""
     import torch
-
     from torch import nn
 
     class EncoderLayer(nn.Module):
@@ -170,6 +168,7 @@ def build_encoder_layer(cfg: EncoderConfig) -> Any:
 def build_resnet50_head(classes: int = 1000) -> Any:
     """ResNet-50's classifier: global-average-pooled 2048 features -> ``fc``. Input ``[B, 2048]``."""
     from torch import nn
+
     return nn.Sequential(nn.Linear(2048, classes))
 
 
@@ -178,8 +177,8 @@ def build_sd_transformer_block(channels: int, context_dim: int = 768, heads: int
     self-attention, cross-attention over the text encoder (77 tokens of ``context_dim``), and the
     GEGLU feed-forward (``C -> 8C``, ``4C -> C``). Input ``(x [B, HW, C], context [B, 77, ctx])``."""
     import torch
-
     from torch import nn
+
     c = channels
 
     class Block(nn.Module):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from torch_diode.records import BATCHED_OPS, OPS, Problem
-from torch_diode.shapes.shapeset import LAYOUTS, ShapeEntry, _strides_for
+from torch_diode.shapes.shapeset import LAYOUTS, ShapeEntry, strides_for
 
 SAMPLERS: tuple[str, ...] = ("log-normal", "uniform", "pow2")
 
@@ -192,7 +192,7 @@ def sample_problems(
             batch = 2 ** int(rng.integers(0, int(math.log2(max_batch)) + 1)) if batched else 1
         if max(m * k, k * nn, m * nn) * batch > max_operand_elements:
             continue
-        sa, sb = _strides_for(op, m, nn, k, layout)
+        sa, sb = strides_for(op, m, nn, k, layout)
         prob = Problem(op=op, m=m, n=nn, k=k, batch=batch, dtype=dtype, stride_a=sa, stride_b=sb)
         if prob in excluded or prob in out:
             continue

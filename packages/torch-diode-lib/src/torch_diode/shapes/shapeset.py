@@ -25,8 +25,8 @@ Entry fields:
   Optional ``stride_a``/``stride_b``/``stride_bias`` give exact strides instead (padded or
   otherwise non-contiguous operands), as in :class:`~torch_diode.records.Problem`.
 * ``source`` (free text: model and layer), ``models`` (model names), ``tags`` (e.g. ``llm``,
-  ``decode``, ``prefill``, ``awkward``, ``prime``), ``count`` (how many times the model runs it
-  per forward), all optional.
+  ``decode``, ``prefill``, ``awkward``, ``prime``), ``count`` (calls per forward; summed when
+  entries of one shape from several models or batch sizes are merged), all optional.
 * ``split``: ``"train"`` or ``"val"``. Files written by torch-diode use :func:`split_of`, a hash
   of the shape (op, M, N, K, batch, layout; not the dtype or the source), so one shape is in
   one split whatever model it came from, and training and validation never share a shape.
@@ -79,7 +79,8 @@ class ShapeSetError(ValueError):
     """A shape-set file or entry is malformed; the message names the file, the entry and the field."""
 
 
-def _strides_for(op: str, m: int, n: int, k: int, layout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def strides_for(op: str, m: int, n: int, k: int, layout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Dense strides of A (M x K) and B (K x N) for a ``"row/col"``-style layout (batch-major for bmm)."""
     la, lb = layout.split("/")
     a2 = (k, 1) if la == "row" else (1, m)
     b2 = (n, 1) if lb == "row" else (1, k)
@@ -150,7 +151,7 @@ class ShapeEntry:
 
     def problems(self, dtypes: Sequence[str] | None = None) -> list[Problem]:
         """One problem per dtype (``dtypes`` restricts them to those also in the entry)."""
-        sa, sb = _strides_for(self.op, self.m, self.n, self.k, self.layout)
+        sa, sb = strides_for(self.op, self.m, self.n, self.k, self.layout)
         want = (
             self.dtypes
             if dtypes is None

@@ -1,0 +1,189 @@
+"""Data campaigns: the seeded problem lists of a GPU's training and validation sets, and their status.
+
+A campaign is a directory ``data/<hardware key>/`` holding
+
+* ``plan.json``: the plan (seeds, counts, sources) and the exact problem lists of both splits,
+  regenerated bit for bit by :func:`plan_campaign` from the same arguments;
+* ``train.msgpack``: the training set (ATen plus a seeded sample of the EXHAUSTIVE Triton space
+  per problem), written by the sweep collector, resumable;
+* ``val.msgpack``: the validation set (ATen plus the FULL EXHAUSTIVE Triton space and Inductor's
+  DEFAULT candidates per problem), resumable.
+
+Problems come from two sources, each split so that training and validation never share a shape:
+the real-model shape set (``data/shapesets/real_models.json``, its own hash-based ``split``) and
+the log-normal sampler (validation drawn with another seed and excluding every training shape).
+Both lists are shuffled with the plan's seed, so a campaign stopped early still holds a
+representative mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch_diode.records import Problem
+
+PLAN_FORMAT = "torch-diode-campaign-plan"
+PLAN_VERSION = 1
+DEFAULT_SHAPESET = Path("data/shapesets/real_models.json")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CampaignOptions:
+    """How many problems of each source go in each split, and the seeds.
+
+    Attributes:
+        train_lognormal, val_lognormal: problems drawn from the log-normal sampler.
+        train_shapeset, val_shapeset: problems drawn (without replacement, seeded) from the shape
+            set's ``train`` and ``val`` splits.
+        ops, dtypes, layouts: what the sampler draws from.
+        seed: the plan's seed; the validation sampler uses ``seed + 1``.
+        train_max_configs: Triton configs sampled per training problem (None = the full space).
+    """
+
+    train_lognormal: int = 600
+    train_shapeset: int = 500
+    val_lognormal: int = 60
+    val_shapeset: int = 120
+    ops: tuple[str, ...] = ("mm", "addmm", "bmm", "baddbmm")
+    dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
+    layouts: tuple[str, ...] = ("row/row", "row/col", "col/row")
+    seed: int = 20261122
+    train_max_configs: int | None = 330
+
+    def __post_init__(self) -> None:
+        for name in ("train_lognormal", "train_shapeset", "val_lognormal", "val_shapeset"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name}: must be a non-negative integer, got {v!r}")
+
+
+@dataclass
+class CampaignPlan:
+    """The problem lists of one campaign (see the module docstring)."""
+
+    options: CampaignOptions
+    shapeset: str
+    train: list[Problem] = field(default_factory=list)
+    val: list[Problem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        opts = asdict(self.options)
+        return {
+            "format": PLAN_FORMAT,
+            "version": PLAN_VERSION,
+            "options": opts,
+            "shapeset": self.shapeset,
+            "train": [p.to_dict() for p in self.train],
+            "val": [p.to_dict() for p in self.val],
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> CampaignPlan:
+        p = Path(path)
+        try:
+            obj = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise ValueError(f"{p}: no such file; write the plan first (scripts/campaign.py plan)") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{p}: not valid JSON: {e}") from None
+        if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
+            raise ValueError(f'{p}: not a campaign plan (no "format": "{PLAN_FORMAT}")')
+        if obj.get("version") != PLAN_VERSION:
+            raise ValueError(f"{p}: plan version {obj.get('version')!r}; this torch-diode reads {PLAN_VERSION}")
+        o = dict(obj["options"])
+        for k in ("ops", "dtypes", "layouts"):
+            o[k] = tuple(o[k])
+        return cls(
+            options=CampaignOptions(**o),
+            shapeset=obj["shapeset"],
+            train=[Problem.from_dict(d) for d in obj["train"]],
+            val=[Problem.from_dict(d) for d in obj["val"]],
+        )
+
+    def mix(self, split: str) -> dict[str, dict[str, int]]:
+        """Counts per op, dtype and size bucket of a split (for the data card)."""
+        probs = self.train if split == "train" else self.val
+        return problem_mix(probs)
+
+
+def size_bucket(p: Problem) -> str:
+    """A coarse size class: ``decode`` (M <= 64), ``tall-skinny``, ``large-K``, ``odd`` (a size not
+    a multiple of 16), ``small``/``medium``/``large`` by FLOPs otherwise."""
+    if p.m <= 64:
+        return "decode (M<=64)"
+    if max(p.m, p.n) >= 16 * min(p.m, p.n):
+        return "tall-skinny"
+    if p.k >= 4 * max(p.m, p.n) and p.k >= 4096:
+        return "large-K"
+    if any(x % 16 for x in (p.m, p.n, p.k)):
+        return "odd (not multiple of 16)"
+    flops = p.flops
+    if flops < 2 * 512**3:
+        return "small"
+    if flops < 2 * 4096**3:
+        return "medium"
+    return "large"
+
+
+def problem_mix(problems: Sequence[Problem]) -> dict[str, dict[str, int]]:
+    return {
+        "op": dict(sorted(Counter(p.op for p in problems).items())),
+        "dtype": dict(sorted(Counter(p.dtype for p in problems).items())),
+        "size": dict(sorted(Counter(size_bucket(p) for p in problems).items())),
+        "layout": dict(sorted(Counter(f"{p.layout_a}/{p.layout_b}" for p in problems).items())),
+    }
+
+
+def plan_campaign(options: CampaignOptions, shapeset: str | os.PathLike[str] = DEFAULT_SHAPESET) -> CampaignPlan:
+    """Build the seeded problem lists of a campaign (the same arguments give the same plan)."""
+    from torch_diode.shapes.sampling import sample_problems
+    from torch_diode.shapes.shapeset import load_shapeset
+
+    rng = random.Random(options.seed)
+    ss = load_shapeset(shapeset)
+
+    def from_set(split: str, n: int) -> list[Problem]:
+        pool = ss.problems(split=split, ops=options.ops, dtypes=options.dtypes)
+        return rng.sample(pool, min(n, len(pool)))
+
+    train_set = from_set("train", options.train_shapeset)
+    val_set = from_set("val", options.val_shapeset)
+    common: dict[str, Any] = dict(ops=options.ops, dtypes=options.dtypes, layouts=options.layouts)
+    train_ln = sample_problems(
+        options.train_lognormal, seed=options.seed, sampler="log-normal", exclude=val_set, **common
+    )
+    train = list(dict.fromkeys(train_set + train_ln))
+    train_shapes = {_shape_key(p) for p in train}
+    # Validation never shares a shape (op, sizes, batch, dtype) with training, whatever the layout.
+    val_pool = [p for p in val_set if _shape_key(p) not in train_shapes]
+    val_ln: list[Problem] = []
+    seed = options.seed + 1
+    while len(val_ln) < options.val_lognormal:
+        extra = sample_problems(
+            options.val_lognormal, seed=seed, sampler="log-normal", exclude=train + val_pool + val_ln, **common
+        )
+        val_ln += [p for p in extra if _shape_key(p) not in train_shapes][: options.val_lognormal - len(val_ln)]
+        seed += 1000
+    val = list(dict.fromkeys(val_pool + val_ln))
+    rng.shuffle(train)
+    rng.shuffle(val)
+    return CampaignPlan(options=options, shapeset=str(shapeset), train=train, val=val)
+
+
+def _shape_key(p: Problem) -> tuple[str, int, int, int, int, str]:
+    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)

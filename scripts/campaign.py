@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Data campaign for one GPU: plan the seeded problem lists, collect them in resumable chunks.
+
+    # once, on any machine (writes data/<KEY>/plan.json; the same seed gives the same lists)
+    python scripts/campaign.py plan --hardware NVIDIA-H100
+
+    # on the GPU machine, as often as needed (each run resumes; stop it any time)
+    python scripts/campaign.py run --hardware NVIDIA-H100 --split train --time-budget 480
+    python scripts/campaign.py run --hardware NVIDIA-H100 --split val --time-budget 480
+    python scripts/campaign.py run --hardware NVIDIA-H100 --split val-stock --time-budget 120
+
+    # anywhere: what is collected so far
+    python scripts/campaign.py status --hardware NVIDIA-H100
+
+Splits: ``train`` (ATen + a seeded sample of ``train_max_configs`` EXHAUSTIVE Triton configs per
+problem, the sweep collector), ``val`` (ATen + the full EXHAUSTIVE space), ``val-stock`` (ATen +
+Inductor's DEFAULT candidates of the validation problems: the fastest of these is stock
+max-autotune's pick under the same timings). ``--time-budget`` stops between problems once that
+many seconds have passed (every finished problem is already flushed to disk), so one call fits a
+10-minute GPU command. The logic lives in ``torch_diode.collect``; this is a thin CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, problem_mix
+from torch_diode.dataset import read_dataset
+
+SPLITS = {
+    "train": ("train.msgpack", "EXHAUSTIVE", "train"),
+    "val": ("val.msgpack", "EXHAUSTIVE", "val"),
+    "val-stock": ("val-stock.msgpack", "DEFAULT", "val"),
+}
+
+
+def _dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir) / args.hardware
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    opts = CampaignOptions(seed=args.seed)
+    plan = plan_campaign(opts, args.shapeset)
+    path = plan.save(_dir(args) / "plan.json")
+    print(f"{path}: {len(plan.train)} training and {len(plan.val)} validation problems")
+    for split in ("train", "val"):
+        print(split, json.dumps(plan.mix(split)))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from torch_diode.collect import CollectOptions, collect
+
+    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    fname, space, which = SPLITS[args.split]
+    problems = plan.train if which == "train" else plan.val
+    out = _dir(args) / fname
+    done: set = set()
+    if out.exists():
+        ds = read_dataset(out, recover=True)
+        done = {ds.problems[i] for i in set(ds.problem_idx.tolist())} | {
+            f.problem for f in ds.failures if f.choice is None
+        }
+    todo = [p for p in problems if p not in done]
+    print(f"{args.split}: {len(done)} of {len(problems)} problems collected, {len(todo)} to go", flush=True)
+    sweep: dict = {"seed": plan.options.seed}
+    if args.split == "train" and plan.options.train_max_configs:
+        sweep["max_configs"] = plan.options.train_max_configs
+    options = CollectOptions(
+        collector="sweep",
+        search_space=space,
+        hardware=args.hardware,
+        seed=plan.options.seed,
+        command=shlex.join(["python", *sys.argv]),
+        progress=not args.no_progress,
+        sweep_options=tuple(sweep.items()),
+    )
+    start = time.monotonic()
+    # Chunks of a few problems, so the time budget is checked often; each chunk resumes the file.
+    i = 0
+    while i < len(todo):
+        if args.time_budget and time.monotonic() - start > args.time_budget:
+            print(f"time budget of {args.time_budget} s reached; rerun to resume", flush=True)
+            break
+        chunk = todo[i : i + args.chunk]
+        s = collect(chunk, options, out)
+        i += len(chunk)
+        el = time.monotonic() - start
+        print(
+            f"[{el:7.1f}s] {i}/{len(todo)} problems this run, +{s.records} records "
+            f"({s.records / max(s.elapsed_s, 1e-9):.1f} configs/s in the chunk)",
+            flush=True,
+        )
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    report: dict = {"hardware": args.hardware, "plan": {"train": len(plan.train), "val": len(plan.val)}}
+    for split, (fname, _, _) in SPLITS.items():
+        path = _dir(args) / fname
+        if not path.exists():
+            report[split] = None
+            continue
+        ds = read_dataset(path, recover=True)
+        probs = [ds.problems[i] for i in sorted(set(ds.problem_idx.tolist()))]
+        per = [len(t.median_by_choice()) for t in ds.by_problem()]
+        report[split] = {
+            "file": str(path),
+            "size_mb": round(path.stat().st_size / 1e6, 2),
+            "problems": len(probs),
+            "records": len(ds),
+            "configs_per_problem_min": min(per) if per else 0,
+            "configs_per_problem_median": sorted(per)[len(per) // 2] if per else 0,
+            "failures": len(ds.failures),
+            "mix": problem_mix(probs),
+        }
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", default="data")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("plan", help="write data/<KEY>/plan.json")
+    p.add_argument("--hardware", required=True)
+    p.add_argument("--seed", type=int, default=CampaignOptions().seed)
+    p.add_argument("--shapeset", default="data/shapesets/real_models.json")
+    p.set_defaults(func=cmd_plan)
+    r = sub.add_parser("run", help="collect (resumes)")
+    r.add_argument("--hardware", required=True)
+    r.add_argument("--split", choices=sorted(SPLITS), required=True)
+    r.add_argument("--time-budget", type=float, default=0, help="stop between problems after this many seconds")
+    r.add_argument("--chunk", type=int, default=8, help="problems per collect() call")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=cmd_run)
+    s = sub.add_parser("status", help="what is collected so far")
+    s.add_argument("--hardware", required=True)
+    s.set_defaults(func=cmd_status)
+    args = ap.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

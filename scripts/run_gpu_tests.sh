@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run every pytest test marked `gpu` (all areas) on the GPU machine, from the repository root.
+#   bash scripts/run_gpu_tests.sh [extra pytest args]
+# Results go to $OUT (the device tool's output folder) or ./gpu-test-results:
+#   gpu-tests.log (full output), gpu-tests.xml (JUnit), env.txt (GPU, torch, triton).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src:$PWD/packages/torch-diode/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+# A fresh Inductor/Triton cache per run: warm caches skip the code paths under test.
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d)}"
+RESULTS="${OUT:-$PWD/gpu-test-results}"
+mkdir -p "$RESULTS"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+} > "$RESULTS/env.txt" 2>&1
+cat "$RESULTS/env.txt"
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' || { echo "no CUDA GPU visible: the gpu tests would all be skipped" >&2; exit 3; }
+python3 -m pytest tests -m gpu -p no:cacheprovider -q -rA --junitxml="$RESULTS/gpu-tests.xml" "$@" 2>&1 | tee "$RESULTS/gpu-tests.log"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,256 @@
+"""The sweep collector on CPU: Inductor's own config enumeration (fake CUDA device), the kernel
+specs that decide which compiled kernels problems share, and seeded sampling.
+
+GPU behaviour (timing, failures, fidelity against Inductor) is in tests/test_sweep_gpu.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from torch_diode.collect import sweep
+from torch_diode.records import Choice, Problem
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+
+
+class _TritonConfig:
+    """Stand-in for triton.Config, which torch binds to ``object`` when triton is absent
+    (reference 7.1). Only the attributes Inductor's heuristic reads."""
+
+    def __init__(self, kwargs, num_stages=None, num_warps=None, **extra):
+        self.kwargs = kwargs
+        self.num_stages = num_stages
+        self.num_warps = num_warps
+        for k, v in extra.items():
+            setattr(self, k, v)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """Enumerate on a fake ``cuda`` device: Inductor only reads the device type."""
+    if not HAS_TRITON:
+        import torch._inductor.template_heuristics.triton as th
+
+        monkeypatch.setattr(th, "TritonConfig", _TritonConfig)
+    yield
+
+
+def mm(m, n, k, dtype="float16", **kw) -> Problem:
+    return Problem(op="mm", m=m, n=n, k=k, dtype=dtype, **kw)
+
+
+# ------------------------------------------------------------------------------------------------
+# int_spec / kernel_spec
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [(0, sweep.LIT_ZERO), (1, sweep.LIT_ONE), (3, 1), (6, 2), (12, 4), (24, 8), (1024, 16), (4096, 16), (48, 16)],
+)
+def test_int_spec(value, code):
+    assert sweep.int_spec(value) == code
+
+
+def test_int_spec_rejects_negative():
+    with pytest.raises(ValueError, match="non-negative"):
+        sweep.int_spec(-2)
+
+
+def test_kernel_spec_shared_by_aligned_sizes_and_split_by_what_changes_code():
+    base = sweep.kernel_spec(mm(128, 6144, 4096))
+    assert sweep.kernel_spec(mm(256, 1024, 2048)) == base  # all multiples of 16: one kernel family
+    assert sweep.kernel_spec(mm(1000, 1000, 1000)) != base  # multiples of 8 only
+    assert sweep.kernel_spec(mm(128, 6144, 4096, dtype="bfloat16")) != base
+    transposed = sweep.kernel_spec(mm(2048, 1024, 4096, stride_a=(1, 2048)))
+    assert transposed != base and dict(transposed.specs)["SAM"] == sweep.LIT_ONE
+    addmm = sweep.kernel_spec(Problem(op="addmm", m=128, n=6144, k=4096))
+    assert addmm.has_bias and dict(addmm.specs)["SIM"] == sweep.LIT_ZERO and dict(addmm.specs)["SIN"] == sweep.LIT_ONE
+    bmm = sweep.kernel_spec(Problem(op="bmm", m=128, n=128, k=64, batch=8))
+    assert bmm.kernel == "bmm" and "BATCH_SPEC" in dict(bmm.specs)
+    assert base.index_dtype == "tl.int32"
+    assert sweep.kernel_spec(mm(65536, 65536, 64)).index_dtype == "tl.int64"
+
+
+def _choice(bm=64, bn=64, bk=32, stages=3, warps=4, even_k=True, template="triton::mm", **extra) -> Choice:
+    return Choice(
+        template=template,
+        block_m=bm,
+        block_n=bn,
+        block_k=bk,
+        group_m=8,
+        num_stages=stages,
+        num_warps=warps,
+        even_k=even_k,
+        allow_tf32=False,
+        use_fast_accum=False,
+        acc_type="tl.float32",
+        extra=tuple(extra.items()),
+    )
+
+
+def test_launch_constexprs_mirror_the_template_branches():
+    cx = sweep.launch_constexprs(mm(128, 256, 4096), _choice(), 211)
+    assert cx["A_HINT"] and cx["B_HINT"] and cx["EVEN_K"] and cx["TEMPLATE"] == 211 and cx["K_LIT"] == 0
+    # M < BLOCK_M: the mm template drops the contiguity hint for A
+    cx = sweep.launch_constexprs(mm(16, 256, 4096), _choice(bm=64), 211)
+    assert not cx["A_HINT"] and cx["B_HINT"]
+    # a strided (sliced) A matches neither contiguity pattern
+    cx = sweep.launch_constexprs(mm(128, 256, 4096, stride_a=(8192, 1)), _choice(), 211)
+    assert not cx["A_HINT"]
+    # the 2.11 bmm template tests the strides alone; 2.13 also wants M >= BLOCK_M
+    p = Problem(op="bmm", m=16, n=256, k=512, batch=4)
+    c = _choice(bm=64, template="triton::bmm")
+    assert sweep.launch_constexprs(p, c, 211)["A_HINT"] and not sweep.launch_constexprs(p, c, 213)["A_HINT"]
+
+
+def test_short_k_loops_get_a_literal_k():
+    cx = sweep.launch_constexprs(mm(128, 256, 64), _choice(bk=64), 211)
+    assert cx["K_LIT"] == 64  # one iteration: Inductor's literal K removes the loop
+    long = sweep.launch_constexprs(mm(128, 256, 64 * (sweep.LITERAL_K_TILES + 1)), _choice(bk=64), 211)
+    assert long["K_LIT"] == 0
+
+
+def test_launch_constexprs_refuse_unknown_template_kwargs():
+    with pytest.raises(ValueError, match="WARP_SPECIALIZE"):
+        sweep.launch_constexprs(mm(128, 256, 4096), _choice(WARP_SPECIALIZE=True), 211)
+    with pytest.raises(ValueError, match="revision"):
+        sweep.launch_constexprs(mm(128, 256, 4096), _choice(), 299)
+
+
+def test_compile_key_shares_kernels_across_problems():
+    c = _choice()
+    k1 = sweep.compile_key(mm(128, 6144, 4096), c, 211)
+    assert sweep.compile_key(mm(256, 1024, 2048), c, 211) == k1
+    assert sweep.compile_key(mm(16, 1024, 2048), c, 211) != k1  # M < BLOCK_M changes the A hint
+    assert sweep.compile_key(mm(256, 1024, 2048), _choice(stages=4), 211) != k1
+
+
+# ------------------------------------------------------------------------------------------------
+# Enumeration: Inductor's own heuristic
+# ------------------------------------------------------------------------------------------------
+
+
+def test_template_revision_of_the_installed_torch_is_known():
+    assert sweep.template_revision() in sweep.TEMPLATE_HASHES
+
+
+def test_template_revision_refuses_unknown_sources(monkeypatch):
+    monkeypatch.setattr(sweep, "TEMPLATE_HASHES", {211: {"triton_mm": "0" * 64, "triton_bmm": "0" * 64}})
+    with pytest.raises(RuntimeError, match="port the template changes"):
+        sweep.template_revision()
+
+
+@pytest.mark.parametrize(
+    ("problem", "aten"),
+    [
+        (mm(128, 6144, 4096, dtype="bfloat16"), {"aten::mm"}),
+        (mm(1000, 1000, 1000, stride_a=(1, 1000)), {"aten::mm"}),
+        (Problem(op="addmm", m=1023, n=513, k=771, dtype="float32"), {"aten::addmm", "aten::bias_addmm"}),
+        (Problem(op="bmm", m=257, n=129, k=65, batch=4, dtype="float32"), {"aten::bmm"}),
+        (Problem(op="baddbmm", m=512, n=512, k=64, batch=16), {"aten::baddbmm"}),
+    ],
+    ids=lambda x: x.key() if isinstance(x, Problem) else None,
+)
+def test_inductor_choices_are_inductors(fake_cuda, problem, aten):
+    default = sweep.inductor_choices(problem, "DEFAULT")
+    exhaustive = sweep.inductor_choices(problem, "EXHAUSTIVE")
+    assert {it.choice.template for it in default if it.kind == "aten"} == aten
+    tri = [it.choice for it in exhaustive if it.kind == "triton"]
+    assert len(tri) > 5 * len([it for it in default if it.kind == "triton"]) > 0
+    assert len(set(tri)) == len(tri)
+    template = "triton::bmm" if problem.op in ("bmm", "baddbmm") else "triton::mm"
+    for c in tri:
+        assert c.template == template
+        # nothing forced: EVEN_K is exactly Inductor's static K % BLOCK_K == 0, TF32 off by default
+        assert c.even_k == (problem.k % c.block_k == 0)
+        assert c.allow_tf32 is False
+        sweep.launch_constexprs(problem, c, sweep.template_revision())  # every config is sweepable
+
+
+def test_inductor_choices_match_the_inductor_collectors_conversion(fake_cuda):
+    """The sweep's choices are choice_from_ktc of the very KTCs Inductor's hook produces."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor import ir
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.kernel.mm import mm_template
+    from torch._inductor.kernel_inputs import MMKernelInputs
+    from torch._inductor.virtualized import V
+
+    from torch_diode.inductor.convert import choice_from_ktc
+
+    p = mm(512, 768, 3072, dtype="float32")
+    graph = GraphLowering(torch.fx.symbolic_trace(lambda x: x))
+    with V.set_graph_handler(graph), inductor_config.patch(max_autotune=True, force_disable_caches=True):
+        dev = torch.device("cuda")
+        a = ir.InputBuffer(name="a", layout=ir.FixedLayout(dev, torch.float32, [512, 3072], [3072, 1]))
+        b = ir.InputBuffer(name="b", layout=ir.FixedLayout(dev, torch.float32, [3072, 768], [768, 1]))
+        theirs = [choice_from_ktc(k) for k in InductorChoices().get_ktc(MMKernelInputs([a, b]), mm_template, "mm")]
+    ours = [it.choice for it in sweep.inductor_choices(p, "DEFAULT") if it.kind == "triton"]
+    assert ours == theirs
+
+
+def test_inductor_choices_rejects_unknown_space():
+    with pytest.raises(ValueError, match="search_space"):
+        sweep.inductor_choices(mm(64, 64, 64), "HUGE")
+
+
+# ------------------------------------------------------------------------------------------------
+# Sampling
+# ------------------------------------------------------------------------------------------------
+
+
+def test_sampling_is_seeded_and_order_independent(fake_cuda):
+    p, q = mm(1024, 4096, 4096), mm(2048, 1024, 4096)
+    items_p = sweep.inductor_choices(p, "EXHAUSTIVE")
+    items_q = sweep.inductor_choices(q, "EXHAUSTIVE")
+    s1 = sweep.sample_choices(items_p, p, 50, seed=1)
+    assert sweep.sample_choices(list(reversed(items_p)), p, 50, seed=1) == s1
+    assert sum(it.kind == "triton" for it in s1) == 50 and s1[0].kind == "aten"
+    assert sweep.sample_choices(items_p, p, 50, seed=2) != s1
+    assert sweep.sample_choices(items_q, q, 50, seed=1) != s1  # independent per problem
+    assert sweep.sample_choices(items_p, p, None, seed=1) == sweep.sample_choices(items_p, p, 10**6, seed=1)
+    # shared sampling: problems with the same config list draw the same configs
+    sp, sq = sweep.sample_shared(items_p, 50, seed=1), sweep.sample_shared(items_q, 50, seed=1)
+    assert {it.choice for it in sp} == {it.choice for it in sq}
+    assert sweep.sample_shared(items_p, 50, seed=3) != sp
+
+
+# ------------------------------------------------------------------------------------------------
+# Options and construction
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"search_space": "ALL"}, "search_space"),
+        ({"max_configs": 0}, "max_configs"),
+        ({"sample": "random"}, "sample"),
+        ({"timing": "wall"}, "timing"),
+        ({"min_reps": 5, "max_reps": 2}, "reps"),
+        ({"workers": 0}, "workers"),
+    ],
+)
+def test_options_validate(kw, match):
+    with pytest.raises(ValueError, match=match):
+        sweep.SweepOptions(**kw)
+
+
+def test_collector_from_runner_options():
+    from torch_diode.collect.runner import CollectOptions
+
+    opts = CollectOptions(collector="sweep", search_space="DEFAULT", sweep_options={"max_configs": 40, "seed": 3})
+    c = sweep.SweepCollector.from_options(opts, hardware="NVIDIA-H100", device="cuda", **dict(opts.sweep_options))
+    assert c.options.search_space == "DEFAULT" and c.options.max_configs == 40 and c.options.seed == 3
+    with pytest.raises(ValueError, match="unknown option"):
+        sweep.SweepCollector.from_options(opts, hardware="NVIDIA-H100", bogus=1)
+    with pytest.raises(ValueError, match="CUDA"):
+        sweep.SweepCollector("NVIDIA-H100", device="cpu")
+    with pytest.raises(ValueError, match="hardware_key"):
+        sweep.SweepCollector("")

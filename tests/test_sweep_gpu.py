@@ -1,0 +1,100 @@
+"""The sweep collector on a CUDA GPU (skipped without one; run through scripts/run_gpu_tests.sh).
+
+The full fidelity comparison with Inductor is scripts/sweep_fidelity.py; these tests check the
+collector's contract on a few small problems.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from torch_diode.collect.sweep import SweepCollector, SweepOptions
+from torch_diode.records import Problem
+
+pytestmark = pytest.mark.gpu
+
+
+def _hw() -> str:
+    from torch_diode.hardware import detect
+
+    return detect().key or "custom-gpu"
+
+
+@pytest.fixture(scope="module")
+def collector():
+    with SweepCollector(_hw(), SweepOptions(search_space="DEFAULT", workers=8)) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        Problem(op="mm", m=1000, n=1000, k=1000, dtype="float16"),
+        Problem(op="mm", m=256, n=512, k=768, dtype="bfloat16", stride_a=(1, 256)),
+        Problem(op="addmm", m=300, n=200, k=100, dtype="float32"),
+        Problem(op="bmm", m=128, n=64, k=64, batch=12, dtype="bfloat16"),
+        Problem(op="baddbmm", m=100, n=60, k=70, batch=3, dtype="float16"),
+    ],
+    ids=lambda p: p.key(),
+)
+def test_measures_every_choice_or_records_why_not(collector, problem):
+    from torch_diode.collect.sweep import inductor_choices
+
+    records, failures = collector.measure(problem)
+    expected = {it.choice for it in inductor_choices(problem, "DEFAULT")}
+    timed = {r.choice for r in records}
+    failed = {f.choice for f in failures}
+    assert timed | failed == expected, "every choice is either timed or a failure record"
+    assert not timed & failed
+    assert any(c.is_aten for c in timed), "ATen is timed"
+    assert sum(c.is_triton for c in timed) >= 5
+    for r in records:
+        assert r.problem == problem and r.time_us > 0 and r.hardware == collector.hardware
+    for f in failures:
+        assert f.choice is not None and f.reason in ("compile_error", "runtime_error") and f.message
+
+
+def test_out_of_resources_is_a_failure_record_not_a_crash(collector):
+    # 128x128x128 with 4 stages needs 256 KiB of shared memory: more than a Hopper SM has.
+    p = Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16")
+    records, failures = collector.measure(p)
+    assert records
+    oor = [f for f in failures if f.choice is not None and "OutOfResources" in f.message]
+    if not oor:
+        pytest.skip("this Inductor's DEFAULT space has no config beyond the shared-memory limit for this problem")
+    assert all(f.reason == "compile_error" for f in oor)
+
+
+def test_timings_are_repeatable(collector):
+    p = Problem(op="mm", m=2048, n=2048, k=2048, dtype="bfloat16")
+    a, _ = collector.measure(p)
+    b, _ = collector.measure(p)
+    ta = {r.choice: r.time_us for r in a}
+    ratios = sorted(r.time_us / ta[r.choice] for r in b if r.choice in ta)
+    assert ratios and 0.95 <= ratios[len(ratios) // 2] <= 1.05
+
+
+def test_sampled_sweep_and_runner(tmp_path):
+    from torch_diode.collect.runner import CollectOptions, collect
+    from torch_diode.dataset import read_dataset
+
+    problems = [
+        Problem(op="mm", m=512, n=512, k=512, dtype="float16"),
+        Problem(op="mm", m=384, n=640, k=512, dtype="float16"),
+    ]
+    opts = CollectOptions(
+        collector="sweep",
+        search_space="EXHAUSTIVE",
+        hardware=_hw(),
+        progress=False,
+        sweep_options={"max_configs": 24, "seed": 7, "sample": "shared", "workers": 8},
+    )
+    out = tmp_path / "sweep.msgpack"
+    summary = collect(problems, opts, out)
+    assert summary.problems_measured == 2 and summary.records >= 2 * 20
+    ds = read_dataset(out)
+    per = {pt.problem: len(pt.choice_idx) for pt in ds.by_problem()}
+    assert set(per) == set(problems)
+    # resumable: a second run skips both problems
+    again = collect(problems, opts, out)
+    assert again.problems_skipped == 2
