@@ -56,7 +56,7 @@ def _install_torch(session: nox.Session) -> None:
 def _install(session: nox.Session, *extra: str) -> None:
     """Torch, then the three packages from the working tree (editable) with the test extra and ``extra``."""
     _install_torch(session)
-    session.install("-e", f"{LIB}[test]", "-e", str(MODELS), "-e", str(META), *extra)
+    session.install("-e", f"{LIB}[test,plot,progress]", "-e", str(MODELS), "-e", str(META), *extra)
 
 
 @nox.session

@@ -17,7 +17,6 @@ Hardware figures (SM count, shared memory, bandwidth, peak TFLOP/s) come from
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -458,8 +457,3 @@ def featurize_split(
     cols *= tri  # non-Triton rows get zeros
     out[:, _NS:] = cols.T
     return shared, out
-
-
-def feature_spec_json() -> str:
-    """``FEATURE_SPEC`` as the JSON string stored in model files."""
-    return json.dumps(FEATURE_SPEC.to_dict(), sort_keys=True)
