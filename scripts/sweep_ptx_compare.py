@@ -41,16 +41,18 @@ def _parse_inductor_kernel(path: Path) -> dict[str, Any] | None:
     if "@triton_heuristics.template" not in src or "tl.dot" not in src:
         return None
     tree = ast.parse(src)
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
-    deco = next(d for d in fn.decorator_list if isinstance(d, ast.Call))
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list), None)
+    deco = next((d for d in fn.decorator_list if isinstance(d, ast.Call)), None) if fn else None
+    if fn is None or deco is None:  # a benchmark harness or a kernel without Inductor's decorator
+        return None
     kw = {k.arg: k.value for k in deco.keywords}
     num_stages = ast.literal_eval(kw["num_stages"])
     num_warps = ast.literal_eval(kw["num_warps"])
     meta_src = ast.get_source_segment(src, kw["triton_meta"])
     imeta_src = ast.get_source_segment(src, kw["inductor_meta"])
     ns = {"DeviceProperties": lambda **k: None}
-    triton_meta = eval(meta_src, ns)  # noqa: S307 - Inductor's own generated literal, read from a file we produced
-    inductor_meta = eval(imeta_src, ns)  # noqa: S307
+    triton_meta = eval(meta_src, ns)
+    inductor_meta = eval(imeta_src, ns)
     body = ast.get_source_segment(src, fn)
     return {
         "name": fn.name,
@@ -85,7 +87,26 @@ def ptx_profile(ptx: str) -> dict[str, Any]:
         m = _DIRECTIVE.match(s)
         if m:
             ops[m.group(1)] += 1
-    mem = {k: v for k, v in ops.items() if k.startswith(("cp.async", "ld.global", "st.global", "wgmma", "mma", "ldmatrix", "stmatrix", "bar.", "ld.shared", "st.shared", "fence", "mbarrier"))}
+    mem = {
+        k: v
+        for k, v in ops.items()
+        if k.startswith(
+            (
+                "cp.async",
+                "ld.global",
+                "st.global",
+                "wgmma",
+                "mma",
+                "ldmatrix",
+                "stmatrix",
+                "bar.",
+                "ld.shared",
+                "st.shared",
+                "fence",
+                "mbarrier",
+            )
+        )
+    }
     return {"ops": dict(ops), "mem": mem, "n_instr": sum(ops.values())}
 
 
@@ -101,7 +122,9 @@ def compare_file(path: Path, problem: Problem, revision: int, target: int) -> di
         return None
     cfg = dict(k["config"])
     template = "triton::bmm" if problem.op in ("bmm", "baddbmm") else "triton::mm"
-    choice = Choice.from_kwargs(template, {**cfg, "num_stages": k["num_stages"], "num_warps": k["num_warps"]}, strict=False)
+    choice = Choice.from_kwargs(
+        template, {**cfg, "num_stages": k["num_stages"], "num_warps": k["num_warps"]}, strict=False
+    )
     opts = {"num_warps": k["num_warps"], "num_stages": k["num_stages"], "debug": k["debug"], "sanitize_overflow": False}
     with tempfile.TemporaryDirectory() as d:
         mod_path = Path(d) / f"ind_{path.stem}.py"
@@ -159,14 +182,27 @@ def main(argv: list[str] | None = None) -> int:
                 same += r["mem_equal"]
                 same_shared += r["shared_equal"]
                 flag = "same" if r["mem_equal"] and r["shared_equal"] else "DIFF"
-                print(f"{name:14s} {r['choice']:40s} {flag} shared={r['shared_bytes']} instr={r['n_instr']}", flush=True)
+                print(
+                    f"{name:14s} {r['choice']:40s} {flag} shared={r['shared_bytes']} instr={r['n_instr']}", flush=True
+                )
                 if flag == "DIFF":
                     keys = sorted(set(r["mem_inductor"]) | set(r["mem_sweep"]))
-                    print("   " + "; ".join(f"{k}: {r['mem_inductor'].get(k, 0)}/{r['mem_sweep'].get(k, 0)}" for k in keys if r["mem_inductor"].get(k, 0) != r["mem_sweep"].get(k, 0)))
+                    print(
+                        "   "
+                        + "; ".join(
+                            f"{k}: {r['mem_inductor'].get(k, 0)}/{r['mem_sweep'].get(k, 0)}"
+                            for k in keys
+                            if r["mem_inductor"].get(k, 0) != r["mem_sweep"].get(k, 0)
+                        )
+                    )
             else:
                 print(f"{name:14s} {r['file']}: {r['error']}", flush=True)
         results["problems"][name] = {"problem": p.to_dict(), "kernels": rows}
-    results["summary"] = {"kernels": n, "memory_and_matrix_instructions_equal": same, "shared_memory_equal": same_shared}
+    results["summary"] = {
+        "kernels": n,
+        "memory_and_matrix_instructions_equal": same,
+        "shared_memory_equal": same_shared,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
     print(f"{same}/{n} kernels: identical memory/matrix instruction counts; {same_shared}/{n}: identical shared memory")

@@ -64,7 +64,11 @@ def test_int_spec_rejects_negative():
 def test_kernel_spec_shared_by_aligned_sizes_and_split_by_what_changes_code():
     base = sweep.kernel_spec(mm(128, 6144, 4096))
     assert sweep.kernel_spec(mm(256, 1024, 2048)) == base  # all multiples of 16: one kernel family
-    assert sweep.kernel_spec(mm(1000, 1000, 1000)) != base  # multiples of 8 only
+    # fp16: 8 elements are 16 bytes, the widest access, so multiples of 8 share the family too
+    assert sweep.kernel_spec(mm(1000, 1000, 1000)) == base
+    assert sweep.kernel_spec(mm(1004, 1004, 1004)) != base  # 8-byte aligned rows only
+    assert sweep.kernel_spec(mm(1001, 6144, 4096)) == base  # M never changes loads/stores/MMAs
+    assert sweep.kernel_spec(mm(1, 6144, 4096)) != base  # ... except M == 1 (a literal)
     assert sweep.kernel_spec(mm(128, 6144, 4096, dtype="bfloat16")) != base
     transposed = sweep.kernel_spec(mm(2048, 1024, 4096, stride_a=(1, 2048)))
     assert transposed != base and dict(transposed.specs)["SAM"] == sweep.LIT_ONE
@@ -106,6 +110,12 @@ def test_launch_constexprs_mirror_the_template_branches():
     p = Problem(op="bmm", m=16, n=256, k=512, batch=4)
     c = _choice(bm=64, template="triton::bmm")
     assert sweep.launch_constexprs(p, c, 211)["A_HINT"] and not sweep.launch_constexprs(p, c, 213)["A_HINT"]
+
+
+def test_k_divisibility_matters_only_with_masks():
+    even = sweep.launch_constexprs(mm(128, 256, 4096), _choice(bk=64), 211)
+    odd = sweep.launch_constexprs(mm(128, 256, 4100), _choice(bk=64, even_k=False), 211)
+    assert even["K_SPEC"] == 1 and odd["K_SPEC"] == 4
 
 
 def test_short_k_loops_get_a_literal_k():

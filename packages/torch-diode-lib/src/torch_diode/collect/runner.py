@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 COLLECTORS: tuple[str, ...] = ("inductor", "sweep")
 #: Problems ahead of the current one whose kernels a collector with ``prefetch`` compiles meanwhile.
-PREFETCH_PROBLEMS = 4
+PREFETCH_PROBLEMS = 8
 DEVICES: tuple[str, ...] = ("cuda", "cpu")
 
 
@@ -66,6 +66,8 @@ class CollectOptions:
         progress: show a progress bar (needs tqdm; silently plain logging without it).
         seed, command: provenance only (the sampler's seed, the command line).
         sweep_options: keyword options passed to the sweep collector's ``from_options``.
+        time_budget_s: start no new problem after this many seconds (every finished problem is
+            already on disk; rerun to resume). None = no limit. Lets a run fit a time-limited job.
     """
 
     collector: str = "inductor"
@@ -82,6 +84,7 @@ class CollectOptions:
     seed: int | None = None
     command: str = ""
     sweep_options: tuple[tuple[str, Any], ...] = ()
+    time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         from torch_diode.collect.inductor import SEARCH_MODES, SEARCH_SPACES
@@ -355,6 +358,14 @@ def _run_rank(
                 # The sweep compiles kernels in the background: keep a few problems ahead queued.
                 prefetch = getattr(collector, "prefetch", None)
                 for i, problem in enumerate(todo):
+                    if options.time_budget_s is not None and time.monotonic() - start > options.time_budget_s:
+                        log.info(
+                            "%s: time budget of %.0f s spent after %d problem(s); rerun to resume",
+                            path,
+                            options.time_budget_s,
+                            i,
+                        )
+                        break
                     if prefetch is not None:
                         prefetch(todo[i : i + 1 + PREFETCH_PROBLEMS])
                     records, failures = collector.measure(problem)

@@ -15,13 +15,20 @@ compiles and benchmarks every config for every problem from scratch. The sweep m
 2. **Each config is compiled once and reused across problems.** The kernels in
    :mod:`torch_diode.collect.sweep_kernels` are Inductor's mm/bmm templates with the sizes as
    run-time arguments and every fact that changes the generated code as a ``tl.constexpr``
-   (:class:`KernelSpec`). Compilation runs in a pool of processes that fill Triton's on-disk cache
-   ahead of the measurement (``prefetch``), so compiling overlaps timing.
+   (:class:`KernelSpec`): the template revision of the installed torch (checked by hash,
+   :func:`template_revision`), the template's compile-time branches, the divisibility of N, K
+   (with masks) and the strides up to 16 bytes, literal 0/1 strides, K itself for loops of at most
+   :data:`LITERAL_K_TILES` iterations, the bias epilogue. ``scripts/sweep_ptx_compare.py`` checks
+   the result against the kernels Inductor generates, instruction by instruction. Compilation
+   runs in a pool of processes that fill Triton's on-disk cache ahead of the measurement
+   (``prefetch``), so compiling overlaps timing.
 3. **Timing follows Inductor's benchmarker** (``InductorBenchmarker.benchmark_gpu``): before each
    timed run the L2 cache is flushed by zeroing an L2-sized buffer, each run is timed with its own
    pair of CUDA events, and the result is the minimum. The runs are captured in CUDA graphs and
    replayed, so no launch overhead enters; a first pass estimates each kernel's time and a second
-   pass repeats each kernel as often as a per-config time budget allows.
+   pass repeats each kernel as often as a per-config time budget allows. (Inductor 2.11 times a
+   Python launch, so kernels shorter than one launch read as the launch time there;
+   ``timing="inductor"`` reproduces that method with Inductor's own benchmarker.)
 
 Failures of single configs (Triton's ``OutOfResources``, compile errors, wrong results) become
 :class:`~torch_diode.records.FailureRecord` s with the choice set; the sweep goes on.
@@ -152,6 +159,7 @@ def kernel_spec(problem: Problem) -> KernelSpec:
         ("N_SPEC", int_spec(p.n, cap)),
         ("K_SPEC", int_spec(p.k, cap)),
     ]
+    names: list[tuple[str, ...]]
     if batched:
         specs.append(("BATCH_SPEC", int_spec(p.batch, cap)))
         names = [("SAQ", "SAM", "SAK"), ("SBQ", "SBK", "SBN"), ("SCQ", "SCM", "SCN"), ("SIQ", "SIM", "SIN")]
@@ -697,7 +705,7 @@ class SweepCollector:
             )
 
         try:
-            tensors = self._tensors(problem)
+            tensors = self.example_tensors(problem)
         except torch.cuda.OutOfMemoryError as e:
             torch.cuda.empty_cache()
             fail(None, "oom", f"allocating the inputs: {str(e).splitlines()[0]}")
@@ -794,7 +802,9 @@ class SweepCollector:
         return records, failures
 
     # -- internals -------------------------------------------------------------------------
-    def _tensors(self, problem: Problem) -> dict[str, Any]:
+    def example_tensors(self, problem: Problem) -> dict[str, Any]:
+        """Random inputs with the problem's strides: ``a``, ``b``, ``bias`` (broadcast, for
+        addmm/baddbmm), the output ``c`` and the float64 reference ``ref``."""
         import torch
 
         p = problem
@@ -879,13 +889,24 @@ class SweepCollector:
                 out.append(None)
         return out
 
-    def _time(self, runners: Sequence[tuple[Choice, Any]]) -> list[float | None]:
+    def time_callables(self, fns: Sequence[Any], stream: Any = None) -> list[float | None]:
+        """Time GPU callables (each launching one kernel) exactly as the sweep times its own:
+        µs, minimum over L2-flushed repetitions inside CUDA graphs. ``stream``: the stream to
+        capture on, for callables bound to a stream when made (Inductor's ``make_run_fn``)."""
+        import torch
+
+        if self._flush is None:
+            l2 = torch.cuda.get_device_properties(torch.device("cuda")).L2_cache_size or 256 * 1024 * 1024
+            self._flush = torch.empty(l2 // 4, dtype=torch.int, device="cuda")
+        return self._time([(Choice(template=f"callable::{i}"), fn) for i, fn in enumerate(fns)], stream=stream)
+
+    def _time(self, runners: Sequence[tuple[Choice, Any]], stream: Any = None) -> list[float | None]:
         """Minimum over repetitions of the kernel time (µs), each repetition after an L2 flush,
         timed with CUDA events recorded inside CUDA graphs."""
         opts = self.options
         if not runners:
             return []
-        est = self._pass(runners, [opts.estimate_reps] * len(runners))
+        est = self._pass(runners, [opts.estimate_reps] * len(runners), stream)
         reps = []
         for samples in est:
             if not samples:
@@ -893,20 +914,22 @@ class SweepCollector:
                 continue
             e = min(samples)
             reps.append(int(max(opts.min_reps, min(opts.max_reps, opts.budget_us // max(e + 20.0, 1.0)))))
-        second = self._pass(runners, reps)
+        second = self._pass(runners, reps, stream)
         out: list[float | None] = []
         for s1, s2 in zip(est, second):
             s = [x for x in (*s1, *s2) if x > 0]
             out.append(min(s) if s else None)
         return out
 
-    def _pass(self, runners: Sequence[tuple[Choice, Any]], reps: Sequence[int]) -> list[list[float]]:
+    def _pass(
+        self, runners: Sequence[tuple[Choice, Any]], reps: Sequence[int], stream: Any = None
+    ) -> list[list[float]]:
         import torch
 
         flush = self._flush
         results: list[list[float]] = [[] for _ in runners]
         pending: list[tuple[Any, list[tuple[int, Any, Any]]]] = []
-        stream = torch.cuda.Stream()
+        stream = stream if stream is not None else torch.cuda.Stream()
         chunk = self.options.graph_chunk
         idx = [i for i, r in enumerate(reps) if r > 0]
         for start in range(0, len(idx), chunk):
@@ -922,13 +945,13 @@ class SweepCollector:
                         g = self._capture(runners, reps, [i], flush, stream)
                         g[0].replay()
                         pending.append(g)
-                    except Exception as e:
+                    except Exception as exc:
                         torch.cuda.synchronize()
-                        log.warning("sweep: %s failed in graph capture: %s", runners[i][0].key(), e)
+                        log.warning("sweep: %s failed in graph capture: %s", runners[i][0].key(), exc)
         torch.cuda.synchronize()
         for _, evs in pending:
-            for i, s, e in evs:
-                results[i].append(s.elapsed_time(e) * 1000.0)
+            for i, start, end in evs:
+                results[i].append(start.elapsed_time(end) * 1000.0)
         return results
 
     @staticmethod
@@ -957,14 +980,14 @@ def versions() -> dict[str, str]:
     """torch, triton and GPU of this process (for provenance and reports)."""
     import torch
 
-    out = {"torch": torch.__version__}
+    out: dict[str, str] = {"torch": str(torch.__version__)}
     try:
         import triton
 
-        out["triton"] = triton.__version__
+        out["triton"] = str(triton.__version__)
     except ImportError:
         out["triton"] = ""
     if torch.cuda.is_available():
-        out["gpu"] = torch.cuda.get_device_name()
+        out["gpu"] = str(torch.cuda.get_device_name())
         out["cuda"] = str(torch.version.cuda)
     return out
