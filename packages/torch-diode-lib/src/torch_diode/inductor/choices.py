@@ -92,6 +92,7 @@ class Selection:
     triton: list[int]  # indices into the Triton candidates, best prediction first
     aten: list[int]  # indices into the ATen candidates that are kept
     confident: bool
+    confidence: float = 1.0  # exp(-std) of the best prediction, in (0, 1]
 
 
 def top_k_count(top_k: int | float, n: int) -> int:
@@ -124,7 +125,7 @@ def select(
     all_log = np.concatenate([triton_log, aten_log])
     all_std = np.concatenate([triton_std, aten_std])
     if all_log.size == 0:
-        return Selection([], [], True)
+        return Selection([], [], True, 1.0)
     if not (np.isfinite(all_log).all() and np.isfinite(all_std).all()):
         raise HandlerError("model_error", "the model predicted non-finite times or uncertainties")
     b = int(np.argmin(all_log))
@@ -145,7 +146,7 @@ def select(
         sure = math.exp(-float(aten_std[i])) >= options.confidence_threshold
         if not (beyond and sure and kept):
             aten_kept.append(i)
-    return Selection(kept, aten_kept, confident)
+    return Selection(kept, aten_kept, confident, math.exp(-std_best))
 
 
 class _Stats:
@@ -173,10 +174,15 @@ class _Stats:
         self.passthrough: Counter[str] = Counter()
         self.predict_time_s = 0.0
         self.hook_time_s = 0.0
+        self.confidence_sum = 0.0  # sum over model selections of the best prediction's confidence
 
     def add(self, **counts: int) -> None:
         with self.lock:
             self.counts.update(counts)
+
+    def add_confidence(self, confidence: float) -> None:
+        with self.lock:
+            self.confidence_sum += confidence
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -186,6 +192,7 @@ class _Stats:
             d["passthrough"] = dict(self.passthrough)
             d["predict_time_s"] = self.predict_time_s
             d["hook_time_s"] = self.hook_time_s
+            d["confidence_sum"] = self.confidence_sum
             return d
 
 
@@ -297,7 +304,9 @@ class DiodeInductorChoices(InductorChoices):
         ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (calls that left
         one choice: nothing to benchmark), ``fallbacks`` (reason -> count) and ``fallbacks_total``,
         ``passthrough`` (reason -> count of calls left to stock without being a failure),
-        ``predict_time_s`` (model calls) and ``hook_time_s`` (the whole hook).
+        ``predict_time_s`` (model calls), ``hook_time_s`` (the whole hook) and
+        ``confidence_sum`` (sum over model selections of ``exp(-std)`` of the best prediction;
+        divided by ``model_selections`` it is the average confidence).
         """
         return self._stats.snapshot()
 
@@ -596,6 +605,7 @@ class DiodeInductorChoices(InductorChoices):
             log_t[:nt], std[:nt], log_t[nt:], std[nt:], self.options, keep_one_triton=not aten and not stand_in
         )
         self._stats.add(model_selections=1, low_confidence=int(not sel.confident))
+        self._stats.add_confidence(sel.confidence)
         return sel.triton, (sel.aten if aten else [])
 
     def _predict(self, model: Any, problem: Problem, choices: list[Choice]) -> tuple[np.ndarray, np.ndarray]:
