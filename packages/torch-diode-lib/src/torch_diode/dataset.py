@@ -31,6 +31,7 @@ from typing import Any, BinaryIO, Literal
 import msgpack
 import numpy as np
 
+from torch_diode._files import atomic_write
 from torch_diode.errors import DatasetFormatError, SchemaVersionError, TruncatedFileError
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 
@@ -444,17 +445,7 @@ def write_dataset(dataset: Dataset, path: str | os.PathLike[str], *, format: str
         },
         failures=failures,
     )
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return atomic_write(path, body)
 
 
 # ---------------------------------------------------------------------------------------------

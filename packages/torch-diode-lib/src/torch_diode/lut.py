@@ -170,19 +170,9 @@ class KernelLUT:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the table as JSON, atomically (a per-process temp file, then ``os.replace``)."""
-        path = Path(path)
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        return path
+        from torch_diode._files import atomic_write
+
+        return atomic_write(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> KernelLUT:

@@ -28,7 +28,6 @@ import json
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,20 +395,9 @@ def save_model(model: DiodeModel, path: str | os.PathLike[str]) -> Path:
     Returns:
         The path written.
     """
-    path = Path(path)
-    data = model.to_bytes()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    from torch_diode._files import atomic_write
+
+    return atomic_write(path, model.to_bytes())
 
 
 def _bad(path: object, what: str) -> ModelFormatError:

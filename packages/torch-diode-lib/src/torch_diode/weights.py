@@ -222,12 +222,9 @@ def write_manifest(path: str | os.PathLike[str], entries: Sequence[ModelEntry]) 
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "models": [e.to_dict() for e in sorted(entries, key=lambda e: e.name)],
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    from torch_diode._files import atomic_write
+
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

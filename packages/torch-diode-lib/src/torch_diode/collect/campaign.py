@@ -85,12 +85,9 @@ class CampaignPlan:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        os.replace(tmp, path)
-        return path
+        from torch_diode._files import atomic_write
+
+        return atomic_write(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CampaignPlan:

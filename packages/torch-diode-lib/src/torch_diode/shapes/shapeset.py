@@ -299,11 +299,9 @@ def save_shapeset(
     lines = [json.dumps(e.to_dict(), separators=(", ", ": ")) for e in entries]
     body = json.dumps(head, indent=2)[:-2] + ',\n  "entries": [\n    ' + ",\n    ".join(lines) + "\n  ]\n}\n"
     json.loads(body)  # never write a file we cannot read back
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(body)
-    os.replace(tmp, p)
-    return p
+    from torch_diode._files import atomic_write
+
+    return atomic_write(p, body)
 
 
 def merge_entries(entries: Iterable[ShapeEntry]) -> list[ShapeEntry]:
