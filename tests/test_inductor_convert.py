@@ -11,6 +11,8 @@ from torch_diode.inductor.convert import (
     PLUMBING_KWARGS,
     canonical_op,
     choice_from_ktc,
+    choice_kwargs,
+    choices_from_ktcs,
     problem_from_input_nodes,
     problem_from_kernel_inputs,
 )
@@ -105,3 +107,67 @@ def test_even_k_true_when_divisible() -> None:
     with inductor_graph():
         ktcs = stock_ktcs(kernel_inputs("mm", 256, 256, 4096), "mm", space="DEFAULT")
     assert all(choice_from_ktc(x).even_k is True for x in ktcs["triton::mm"])
+
+
+def _reference_choice(ktc: object) -> Choice:
+    """The uncached definition of choice_from_ktc."""
+    return Choice.from_kwargs(ktc.template.uid, choice_kwargs(ktc), strict=False)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm", "baddbmm"])
+def test_cached_conversion_equals_uncached_over_many_shapes(op: str) -> None:
+    """choice_from_ktc / choices_from_ktcs (cached by the KTC's kwargs) give exactly the Choice
+    the uncached definition gives, for every KTC of the exhaustive space, cold and warm cache,
+    over shapes covering EVEN_K true/false, TF32 on/off, scaling of small dims, all dtypes."""
+    import torch_diode.inductor.convert as convert
+
+    shapes = [(16, 16, 16), (33, 65, 100), (1024, 512, 4096), (512, 4096, 4095), (8, 2048, 512), (300, 200, 17)]
+    dtypes = [torch.float16, torch.bfloat16, torch.float32]
+    with inductor_graph():
+        for i, (m, n, k) in enumerate(shapes):
+            ki = kernel_inputs(op, m, n, k, dtype=dtypes[i % 3], transpose_b=bool(i % 2))
+            ktcs = [x for xs in stock_ktcs(ki, op).values() for x in xs]
+            want = [_reference_choice(x) for x in ktcs]
+            convert._CHOICE_CACHE.clear()
+            assert choices_from_ktcs(ktcs) == want  # cold
+            assert choices_from_ktcs(ktcs) == want  # warm
+            assert [choice_from_ktc(x) for x in ktcs] == want
+            assert choices_from_ktcs(iter(ktcs)) == want
+
+
+def test_cached_conversion_key_edge_cases() -> None:
+    """Unhashable plumbing, an extra_kwarg overriding a param, and kwargs differing only in a value
+    or in the extra_kwargs never share a cache entry wrongly."""
+    from torch._inductor.kernel.bmm import bmm_template
+    from torch._inductor.kernel.mm import aten_mm, mm_template
+    from torch._inductor.kernel_template_choice import KernelTemplateChoice
+
+    from torch_diode.inductor import compat
+
+    params_cls = compat.template_heuristics_module("params").DictKernelTemplateParams
+    with inductor_graph():
+        ki = kernel_inputs("mm", 64, 64, 64)
+        real = stock_ktcs(ki, "mm")["triton::mm"][0]
+    templates = {"triton::mm": mm_template, "triton::bmm": bmm_template, "aten::mm": aten_mm}
+
+    def ktc(uid: str, params: dict, extra: dict | None) -> KernelTemplateChoice:
+        return KernelTemplateChoice(templates[uid], params_cls(params), extra, real.layout, real.inputs)  # type: ignore[arg-type]
+
+    base = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4, "EVEN_K": True}
+    cases = [
+        ktc("triton::mm", {**base, "prefix_args": [1]}, {"ALLOW_TF32": True}),  # unhashable plumbing
+        ktc("triton::mm", dict(base), {"ALLOW_TF32": True}),
+        ktc("triton::mm", dict(base), {"ALLOW_TF32": False}),
+        ktc("triton::mm", dict(base), {"ALLOW_TF32": False, "epilogue_fn": print, "prefix_args": 1}),
+        ktc("triton::mm", dict(base), {"EVEN_K": False}),  # extra_kwargs win over params
+        ktc("triton::mm", {**base, "EVEN_K": False}, None),
+        ktc("triton::mm", {**base, "GROUP_M": 8, "hint_override": None}, {}),
+        ktc("triton::bmm", dict(base), {}),
+        ktc("aten::mm", {}, {}),
+    ]
+    for _ in range(2):  # cold, then warm
+        assert choices_from_ktcs(cases) == [_reference_choice(x) for x in cases]
+        assert [choice_from_ktc(x) for x in cases] == [_reference_choice(x) for x in cases]
+    assert choice_from_ktc(cases[4]).even_k is False
+    with pytest.raises(ValueError):
+        choices_from_ktcs([ktc("triton::mm", {"BLOCK_M": 64}, {})])

@@ -5,6 +5,7 @@ real torch-diode model file; selection, untouched kwargs, ATen, LUT, fallback, s
 from __future__ import annotations
 
 import logging
+import math
 import pickle
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,40 @@ def test_select_rule_on_known_predictions() -> None:
     assert (s.triton, s.confident) == ([0, 1, 2], False)
 
 
+def test_select_triton_pick_equals_the_per_element_rule() -> None:
+    """The vectorised Triton pick in select() keeps exactly what the per-element rule keeps
+    (``float(t[i]) - best <= margin + 1e-9`` in argsort order, first k), float32 or float64,
+    with ties and values on the threshold."""
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        n = int(rng.integers(0, 40))
+        dtype = np.float32 if trial % 2 else np.float64
+        t = np.round(rng.normal(3.0, 0.3, n), int(rng.integers(1, 4))).astype(dtype)  # rounding makes ties
+        a = rng.normal(3.0, 0.3, int(rng.integers(0, 2))).astype(dtype)
+        std = rng.uniform(0, 0.5, n).astype(dtype)
+        a_std = rng.uniform(0, 0.5, a.size).astype(dtype)
+        opts = DiodeOptions(
+            model="m",
+            top_k_configs=int(rng.integers(1, 6)),
+            performance_threshold=float(rng.choice([1.0, 1.05, 1.1, 1.5])),
+            confidence_threshold=float(rng.choice([0.0, 0.8, 1.0])),
+        )
+        s = select(t, std, a, a_std, opts, keep_one_triton=bool(trial % 3))
+        all_log = np.concatenate([t, a])
+        if all_log.size == 0:
+            continue
+        b = int(np.argmin(all_log))
+        best, std_best = float(all_log[b]), float(np.concatenate([std, a_std])[b])
+        k, margin = top_k_count(opts.top_k_configs, n), math.log(opts.performance_threshold)
+        if not s.confident:
+            k, margin = 2 * k, margin + std_best
+        order = np.argsort(t, kind="stable")
+        want = [int(i) for i in order if float(t[i]) - best <= margin + 1e-9][:k]
+        if not want and trial % 3 and n:
+            want = [int(order[0])]
+        assert s.triton == want, (trial, t, a)
+
+
 def test_addmm_triton_only_call_scores_a_stand_in_aten(model_path: Path) -> None:
     """torch >= 2.12 lowers addmm with ATen in an earlier, separate hook call."""
     handler = DiodeInductorChoices(
@@ -180,6 +215,33 @@ def test_no_cache_predicts_every_time(model_path: Path) -> None:
             call_hook(handler, kernel_inputs("mm", *SHAPE), "mm")
     s = handler.get_stats()
     assert (s["model_selections"], s["decision_cache_hits"], s["cache_hits"]) == (2, 0, 0)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_predictions_follow_the_choices_with_duplicates_and_cache(cache: bool, model_path: Path) -> None:
+    """_predict returns, per choice in order, exactly the model's prediction for it: all distinct
+    (predictions returned as they are), with duplicates, and on a (partial) cache hit."""
+    model = load_model(model_path)
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), cache_predictions=cache), model=model)
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        problem = problem_from_kernel_inputs(ki, "mm")
+        choices = [choice_from_ktc(x) for xs in stock_ktcs(ki, "mm").values() for x in xs]
+    assert len(set(choices)) == len(choices)
+    def predicted(batch: list[Choice]) -> dict[Choice, tuple[float, float]]:
+        unique = list(dict.fromkeys(batch))  # the model's float32 results depend on the batch
+        pred = model.predict(problem, unique)
+        return {c: (float(a), float(b)) for c, a, b in zip(unique, pred.log_time_us, pred.std)}
+
+    full = predicted(choices)
+    for batch in (choices, choices[::-1] + choices[:7], choices[:3], choices[5:9] + choices[5:6]):
+        # with the cache, everything after the first call is a hit on the full prediction
+        want = full if cache else predicted(batch)
+        log_t, std = handler._predict(model, problem, batch)
+        assert log_t.dtype == std.dtype == np.float64
+        assert log_t.tolist() == [want[c][0] for c in batch]
+        assert std.tolist() == [want[c][1] for c in batch]
+    assert handler.get_stats()["cache_hits"] == (3 if cache else 0)
 
 
 def test_lut_exact_hit_wins_without_a_model(tmp_path: Path) -> None:

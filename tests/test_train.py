@@ -159,3 +159,31 @@ def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:
     assert r.returncode == 2 and "no such model file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = run_diode("train", "--data-dir", str(tmp_path), "--model", str(tmp_path / "m.safetensors"), env=ENV)
     assert r.returncode == 2 and "no files with extension" in r.stderr
+
+
+# -- real GPU data ---------------------------------------------------------------------------------
+# data/NVIDIA-H100/val-stock.msgpack: real H100 timings (torch 2.11, triton 3.6; sweep collector):
+# ATen + Inductor's DEFAULT Triton candidates of 85 validation problems. A small real slice for the
+# pipeline tests; shipped models are never trained on validation problems.
+REAL = Path(__file__).resolve().parents[1] / "data" / "NVIDIA-H100" / "val-stock.msgpack"
+
+
+def test_train_and_validate_end_to_end_on_real_h100_timings(tmp_path: Path) -> None:
+    from torch_diode.evaluate import evaluate_model
+
+    real = read_dataset(REAL)
+    assert real.hardware == "NVIDIA-H100" and len(real.by_problem()) >= 80
+    probs = [t.problem for t in real.by_problem()]
+    tr, va = split_problems(probs, 0.25, seed=5)
+    train_probs, val_probs = [probs[i] for i in tr], [probs[i] for i in va]
+    assert not set(train_probs) & set(val_probs)  # by problem, never by row
+    model, report = train(real.select_problems(train_probs), TrainOptions(seed=5, **FAST | {"num_epochs": 10}))
+    assert report.hardware == "NVIDIA-H100" and report.train_problems + report.val_problems == len(train_probs)
+    path = save_model(model, tmp_path / "h100.safetensors")
+    again = load_model(path)
+    held_out = real.select_problems(val_probs)
+    rep, evals = evaluate_model(again, held_out)
+    assert rep["overall"]["problems"] == len(val_probs) == len(evals)
+    # regret is a ratio to the measured best: >= 1, finite, and top-10 is never worse than top-1
+    r1, r10 = rep["overall"]["regret@1"], rep["overall"]["regret@10"]
+    assert 1.0 <= r10["geomean"] <= r1["geomean"] < 100 and math.isfinite(r1["max"])

@@ -392,6 +392,10 @@ class InductorCollector:
             "force_disable_caches": True,
             "autotune_local_cache": False,
             "fx_graph_cache": False,
+            # Inductor's pad_mm pass would pad odd sizes before lowering (K 3001 -> 3008 for
+            # mm bf16 3000x5000x3001 on an H100, torch 2.11) and benchmark a problem other than the
+            # one asked for; the collector measures the problem as given.
+            "shape_padding": False,
         }
         for name in ("autotune_remote_cache", "fx_graph_remote_cache"):
             if hasattr(config, name):

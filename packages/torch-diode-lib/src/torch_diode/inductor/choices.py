@@ -54,7 +54,7 @@ from torch._inductor.choices import InductorChoices
 from torch_diode.config import DiodeOptions
 from torch_diode.config import config as diode_config
 from torch_diode.inductor import compat
-from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
+from torch_diode.inductor.convert import choices_from_ktcs, problem_from_kernel_inputs
 from torch_diode.records import OPS, Choice, Problem
 
 logger = logging.getLogger(__name__)
@@ -136,8 +136,9 @@ def select(
     if not confident:
         k *= 2
         margin += std_best
-    order = np.argsort(triton_log, kind="stable")
-    kept = [int(i) for i in order if float(triton_log[i]) - best <= margin + 1e-9][:k]
+    triton64 = np.asarray(triton_log, dtype=np.float64)  # float(x) - best, vectorised: same doubles
+    order = np.argsort(triton64, kind="stable")
+    kept = [int(i) for i in order[(triton64[order] - best) <= margin + 1e-9][:k]]
     if not kept and keep_one_triton and len(order):
         kept = [int(order[0])]
     aten_kept = []
@@ -458,8 +459,8 @@ class DiodeInductorChoices(InductorChoices):
                 self._stats.passthrough["no_triton_candidates"] += 1
             return [ktc for t in templates for ktc in cands[t.uid]]
         try:
-            triton_choices = [choice_from_ktc(ktc) for ktc in triton]
-            aten_choices = [choice_from_ktc(ktc) for ktc in aten]
+            triton_choices = choices_from_ktcs(triton)
+            aten_choices = choices_from_ktcs(aten)
         except ValueError as e:
             raise HandlerError("unconvertible_choice", str(e)) from e
         self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
@@ -472,8 +473,11 @@ class DiodeInductorChoices(InductorChoices):
         result = [
             ktc
             for t in templates
-            for ktc in cands[t.uid]
-            if not (_is_triton(t.uid) or _is_aten(t.uid)) or id(ktc) in kept_ids
+            for ktc in (
+                cands[t.uid]
+                if not (_is_triton(t.uid) or _is_aten(t.uid))
+                else [x for x in cands[t.uid] if id(x) in kept_ids]
+            )
         ]
         decision = _Decision(
             triton=tuple((triton[i].template.uid, triton[i].params.to_kwargs()) for i in sorted(kept_triton)),
@@ -635,7 +639,10 @@ class DiodeInductorChoices(InductorChoices):
                     "model_error",
                     f"model returned {log_t.shape[0]} predictions and {std.shape[0]} stds for {len(unique)} choices",
                 )
-            fresh = {c: (float(a), float(s)) for c, a, s in zip(unique, log_t, std)}
+            distinct = len(unique) == len(choices)  # the usual case: unique is choices, in order
+            if distinct and not self.options.cache_predictions:
+                return log_t.copy(), std.copy()
+            fresh = dict(zip(unique, zip(log_t.tolist(), std.tolist())))  # Python floats, as float(x)
             cached = {**(cached or {}), **fresh}
             if self.options.cache_predictions:
                 with self._cache_lock:
@@ -643,6 +650,8 @@ class DiodeInductorChoices(InductorChoices):
                     self._cache.move_to_end(cache_key)
                     while len(self._cache) > PREDICTION_CACHE_SIZE:
                         self._cache.popitem(last=False)
+            if distinct:
+                return log_t.copy(), std.copy()
         rows = np.array([cached[c] for c in choices], dtype=np.float64).reshape(-1, 2)
         return rows[:, 0], rows[:, 1]
 

@@ -8,7 +8,7 @@ helpers are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, OPS, Choice, Problem, canonical_dtype
@@ -158,10 +158,47 @@ def choice_kwargs(ktc: Any) -> dict[str, Any]:
     return out
 
 
-#: Choices by ``(template uid, kwargs items)``: building and validating a Choice costs ~30 us, and
-#: the handler converts ~1,400 candidates per GEMM, most of them seen before in the same process.
+#: Choices by ``(template uid, params' kwarg items, extra_kwargs' scalar items)``: building and
+#: validating a Choice costs ~10-30 us, and the handler converts ~1,400 candidates per GEMM, most
+#: of them seen before in the same process. The key determines the Choice: the kwargs that
+#: :func:`choice_kwargs` keeps are a function of it.
 _CHOICE_CACHE: dict[tuple[Any, ...], Choice] = {}
 _CHOICE_CACHE_SIZE = 1 << 16
+_SCALAR_TYPES = (bool, int, float, str)
+
+
+def _scalar_items(kwargs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The ``(name, value)`` pairs of ``kwargs`` that :func:`choice_kwargs` keeps, in order."""
+    out = []
+    for item in kwargs.items():
+        v = item[1]
+        if item[0] not in PLUMBING_KWARGS and (v is None or isinstance(v, _SCALAR_TYPES)):
+            out.append(item)
+    return tuple(out)
+
+
+def _choice(uid: str, params: Mapping[str, Any], extra_items: tuple[tuple[str, Any], ...]) -> Choice:
+    """The Choice of a template uid, its params' kwargs and its extra_kwargs' scalar items."""
+    params_items = tuple(params.items())
+    try:
+        key: tuple[Any, ...] | None = (uid, params_items, extra_items)
+        hit = _CHOICE_CACHE.get(key)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable value (plumbing): key on the kept items only
+        try:
+            key = (uid, _scalar_items(params), extra_items)
+            hit = _CHOICE_CACHE.get(key)
+        except TypeError:  # an unhashable scalar cannot be cached (Choice.from_kwargs will say what is wrong)
+            key, hit = None, None
+    if hit is not None:
+        return hit
+    kwargs = dict(_scalar_items(params))
+    kwargs.update(extra_items)  # as choice_kwargs: extra_kwargs win, the params' order is kept
+    choice = Choice.from_kwargs(uid, kwargs, strict=False)
+    if key is not None:
+        if len(_CHOICE_CACHE) >= _CHOICE_CACHE_SIZE:
+            _CHOICE_CACHE.clear()
+        _CHOICE_CACHE[key] = choice
+    return choice
 
 
 def choice_from_ktc(ktc: Any) -> Choice:
@@ -170,22 +207,28 @@ def choice_from_ktc(ktc: Any) -> Choice:
     The template uid (``"triton::mm"``, ``"aten::addmm"``, ``"decompose_k"`` ...) plus every
     scalar kwarg of ``ktc.params.to_kwargs()`` and the config-like scalar ``ktc.extra_kwargs``
     (``ALLOW_TF32``); plumbing (:data:`PLUMBING_KWARGS`) and non-scalar values are skipped.
+    Equal to ``Choice.from_kwargs(ktc.template.uid, choice_kwargs(ktc), strict=False)``.
 
     Raises:
         ValueError: the kwargs do not make a valid choice (e.g. a Triton config without BLOCK_K).
     """
-    uid = ktc.template.uid
-    kwargs = choice_kwargs(ktc)
-    try:
-        key: tuple[Any, ...] | None = (uid, *kwargs.items())
-        hit = _CHOICE_CACHE.get(key)  # type: ignore[arg-type]
-    except TypeError:  # an unhashable value cannot be cached (Choice.from_kwargs will say what is wrong)
-        key, hit = None, None
-    if hit is not None:
-        return hit
-    choice = Choice.from_kwargs(uid, kwargs, strict=False)
-    if key is not None:
-        if len(_CHOICE_CACHE) >= _CHOICE_CACHE_SIZE:
-            _CHOICE_CACHE.clear()
-        _CHOICE_CACHE[key] = choice
-    return choice
+    return _choice(ktc.template.uid, ktc.params.to_kwargs(), _scalar_items(ktc.extra_kwargs or {}))
+
+
+def choices_from_ktcs(ktcs: Iterable[Any]) -> list[Choice]:
+    """``[choice_from_ktc(ktc) for ktc in ktcs]``, faster for the KTCs of one ``get_ktc`` call,
+    which share their ``extra_kwargs`` dict: it is read once per dict, not once per KTC.
+
+    Raises:
+        ValueError: as :func:`choice_from_ktc`.
+    """
+    ktcs = list(ktcs)  # keeps every extra_kwargs dict alive, so their ids below stay unique
+    extras: dict[int, tuple[tuple[str, Any], ...]] = {}
+    out: list[Choice] = []
+    for ktc in ktcs:
+        extra = ktc.extra_kwargs
+        extra_items = extras.get(id(extra))
+        if extra_items is None:
+            extra_items = extras[id(extra)] = _scalar_items(extra or {})
+        out.append(_choice(ktc.template.uid, ktc.params.to_kwargs(), extra_items))
+    return out

@@ -1,0 +1,58 @@
+"""Sanity checks on the committed GPU datasets (data/<hardware key>/), whatever has been collected.
+
+Each campaign file must: read cleanly (no truncation), hold one hardware key (its directory's),
+have no duplicate records and no non-positive times, measure only problems of its split of the
+plan, and (validation) share no shape with training. The full-space and repeat-agreement checks
+run on the files they apply to once those exist (see scripts/campaign.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torch_diode.collect.campaign import CampaignPlan
+from torch_diode.dataset import read_dataset
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SPLIT_OF_FILE = {"train.msgpack": "train", "val.msgpack": "val", "val-stock.msgpack": "val"}
+FILES = sorted(p for p in DATA.glob("*/*.msgpack") if p.name in SPLIT_OF_FILE)
+
+
+def test_there_is_collected_data() -> None:
+    assert FILES, "no campaign file under data/<KEY>/"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_campaign_file(path: Path) -> None:
+    ds = read_dataset(path)  # strict: a truncated file fails here
+    assert ds.hardware == path.parent.name
+    assert len(ds) > 0
+    assert (ds.time_us > 0).all() and np.isfinite(ds.time_us).all()
+    keys = np.stack([ds.problem_idx, ds.choice_idx, ds.time_us.view(np.int64)], axis=1)
+    assert len(np.unique(keys, axis=0)) == len(ds), "duplicate records"
+    for s in ds.sources:
+        assert s.torch_version and s.triton_version and s.gpu_name and s.command, s
+    plan = CampaignPlan.load(path.parent / "plan.json")
+    split = SPLIT_OF_FILE[path.name]
+    allowed = set(plan.train if split == "train" else plan.val)
+    measured = {ds.problems[i] for i in set(ds.problem_idx.tolist())}
+    assert measured <= allowed, f"{len(measured - allowed)} problem(s) not in the plan's {split} split"
+    if split == "val":
+        shape = lambda p: (p.op, p.m, p.n, p.k, p.batch, p.dtype)  # noqa: E731
+        assert not {shape(p) for p in measured} & {shape(p) for p in plan.train}
+    # every measured problem has ATen and at least one Triton config
+    for t in ds.by_problem():
+        chosen = [ds.choices[i] for i in set(t.choice_idx.tolist())]
+        assert any(c.is_aten for c in chosen) and any(c.is_triton for c in chosen), t.problem.key()
+    # repeated measurements of one (problem, choice) agree within 5% (median relative spread)
+    spreads = []
+    for t in ds.by_problem():
+        for cid in np.unique(t.choice_idx):
+            times = t.time_us[t.choice_idx == cid]
+            if len(times) > 1:
+                spreads.append((times.max() - times.min()) / np.median(times))
+    if spreads:
+        assert float(np.median(spreads)) <= 0.05
