@@ -228,6 +228,7 @@ def test_predictions_follow_the_choices_with_duplicates_and_cache(cache: bool, m
         problem = problem_from_kernel_inputs(ki, "mm")
         choices = [choice_from_ktc(x) for xs in stock_ktcs(ki, "mm").values() for x in xs]
     assert len(set(choices)) == len(choices)
+
     def predicted(batch: list[Choice]) -> dict[Choice, tuple[float, float]]:
         unique = list(dict.fromkeys(batch))  # the model's float32 results depend on the batch
         pred = model.predict(problem, unique)
