@@ -7,6 +7,7 @@ import torch
 from test_inductor_helpers import buf, inductor_graph, kernel_inputs, stock_ktcs
 from torch._inductor.kernel_inputs import MMKernelInputs
 
+from torch_diode.inductor import convert
 from torch_diode.inductor.convert import (
     PLUMBING_KWARGS,
     canonical_op,
@@ -119,8 +120,6 @@ def test_cached_conversion_equals_uncached_over_many_shapes(op: str) -> None:
     """choice_from_ktc / choices_from_ktcs (cached by the KTC's kwargs) give exactly the Choice
     the uncached definition gives, for every KTC of the exhaustive space, cold and warm cache,
     over shapes covering EVEN_K true/false, TF32 on/off, scaling of small dims, all dtypes."""
-    import torch_diode.inductor.convert as convert
-
     shapes = [(16, 16, 16), (33, 65, 100), (1024, 512, 4096), (512, 4096, 4095), (8, 2048, 512), (300, 200, 17)]
     dtypes = [torch.float16, torch.bfloat16, torch.float32]
     with inductor_graph():
@@ -159,6 +158,7 @@ def test_cached_conversion_key_edge_cases() -> None:
         ktc("triton::mm", dict(base), {"ALLOW_TF32": True}),
         ktc("triton::mm", dict(base), {"ALLOW_TF32": False}),
         ktc("triton::mm", dict(base), {"ALLOW_TF32": False, "epilogue_fn": print, "prefix_args": 1}),
+        ktc("triton::mm", {**base, "epilogue_fn": print}, {"ALLOW_TF32": False}),  # hashable plumbing
         ktc("triton::mm", dict(base), {"EVEN_K": False}),  # extra_kwargs win over params
         ktc("triton::mm", {**base, "EVEN_K": False}, None),
         ktc("triton::mm", {**base, "GROUP_M": 8, "hint_override": None}, {}),
@@ -168,6 +168,9 @@ def test_cached_conversion_key_edge_cases() -> None:
     for _ in range(2):  # cold, then warm
         assert choices_from_ktcs(cases) == [_reference_choice(x) for x in cases]
         assert [choice_from_ktc(x) for x in cases] == [_reference_choice(x) for x in cases]
-    assert choice_from_ktc(cases[4]).even_k is False
+    assert choice_from_ktc(cases[5]).even_k is False
+    scalars = (type(None), bool, int, float, str)
+    for uid, params, extra in convert._CHOICE_CACHE:  # no plumbing object is kept alive by the cache
+        assert all(isinstance(v, scalars) for _, v in (*params, *extra)), (uid, params, extra)
     with pytest.raises(ValueError):
         choices_from_ktcs([ktc("triton::mm", {"BLOCK_M": 64}, {})])

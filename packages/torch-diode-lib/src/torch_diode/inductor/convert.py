@@ -158,10 +158,10 @@ def choice_kwargs(ktc: Any) -> dict[str, Any]:
     return out
 
 
-#: Choices by ``(template uid, params' kwarg items, extra_kwargs' scalar items)``: building and
-#: validating a Choice costs ~10-30 us, and the handler converts ~1,400 candidates per GEMM, most
-#: of them seen before in the same process. The key determines the Choice: the kwargs that
-#: :func:`choice_kwargs` keeps are a function of it.
+#: Choices by ``(template uid, params' kept items, extra_kwargs' kept items)`` (kept: what
+#: :func:`choice_kwargs` keeps, so the key determines the Choice): building and validating a Choice
+#: costs ~10-30 us, and the handler converts ~1,400 candidates per GEMM, most of them seen before
+#: in the same process.
 _CHOICE_CACHE: dict[tuple[Any, ...], Choice] = {}
 _CHOICE_CACHE_SIZE = 1 << 16
 _SCALAR_TYPES = (bool, int, float, str)
@@ -178,20 +178,26 @@ def _scalar_items(kwargs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def _choice(uid: str, params: Mapping[str, Any], extra_items: tuple[tuple[str, Any], ...]) -> Choice:
-    """The Choice of a template uid, its params' kwargs and its extra_kwargs' scalar items."""
-    params_items = tuple(params.items())
+    """The Choice of a template uid, its params' kwargs and its extra_kwargs' scalar items.
+
+    Keys hold only the kept (scalar) items, so the cache never keeps plumbing objects alive. When
+    every param is kept, as for Inductor's Triton configs, the raw items are that key: one lookup.
+    """
     try:
-        key: tuple[Any, ...] | None = (uid, params_items, extra_items)
-        hit = _CHOICE_CACHE.get(key)  # type: ignore[arg-type]
-    except TypeError:  # an unhashable value (plumbing): key on the kept items only
-        try:
-            key = (uid, _scalar_items(params), extra_items)
-            hit = _CHOICE_CACHE.get(key)
-        except TypeError:  # an unhashable scalar cannot be cached (Choice.from_kwargs will say what is wrong)
-            key, hit = None, None
+        hit = _CHOICE_CACHE.get((uid, tuple(params.items()), extra_items))
+    except TypeError:  # an unhashable value (plumbing): look up the kept items below
+        hit = None
     if hit is not None:
         return hit
-    kwargs = dict(_scalar_items(params))
+    kept = _scalar_items(params)
+    key: tuple[Any, ...] | None = (uid, kept, extra_items)
+    try:
+        hit = _CHOICE_CACHE.get(key)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable scalar cannot be cached (Choice.from_kwargs will say what is wrong)
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    kwargs = dict(kept)
     kwargs.update(extra_items)  # as choice_kwargs: extra_kwargs win, the params' order is kept
     choice = Choice.from_kwargs(uid, kwargs, strict=False)
     if key is not None:
