@@ -264,3 +264,59 @@ def test_collector_from_runner_options():
         sweep.SweepCollector("NVIDIA-H100", device="cpu")
     with pytest.raises(ValueError, match="hardware_key"):
         sweep.SweepCollector("")
+
+
+# ------------------------------------------------------------------------------------------------
+# Compile planning: cost estimate (scheduling order) and problem order for reuse
+# ------------------------------------------------------------------------------------------------
+
+
+def _cfg(bm, bn, bk, warps=4, stages=3, **kw) -> Choice:
+    return Choice.from_kwargs(
+        "triton::mm",
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "ALLOW_TF32": False,
+         "num_warps": warps, "num_stages": stages, **kw},
+        strict=False,
+    )  # fmt: skip
+
+
+def test_compile_cost_ranks_what_compiles_slowly_first():
+    p16, p32 = mm(1024, 1024, 1024), mm(1024, 1024, 1024, dtype="float32")
+    big, small = _cfg(64, 256, 128), _cfg(32, 32, 32)
+    assert sweep.compile_cost(p16, big) > sweep.compile_cost(p16, small) > 0
+    # fp32 without TF32 lowers tl.dot to FMAs: the same tile costs more than in fp16 ...
+    assert sweep.compile_cost(p32, big) > sweep.compile_cost(p16, big)
+    # ... but not with TF32 (tensor cores again)
+    assert sweep.compile_cost(p32, _cfg(64, 256, 128, ALLOW_TF32=True)) == sweep.compile_cost(p16, big)
+    # more warps split the same tile over more threads
+    assert sweep.compile_cost(p16, _cfg(64, 256, 128, warps=8)) < sweep.compile_cost(p16, big)
+    assert sweep.compile_cost(p16, Choice(template="aten::mm")) == 0.0
+
+
+def test_order_for_reuse_groups_problems_sharing_kernel_specs():
+    a1, a2 = mm(128, 6144, 4096), mm(256, 1024, 2048)  # one spec (all aligned)
+    b1, b2 = mm(1001, 1001, 1001), mm(999, 1001, 1001)  # another (odd N, K)
+    c1 = mm(128, 6144, 4096, dtype="bfloat16")
+    order = [a1, b1, c1, a2, b2]
+    out = sweep.order_for_reuse(order)
+    assert out == [a1, a2, b1, b2, c1]
+    assert sorted(out, key=order.index) == order  # a permutation
+    assert sweep.order_for_reuse(out) == out  # stable
+    assert sweep.order_for_reuse([]) == []
+
+
+def test_max_compile_cost_leaves_out_slow_fp32_fma_tiles_only(fake_cuda):
+    cap = 131072.0
+    c = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(search_space="EXHAUSTIVE", max_compile_cost=cap))
+    full = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(search_space="EXHAUSTIVE"))
+    p32 = mm(1024, 1024, 2048, dtype="float32")
+    kept = c.choices(p32)
+    assert all(sweep.compile_cost(p32, it.choice) <= cap for it in kept if it.kind == "triton")
+    assert any(it.kind == "aten" for it in kept)
+    n_left_out = len(full.choices(p32)) - len(kept)
+    assert n_left_out > 0 and c.skipped == {"compile_cost": n_left_out}
+    p16 = mm(1024, 1024, 2048)
+    assert c.choices(p16) == full.choices(p16)  # every fp16 tile stays
+    assert c.skipped == {"compile_cost": n_left_out}
+    with pytest.raises(ValueError, match="max_compile_cost"):
+        sweep.SweepOptions(max_compile_cost=0)

@@ -429,6 +429,40 @@ def sample_shared(items: Sequence[SweepItem], max_configs: int | None, seed: int
 
 
 # ------------------------------------------------------------------------------------------------
+# Planning compiles: cost estimate and problem order
+# ------------------------------------------------------------------------------------------------
+def compile_cost(problem: Problem, choice: Choice) -> float:
+    """Relative CPU cost of compiling the sweep kernel of (problem, choice), for scheduling only.
+
+    Compile time grows with the unrolled inner product per thread, ``BLOCK_M * BLOCK_N * BLOCK_K /
+    (32 * num_warps)``, and fp32 without TF32 lowers ``tl.dot`` to FMAs, which LLVM and ptxas
+    handle several times slower than tensor-core instructions (measured on sm_90 with triton 3.6:
+    benchmarks/fidelity/NVIDIA-H100/THROUGHPUT_NOTES.md)."""
+    kw = choice.to_kwargs()
+    try:
+        bm, bn, bk = int(kw["BLOCK_M"]), int(kw["BLOCK_N"]), int(kw["BLOCK_K"])  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+    per_thread = bm * bn * bk / (32.0 * max(1, choice.num_warps or 4))
+    fma = problem.dtype == "float32" and not kw.get("ALLOW_TF32")
+    return per_thread * (8.0 if fma else 1.0) * (1 + 0.1 * (choice.num_stages or 1))
+
+
+def order_for_reuse(problems: Iterable[Problem]) -> list[Problem]:
+    """The problems regrouped so that problems sharing a :class:`KernelSpec` (and hence, for the
+    configs they have in common, compiled kernels) come one after another.
+
+    Useful when Triton's cache does not outlive a slice of the run (e.g. one job on a fresh GPU
+    machine): consecutive problems then reuse each other's kernels while they are warm. Groups
+    keep the order of their first problem, problems within a group their relative order, so the
+    result depends only on the input."""
+    groups: dict[str, list[Problem]] = {}
+    for p in problems:
+        groups.setdefault(kernel_spec(p).key(), []).append(p)
+    return [p for g in groups.values() for p in g]
+
+
+# ------------------------------------------------------------------------------------------------
 # Compilation in worker processes
 # ------------------------------------------------------------------------------------------------
 _TL_NAMES = ("float16", "bfloat16", "float32", "int32", "int64")
@@ -526,6 +560,11 @@ class SweepOptions:
     ``budget_us``: GPU time for the timed repetitions of one config (at least ``min_reps``, at most
     ``max_reps``) after ``estimate_reps`` estimating runs.
     ``check``: compare each Triton kernel's output with a float64 reference and record mismatches.
+    ``max_compile_cost``: leave out, before sampling, the Triton configs whose
+    :func:`compile_cost` exceeds this (None, the default: sweep them all). The configs left out are
+    counted in ``SweepCollector.skipped["compile_cost"]``, never recorded as failures. An fp32
+    (no TF32) config costs about 8 per FMA per thread, so ``131072`` drops the fp32 FMA tiles of 16,384+
+    FMAs per thread (a minute or more of compiling each) and keeps every fp16/bf16 tile of EXHAUSTIVE.
     """
 
     search_space: str = "EXHAUSTIVE"
@@ -542,6 +581,7 @@ class SweepOptions:
     graph_chunk: int = 64
     check: bool = True
     cache_dir: str | None = None
+    max_compile_cost: float | None = None
 
     def __post_init__(self) -> None:
         if self.search_space not in SEARCH_SPACES:
@@ -556,6 +596,8 @@ class SweepOptions:
             raise ValueError("reps: need 1 <= min_reps <= max_reps and estimate_reps >= 1")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers: must be a positive integer or None, got {self.workers!r}")
+        if self.max_compile_cost is not None and not self.max_compile_cost > 0:
+            raise ValueError(f"max_compile_cost: must be a positive number or None, got {self.max_compile_cost!r}")
 
 
 @dataclass
@@ -654,6 +696,15 @@ class SweepCollector:
             t0 = time.perf_counter()
             o = self.options
             all_items = inductor_choices(problem, o.search_space)
+            if o.max_compile_cost is not None:
+                kept = [
+                    it
+                    for it in all_items
+                    if it.kind != "triton" or compile_cost(problem, it.choice) <= o.max_compile_cost
+                ]
+                if len(kept) < len(all_items):
+                    self.skipped["compile_cost"] = self.skipped.get("compile_cost", 0) + len(all_items) - len(kept)
+                all_items = kept
             if o.sample == "shared":
                 items = sample_shared(all_items, o.max_configs, o.seed)
             else:
@@ -669,6 +720,7 @@ class SweepCollector:
         many new kernels were submitted. ``measure`` waits only for the kernels it needs."""
         n = 0
         for p in problems:
+            new: dict[tuple[Any, ...], Choice] = {}
             for it in self.choices(p):
                 if it.kind != "triton" or it.choice.template not in _SUPPORTED_TRITON:
                     continue
@@ -676,10 +728,13 @@ class SweepCollector:
                     key = compile_key(p, it.choice, self.revision)
                 except ValueError:
                     continue  # reported as a failure by measure()
-                if key in self._futures:
-                    continue
+                if key not in self._futures:
+                    new.setdefault(key, it.choice)
+            # Most expensive first (longest-processing-time order): a problem waits for its last
+            # kernel, and one large fp32 FMA kernel submitted last would hold it up alone.
+            for key, c in sorted(new.items(), key=lambda kv: -compile_cost(p, kv[1])):
                 self._futures[key] = self._get_pool().submit(
-                    _compile_task, p.to_dict(), it.choice.to_dict(), self.revision, self.compile_options
+                    _compile_task, p.to_dict(), c.to_dict(), self.revision, self.compile_options
                 )
                 n += 1
         return n
