@@ -281,30 +281,28 @@ class _Tables:
         self.problems: list[Problem] = []
         self.choices: list[Choice] = []
         self.sources: list[Provenance] = []
-        self._p: dict[Problem, int] = {}
-        self._c: dict[Choice, int] = {}
-        self._s: dict[Provenance, int] = {}
+        self._ids: dict[int, dict[Any, int]] = {id(self.problems): {}, id(self.choices): {}, id(self.sources): {}}
+
+    def _intern(self, table: list[Any], obj: Any) -> int:
+        ids = self._ids[id(table)]
+        i = ids.get(obj)
+        if i is None:
+            i = ids[obj] = len(table)
+            table.append(obj)
+        return i
 
     def problem_id(self, p: Problem) -> int:
-        i = self._p.get(p)
-        if i is None:
-            i = self._p[p] = len(self.problems)
-            self.problems.append(p)
-        return i
+        return self._intern(self.problems, p)
+
+    def find_problem(self, p: Problem) -> int | None:
+        """The id of ``p`` if it is in the table (no interning)."""
+        return self._ids[id(self.problems)].get(p)
 
     def choice_id(self, c: Choice) -> int:
-        i = self._c.get(c)
-        if i is None:
-            i = self._c[c] = len(self.choices)
-            self.choices.append(c)
-        return i
+        return self._intern(self.choices, c)
 
     def source_id(self, s: Provenance) -> int:
-        i = self._s.get(s)
-        if i is None:
-            i = self._s[s] = len(self.sources)
-            self.sources.append(s)
-        return i
+        return self._intern(self.sources, s)
 
 
 def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = False) -> Dataset:
@@ -823,7 +821,7 @@ class DatasetWriter:
         # Flush only when a new problem starts, so a chunk never splits a problem's records and
         # a resumed writer's problems_done holds only problems whose records were all written.
         buf = self._buf["problem"]
-        if len(buf) >= self.flush_every and buf[-1] != self._tables._p.get(record.problem):
+        if len(buf) >= self.flush_every and buf[-1] != self._tables.find_problem(record.problem):
             self.flush()
         self._buf["problem"].append(self._tables.problem_id(record.problem))
         self._buf["choice"].append(self._tables.choice_id(record.choice))
