@@ -87,7 +87,16 @@ class CampaignPlan:
     def save(self, path: str | os.PathLike[str]) -> Path:
         from torch_diode._files import atomic_write
 
-        return atomic_write(path, json.dumps(self.to_dict(), indent=1) + "\n")
+        # One problem per line: compact, and diffs of a re-planned campaign stay readable.
+        d = self.to_dict()
+        head = {k: v for k, v in d.items() if k not in ("train", "val")}
+        parts = [json.dumps(head, indent=1)[:-2]]
+        for split in ("train", "val"):
+            rows = ",\n  ".join(json.dumps(p, separators=(",", ":")) for p in d[split])
+            parts.append(f' "{split}": [\n  {rows}\n ]')
+        text = ",\n".join(parts) + "\n}\n"
+        json.loads(text)  # never write a plan we cannot read back
+        return atomic_write(path, text)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CampaignPlan:
