@@ -61,7 +61,7 @@ ENTRY_POINT_GROUP = "torch_diode.models"
 #: Held-out metric used to pick among several models for one GPU (lower is better; DESIGN.md's
 #: regret@1 geomean). Models that do not record it rank after those that do, then by name.
 RANKING_METRIC = "regret_at_1_geomean"
-_NONE_INSTALLED = f"none (no installed package in the {ENTRY_POINT_GROUP!r} entry-point group lists one: pip install torch-diode-models)"
+_NONE_INSTALLED = f"none (no installed package of the {ENTRY_POINT_GROUP!r} entry-point group lists a model)"
 
 
 class HandlerNotInstalledError(DiodeError):
