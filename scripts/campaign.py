@@ -59,14 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     fname, space, which = SPLITS[args.split]
     problems = plan.train if which == "train" else plan.val
     out = _dir(args) / fname
-    done: set = set()
-    if out.exists():
-        ds = read_dataset(out, recover=True)
-        done = {ds.problems[i] for i in set(ds.problem_idx.tolist())} | {
-            f.problem for f in ds.failures if f.choice is None
-        }
-    todo = [p for p in problems if p not in done]
-    print(f"{args.split}: {len(done)} of {len(problems)} problems collected, {len(todo)} to go", flush=True)
+    # collect() resumes: its writer skips (and logs) the problems already in the file.
     sweep: dict = {"seed": plan.options.seed}
     if args.split == "train" and plan.options.train_max_configs:
         sweep["max_configs"] = plan.options.train_max_configs
@@ -80,11 +73,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         sweep_options=tuple(sweep.items()),
         time_budget_s=args.time_budget or None,
     )
-    if not todo:
-        return 0
-    s = collect(todo, options, out)
+    s = collect(problems, options, out)
     print(
-        f"{args.split}: +{s.problems_measured} problems, +{s.records} records in {s.elapsed_s:.1f} s "
+        f"{args.split}: {s.problems_skipped} of {s.problems_total} problems were already collected; "
+        f"+{s.problems_measured} problems, +{s.records} records in {s.elapsed_s:.1f} s "
         f"({s.records / max(s.elapsed_s, 1e-9):.1f} configs/s, compile time included)",
         flush=True,
     )
