@@ -53,16 +53,31 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     from torch_diode.collect import CollectOptions, collect
 
     plan = CampaignPlan.load(_dir(args) / "plan.json")
     fname, space, which = SPLITS[args.split]
     problems = plan.train if which == "train" else plan.val
+    if args.reuse_window > 1:
+        # Within each window of consecutive plan problems, problems that share compiled kernels
+        # come one after another (their kernels are still in the cache of this machine's lease);
+        # windows keep the plan's order, so a campaign stopped early still holds a broad mix.
+        from torch_diode.collect.sweep import order_for_reuse
+
+        w = args.reuse_window
+        problems = [q for i in range(0, len(problems), w) for q in order_for_reuse(problems[i : i + w])]
     out = _dir(args) / fname
     # collect() resumes: its writer skips (and logs) the problems already in the file.
     sweep: dict = {"seed": plan.options.seed}
-    if args.split == "train" and plan.options.train_max_configs:
-        sweep["max_configs"] = plan.options.train_max_configs
+    if args.split == "train":
+        if plan.options.train_max_configs:
+            sweep["max_configs"] = plan.options.train_max_configs
+        sweep["sample"] = plan.options.train_sample
+        if plan.options.train_max_compile_cost:
+            sweep["max_compile_cost"] = plan.options.train_max_compile_cost
     options = CollectOptions(
         collector="sweep",
         search_space=space,
@@ -72,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         sweep_options=tuple(sweep.items()),
         time_budget_s=args.time_budget or None,
+        workers=args.workers,
     )
     s = collect(problems, options, out)
     print(
@@ -121,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--hardware", required=True)
     r.add_argument("--split", choices=sorted(SPLITS), required=True)
     r.add_argument("--time-budget", type=float, default=0, help="stop between problems after this many seconds")
+    r.add_argument(
+        "--reuse-window",
+        type=int,
+        default=1,
+        help="regroup each N consecutive plan problems so those sharing compiled kernels run together",
+    )
+    r.add_argument("--workers", type=int, default=None, help="local processes, one per GPU (default: every GPU)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
     s = sub.add_parser("status", help="what is collected so far")

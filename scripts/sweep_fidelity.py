@@ -420,7 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--space", default="DEFAULT", choices=["DEFAULT", "EXHAUSTIVE"])
     ap.add_argument("--problems", default="all", choices=["all", "quick", "large", "none"])
-    ap.add_argument("--only", default=None, help="comma-separated indices into the problem list, in this order")
+    ap.add_argument(
+        "--only", default=None, help="comma-separated indices into the --problems list, in this order"
+    )
     ap.add_argument("--inductor-budget-s", type=float, default=None, help="start no Inductor compile after this")
     ap.add_argument("--inductor-timing", action="store_true", help="also sweep with Inductor's own benchmarker")
     ap.add_argument(
@@ -455,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         "none": [],
     }[args.problems]
     if args.only:
-        probs = [FIDELITY_PROBLEMS[int(i)] for i in args.only.split(",")]
+        probs = [probs[int(i)] for i in args.only.split(",")]
 
     def save() -> None:
         (args.out / "fidelity.json").write_text(json.dumps(report, indent=1, default=str))

@@ -44,7 +44,16 @@ class CampaignOptions:
             set's ``train`` and ``val`` splits.
         ops, dtypes, layouts: what the sampler draws from.
         seed: the plan's seed; the validation sampler uses ``seed + 1``.
+        lognormal_aligned_fraction: the log-normal problems' share of sizes rounded to multiples
+            of 128 (the rest odd; see ``sample_problems``' ``aligned_fraction``): two
+            divisibility classes, so the sweep compiles each config once per class instead of
+            once per problem. None = sizes as drawn.
         train_max_configs: Triton configs sampled per training problem (None = the full space).
+        train_sample: the sweep's ``sample`` mode for training (``"shared"``: problems share their
+            sampled configs, so compiled kernels are reused across problems).
+        train_max_compile_cost: the sweep's ``max_compile_cost`` for training: leaves out the fp32
+            FMA tiles that take a minute or more each to compile (see ``SweepOptions``); the
+            validation set always measures the full space.
     """
 
     train_lognormal: int = 600
@@ -55,7 +64,10 @@ class CampaignOptions:
     dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
     layouts: tuple[str, ...] = ("row/row", "row/col", "col/row")
     seed: int = 20261122
+    lognormal_aligned_fraction: float | None = 0.7
     train_max_configs: int | None = 330
+    train_sample: str = "shared"
+    train_max_compile_cost: float | None = 131072.0
 
     def __post_init__(self) -> None:
         for name in ("train_lognormal", "train_shapeset", "val_lognormal", "val_shapeset"):
@@ -169,7 +181,12 @@ def plan_campaign(options: CampaignOptions, shapeset: str | os.PathLike[str] = D
 
     train_set = from_set("train", options.train_shapeset)
     val_set = from_set("val", options.val_shapeset)
-    common: dict[str, Any] = dict(ops=options.ops, dtypes=options.dtypes, layouts=options.layouts)
+    common: dict[str, Any] = dict(
+        ops=options.ops,
+        dtypes=options.dtypes,
+        layouts=options.layouts,
+        aligned_fraction=options.lognormal_aligned_fraction,
+    )
     train_ln = sample_problems(
         options.train_lognormal, seed=options.seed, sampler="log-normal", exclude=val_set, **common
     )

@@ -368,7 +368,15 @@ def _run_rank(
                         break
                     if prefetch is not None:
                         prefetch(todo[i : i + 1 + PREFETCH_PROBLEMS])
+                    t_problem = time.monotonic()
                     records, failures = collector.measure(problem)
+                    log.info(
+                        "%s: %d records, %d failures in %.1f s",
+                        problem.key(),
+                        len(records),
+                        len(failures),
+                        time.monotonic() - t_problem,
+                    )
                     for r in records:
                         writer.add(r)
                     for f in failures:
@@ -413,11 +421,23 @@ def _worker_main(
     """Entry point of a local worker process (``multiprocessing`` spawn)."""
     logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(message)s")
     device = "cpu" if options.device == "cpu" else f"cuda:{rank}"
+    options = _share_compile_cpus(options, world)
     if device.startswith("cuda"):
         import torch
 
         torch.cuda.set_device(rank)
     return _run_rank(shard(problems, rank, world), options, Path(path), device=device, done=done, position=rank)
+
+
+def _share_compile_cpus(options: CollectOptions, local_processes: int) -> CollectOptions:
+    """Give each of ``local_processes`` sweep collectors on this host its share of the CPUs for
+    compiling (unless the caller chose ``workers``), instead of every one starting a pool as large
+    as the machine."""
+    sweep = dict(options.sweep_options)
+    if options.collector != "sweep" or local_processes <= 1 or "workers" in sweep:
+        return options
+    sweep["workers"] = max(1, (os.cpu_count() or 2) // local_processes - 1)
+    return replace(options, sweep_options=tuple(sweep.items()))
 
 
 def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Path, workers: int) -> CollectSummary:
@@ -500,6 +520,7 @@ def collect(
                 f.problem for f in ds.failures if f.choice is None
             )
         path = shard_path(output, rank or 0)
+        options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         summary = _run_rank(shard(plist, rank or 0, world), options, path, device=device, done=done, position=0)
         summary.shards = [path]
         log.info("rank %d/%d: %s; join the shards with `diode data merge`", rank, world, summary.line())

@@ -127,6 +127,8 @@ def sample_problems(
     max_operand_elements: int = 2**28,
     exclude: Iterable[Problem] = (),
     params: dict[str, LogNormalParams] | None = None,
+    aligned_fraction: float | None = None,
+    align_to: int = 128,
 ) -> list[Problem]:
     """``n`` distinct seeded problems.
 
@@ -140,6 +142,15 @@ def sample_problems(
         max_operand_elements: redraw a problem with a larger operand (batch included).
         exclude: problems never to return (e.g. a training set's, for a validation set).
         params: log-normal parameters (default :data:`FITTED`).
+        aligned_fraction: None (the default) keeps the sizes as drawn. Otherwise each problem is
+            put in one of two size classes: with this probability *aligned* (N, K and M rounded to
+            the nearest multiple of ``align_to``, M only when larger than ``align_to`` so decode
+            sizes stay), else *odd* (N, K and M > 1 made odd). A sweep kernel depends on a
+            size's divisibility, not its value (``torch_diode.collect.sweep.kernel_spec``), so
+            problems of one class, op, dtype and layout share compiled kernels; sizes with every
+            divisibility in between compile one kernel set each. Odd sizes are the hardest case
+            for masking and padding, so they stay in the mix.
+        align_to: the multiple of the aligned class.
 
     Raises:
         ValueError: bad arguments, or ``n`` distinct problems could not be drawn in ``100 * n`` tries.
@@ -160,6 +171,10 @@ def sample_problems(
     fitted = params if params is not None else FITTED
     if sampler == "log-normal" and any(_family(op) not in fitted for op in ops):
         raise ValueError("sampler: no fitted log-normal parameters; fit them with `diode shapes --fit SHAPESET`")
+    if aligned_fraction is not None and not 0.0 <= aligned_fraction <= 1.0:
+        raise ValueError(f"aligned_fraction: must be in [0, 1] or None, got {aligned_fraction!r}")
+    if isinstance(align_to, bool) or not isinstance(align_to, int) or align_to < 2:
+        raise ValueError(f"align_to: must be an integer >= 2, got {align_to!r}")
     rng = np.random.default_rng(seed)
     excluded = set(exclude)
     out: dict[Problem, None] = {}
@@ -190,6 +205,13 @@ def sample_problems(
                 raise ValueError(f"pow2: no power of two in [{min_dim}, {max_dim}]")
             m, nn, k = (2 ** int(v) for v in rng.integers(lo, hi + 1, size=3))
             batch = 2 ** int(rng.integers(0, int(math.log2(max_batch)) + 1)) if batched else 1
+        if aligned_fraction is not None:
+            if rng.random() < aligned_fraction:
+                nn, k = (max(align_to, align_to * round(v / align_to)) for v in (nn, k))
+                m = align_to * round(m / align_to) if m > align_to else m
+            else:
+                nn, k = nn | 1, k | 1
+                m = m | 1 if m > 1 else m
         if max(m * k, k * nn, m * nn) * batch > max_operand_elements:
             continue
         sa, sb = strides_for(op, m, nn, k, layout)
