@@ -420,9 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--space", default="DEFAULT", choices=["DEFAULT", "EXHAUSTIVE"])
     ap.add_argument("--problems", default="all", choices=["all", "quick", "large", "none"])
-    ap.add_argument(
-        "--only", default=None, help="comma-separated indices into the --problems list, in this order"
-    )
+    ap.add_argument("--only", default=None, help="comma-separated indices into the --problems list, in this order")
     ap.add_argument("--inductor-budget-s", type=float, default=None, help="start no Inductor compile after this")
     ap.add_argument("--inductor-timing", action="store_true", help="also sweep with Inductor's own benchmarker")
     ap.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -54,3 +55,25 @@ def run_diode(tmp_path: Path):
         return proc
 
     return run
+
+
+class _TritonConfig:
+    """Stand-in for triton.Config, which torch binds to ``object`` when triton is absent
+    (reference 7.1). Only the attributes Inductor's heuristic reads."""
+
+    def __init__(self, kwargs, num_stages=None, num_warps=None, **extra):
+        self.kwargs = kwargs
+        self.num_stages = num_stages
+        self.num_warps = num_warps
+        for k, v in extra.items():
+            setattr(self, k, v)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """Enumerate on a fake ``cuda`` device: Inductor only reads the device type."""
+    if importlib.util.find_spec("triton") is None:
+        import torch._inductor.template_heuristics.triton as th
+
+        monkeypatch.setattr(th, "TritonConfig", _TritonConfig)
+    yield

@@ -205,3 +205,19 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path):
     again = collect(problems, CollectOptions(**CPU), out)
     assert again.problems_measured == 0 and again.problems_skipped == len(problems)
     assert len(read_dataset(out)) == len(after)
+
+
+def test_local_gpu_workers_share_the_compile_cpus():
+    """Each of several sweep processes on one host gets its share of the CPUs for compiling,
+    unless the caller chose the pool size; other collectors are left alone."""
+    from torch_diode.collect.runner import _share_compile_cpus
+
+    cpus = os.cpu_count() or 2
+    sweep_opts = CollectOptions(collector="sweep", sweep_options=(("max_configs", 5),))
+    shared = dict(_share_compile_cpus(sweep_opts, 2).sweep_options)
+    assert shared == {"max_configs": 5, "workers": max(1, cpus // 2 - 1)}
+    assert _share_compile_cpus(sweep_opts, 1) is sweep_opts
+    chosen = CollectOptions(collector="sweep", sweep_options=(("workers", 3),))
+    assert _share_compile_cpus(chosen, 4) is chosen
+    inductor = CollectOptions(collector="inductor")
+    assert _share_compile_cpus(inductor, 4) is inductor

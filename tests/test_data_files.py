@@ -56,3 +56,26 @@ def test_campaign_file(path: Path) -> None:
                 spreads.append((times.max() - times.min()) / np.median(times))
     if spreads:
         assert float(np.median(spreads)) <= 0.05
+
+
+VAL_FILES = [p for p in FILES if p.name == "val.msgpack"]
+
+
+@pytest.mark.parametrize("path", VAL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_validation_problems_have_the_full_exhaustive_space(path: Path, fake_cuda) -> None:
+    """Every validation problem has ATen and every Triton config of Inductor's EXHAUSTIVE space,
+    each timed or recorded as a failure (configs that do not fit the GPU), none left out: the true
+    best choice is known. The space is enumerated here by Inductor itself (fake CUDA device)."""
+    from torch_diode.collect.sweep import inductor_choices
+
+    ds = read_dataset(path)
+    failed: dict = {}
+    for f in ds.failures:
+        if f.choice is not None:
+            failed.setdefault(f.problem, set()).add(f.choice)
+    for t in ds.by_problem():
+        seen = {ds.choices[i] for i in set(t.choice_idx.tolist())} | failed.get(t.problem, set())
+        space = {it.choice for it in inductor_choices(t.problem, "EXHAUSTIVE")}
+        assert not space - seen, f"{t.problem.key()}: {len(space - seen)} of {len(space)} choices not measured"
+        timed_triton = [ds.choices[i] for i in set(t.choice_idx.tolist()) if ds.choices[i].is_triton]
+        assert len(timed_triton) >= 0.5 * len(space), t.problem.key()

@@ -679,3 +679,23 @@ def test_bench_script_runs_small(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
     assert res["records"] == 20000 and res["round_trip_exact"] and res["size_bytes"] < 20000 * 30
+
+
+def test_atomic_write_gives_the_usual_file_mode(tmp_path):
+    """Files written atomically are readable like any other file (not mkstemp's private 0600),
+    and a replaced file keeps its mode."""
+    import os
+    import stat
+
+    from torch_diode._files import atomic_write
+
+    old = os.umask(0o022)
+    try:
+        new = atomic_write(tmp_path / "a.json", "{}")
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        new.chmod(0o600)
+        atomic_write(new, "[]")
+        assert stat.S_IMODE(new.stat().st_mode) == 0o600
+        assert new.read_text() == "[]"
+    finally:
+        os.umask(old)

@@ -336,3 +336,24 @@ def test_shapes_cli(tmp_path, capsys):
     assert main(["shapes", "--fit", str(REAL)]) == 0
     fitted = json.loads(capsys.readouterr().out)
     assert math.isclose(fitted["mm"]["mean"][0], FITTED["mm"].mean[0])
+
+
+def test_aligned_fraction_gives_two_divisibility_classes():
+    """With ``aligned_fraction`` every sampled problem is either aligned (N, K and M > 128 multiples
+    of 128) or odd (N, K and M > 1 odd), in about the asked proportion, and seeded."""
+    from torch_diode.shapes.sampling import sample_problems
+
+    kw = dict(seed=3, sampler="log-normal", ops=("mm", "bmm"), aligned_fraction=0.7)
+    probs = sample_problems(400, **kw)
+    assert probs == sample_problems(400, **kw)
+    aligned = [p for p in probs if p.n % 128 == 0 and p.k % 128 == 0]
+    odd = [p for p in probs if p.n % 2 == 1 and p.k % 2 == 1]
+    assert len(aligned) + len(odd) == len(probs)
+    assert 0.6 < len(aligned) / len(probs) < 0.8
+    assert all(p.m <= 128 or p.m % 128 == 0 for p in aligned)
+    assert all(p.m == 1 or p.m % 2 == 1 for p in odd)
+    assert any(p.m < 128 for p in aligned)  # decode sizes stay
+    with pytest.raises(ValueError, match="aligned_fraction"):
+        sample_problems(1, seed=0, aligned_fraction=1.5)
+    with pytest.raises(ValueError, match="align_to"):
+        sample_problems(1, seed=0, aligned_fraction=0.5, align_to=1)

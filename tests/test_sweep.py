@@ -17,28 +17,6 @@ from torch_diode.records import Choice, Problem
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
-class _TritonConfig:
-    """Stand-in for triton.Config, which torch binds to ``object`` when triton is absent
-    (reference 7.1). Only the attributes Inductor's heuristic reads."""
-
-    def __init__(self, kwargs, num_stages=None, num_warps=None, **extra):
-        self.kwargs = kwargs
-        self.num_stages = num_stages
-        self.num_warps = num_warps
-        for k, v in extra.items():
-            setattr(self, k, v)
-
-
-@pytest.fixture
-def fake_cuda(monkeypatch):
-    """Enumerate on a fake ``cuda`` device: Inductor only reads the device type."""
-    if not HAS_TRITON:
-        import torch._inductor.template_heuristics.triton as th
-
-        monkeypatch.setattr(th, "TritonConfig", _TritonConfig)
-    yield
-
-
 def mm(m, n, k, dtype="float16", **kw) -> Problem:
     return Problem(op="mm", m=m, n=n, k=k, dtype=dtype, **kw)
 

@@ -673,10 +673,21 @@ class SweepCollector:
         self.close()
 
     def close(self) -> None:
-        """Stop the compile processes (compiled kernels stay in Triton's cache)."""
+        """Stop the compile processes (compiled kernels stay in Triton's cache).
+
+        Kernels still queued are cancelled and compiles still running are stopped, so a run that
+        ends early (a time budget, an interrupt) ends at once instead of finishing prefetched
+        compiles whose problems it will not measure; Triton writes a cache entry only once its
+        kernel is complete."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            procs = list(getattr(pool, "_processes", {}).values())  # CPython's worker table
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+            for proc in procs:
+                proc.join(timeout=10)
         self._futures = {k: f for k, f in self._futures.items() if f.done() and not f.cancelled()}
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
