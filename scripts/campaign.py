@@ -9,8 +9,9 @@
     python scripts/campaign.py run --hardware NVIDIA-H100 --split val --time-budget 480
     python scripts/campaign.py run --hardware NVIDIA-H100 --split val-stock --time-budget 120
 
-    # anywhere: what is collected so far
+    # anywhere: what is collected so far, and the plan's problem distribution as a PNG
     python scripts/campaign.py status --hardware NVIDIA-H100
+    python scripts/campaign.py plot --hardware NVIDIA-H100
 
 Splits: ``train`` (ATen + a seeded sample of ``train_max_configs`` EXHAUSTIVE Triton configs per
 problem, the sweep collector), ``val`` (ATen + the full EXHAUSTIVE space), ``val-stock`` (ATen +
@@ -124,6 +125,59 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    """The plan's problem distribution (and what is collected so far) as a PNG, for the data card."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from torch_diode.collect.campaign import size_bucket
+
+    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    done: dict[str, set] = {}
+    for split, (fname, _, which) in SPLITS.items():
+        path = _dir(args) / fname
+        if path.exists() and split != "val-stock":
+            ds = read_dataset(path, recover=True)
+            done[which] = {ds.problems[i] for i in set(ds.problem_idx.tolist())}
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    colors = {"mm": "tab:blue", "addmm": "tab:orange", "bmm": "tab:green", "baddbmm": "tab:red"}
+    for ax, (split, probs) in zip(axes[:2], (("train", plan.train), ("val", plan.val))):
+        got = done.get(split, set())
+        for op, color in colors.items():
+            sel = [p for p in probs if p.op == op]
+            ax.scatter([p.m for p in sel], [p.n * p.k for p in sel], s=10, color=color, alpha=0.35, label=op)
+            ax.scatter(
+                [p.m for p in sel if p in got],
+                [p.n * p.k for p in sel if p in got],
+                s=22,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=0.6,
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("M")
+        ax.set_ylabel("N x K")
+        ax.set_title(f"{split}: {len(probs)} problems planned, {len(got)} collected (circled)")
+        ax.legend(loc="lower right", fontsize=8)
+    buckets = sorted({size_bucket(p) for p in plan.train + plan.val})
+    x = range(len(buckets))
+    for off, (split, probs) in zip((-0.2, 0.2), (("train", plan.train), ("val", plan.val))):
+        counts = [sum(size_bucket(p) == b for p in probs) for b in buckets]
+        axes[2].bar([i + off for i in x], counts, width=0.4, label=split)
+    axes[2].set_xticks(list(x), buckets, rotation=30, ha="right", fontsize=8)
+    axes[2].set_title("problems per size bucket")
+    axes[2].legend()
+    fig.suptitle(f"{args.hardware} campaign plan (seed {plan.options.seed})")
+    fig.tight_layout()
+    out = Path(args.output) if args.output else _dir(args) / "problem_mix.png"
+    fig.savefig(out, dpi=90)
+    print(out)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default="data")
@@ -149,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("status", help="what is collected so far")
     s.add_argument("--hardware", required=True)
     s.set_defaults(func=cmd_status)
+    g = sub.add_parser("plot", help="plot the plan's problem distribution and what is collected (needs matplotlib)")
+    g.add_argument("--hardware", required=True)
+    g.add_argument("--output", default=None, help="PNG to write (default: data/<KEY>/problem_mix.png)")
+    g.set_defaults(func=cmd_plot)
     args = ap.parse_args(argv)
     return int(args.func(args))
 
