@@ -13,6 +13,10 @@
     python scripts/campaign.py status --hardware NVIDIA-H100
     python scripts/campaign.py plot --hardware NVIDIA-H100
 
+    # anywhere, once val.msgpack has problems: stock max-autotune's pick per validation problem
+    # (Inductor's DEFAULT candidates looked up in the full-space timings) -> val-stock-picks.json
+    python scripts/campaign.py stock --hardware NVIDIA-H100
+
 Splits: ``train`` (ATen + a seeded sample of ``train_max_configs`` EXHAUSTIVE Triton configs per
 problem, the sweep collector), ``val`` (ATen + the full EXHAUSTIVE space), ``val-stock`` (ATen +
 Inductor's DEFAULT candidates of the validation problems: the fastest of these is stock
@@ -125,6 +129,26 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stock(args: argparse.Namespace) -> int:
+    """Stock max-autotune's picks of the validation problems, from the full-space validation set."""
+    import torch
+
+    from torch_diode.collect.campaign import stock_picks_from_full_space
+    from torch_diode.evaluate import write_max_autotune_solution
+
+    ds = read_dataset(_dir(args) / "val.msgpack")
+    picks, notes = stock_picks_from_full_space(ds)
+    for line in notes:
+        print(f"left out: {line}")
+    out = _dir(args) / "val-stock-picks.json"
+    write_max_autotune_solution(picks, out, hardware=args.hardware)
+    print(
+        f"{out}: stock max-autotune's (DEFAULT) pick for {len(picks)} of {len(ds.problems)} validation problems, "
+        f"candidates enumerated by torch {torch.__version__}, times from {ds.sources[0].gpu_name if ds.sources else '?'}"
+    )
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     """The plan's problem distribution (and what is collected so far) as a PNG, for the data card."""
     import matplotlib
@@ -203,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("status", help="what is collected so far")
     s.add_argument("--hardware", required=True)
     s.set_defaults(func=cmd_status)
+    k = sub.add_parser(
+        "stock", help="stock max-autotune's picks of the validation problems, from val.msgpack (no GPU needed)"
+    )
+    k.add_argument("--hardware", required=True)
+    k.set_defaults(func=cmd_stock)
     g = sub.add_parser("plot", help="plot the plan's problem distribution and what is collected (needs matplotlib)")
     g.add_argument("--hardware", required=True)
     g.add_argument("--output", default=None, help="PNG to write (default: data/<KEY>/problem_mix.png)")

@@ -55,3 +55,43 @@ def test_size_buckets() -> None:
     assert size_bucket(Problem(op="mm", m=1024, n=1024, k=16384)) == "large-K"
     assert size_bucket(Problem(op="mm", m=1000, n=1024, k=1024)) == "odd (not multiple of 16)"
     assert size_bucket(Problem(op="mm", m=8192, n=8192, k=8192)) == "large"
+
+
+def test_stock_picks_from_the_full_space(fake_cuda) -> None:
+    """Stock max-autotune's pick of a validation problem is the fastest of Inductor's DEFAULT
+    candidates in the full-space timings; a problem missing a DEFAULT candidate gets no pick."""
+    import numpy as np
+
+    from torch_diode.collect.campaign import stock_picks_from_full_space
+    from torch_diode.collect.sweep import inductor_choices
+    from torch_diode.dataset import read_dataset
+
+    path = REPO / "data" / "NVIDIA-H200" / "val.msgpack"
+    ds = read_dataset(path).select_problems(read_dataset(path).problems[:4])
+    picks, notes = stock_picks_from_full_space(ds)
+    assert not notes and set(picks) == set(ds.problems)
+    for pt in ds.by_problem():
+        med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
+        default = {it.choice for it in inductor_choices(pt.problem, "DEFAULT")}
+        pick = picks[pt.problem]
+        assert pick.choice in default and pick.time_us == med[pick.choice]
+        assert pick.time_us == min(t for c, t in med.items() if c in default)
+        assert pick.time_us >= min(med.values())
+    # drop the stock winner's records of the first problem: the space is no longer full there
+    first = ds.by_problem()[0].problem
+    gone = ds.choices.index(picks[first].choice)
+    keep = ~((ds.problem_idx == ds.problems.index(first)) & (ds.choice_idx == gone))
+    cut = type(ds)(
+        sources=ds.sources,
+        problems=ds.problems,
+        choices=ds.choices,
+        problem_idx=ds.problem_idx[keep],
+        choice_idx=ds.choice_idx[keep],
+        time_us=ds.time_us[keep],
+        source_idx=ds.source_idx[keep],
+        failures=ds.failures,
+    )
+    picks2, notes2 = stock_picks_from_full_space(cut)
+    assert first not in picks2 and len(picks2) == len(picks) - 1
+    assert len(notes2) == 1 and first.key() in notes2[0] and "not measured" in notes2[0]
+    assert np.isfinite([p.time_us for p in picks2.values()]).all()

@@ -210,3 +210,39 @@ def plan_campaign(options: CampaignOptions, shapeset: str | os.PathLike[str] = D
 
 def _shape_key(p: Problem) -> tuple[str, int, int, int, int, str]:
     return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
+
+
+def stock_picks_from_full_space(dataset: Any, search_space: str = "DEFAULT") -> tuple[dict[Problem, Any], list[str]]:
+    """Stock max-autotune's pick per problem of a full-space dataset (the validation set), without
+    a GPU: Inductor's own ``search_space`` candidates for the problem (enumerated here, as
+    ``collect.sweep.inductor_choices`` does for the sweep) looked up in the measured times; the
+    fastest is what max-autotune picks when it times its candidates the way the dataset did.
+
+    Returns:
+        ``({problem: StockPick}, notes)``; ``notes`` names every problem left out (a DEFAULT
+        candidate that is neither timed nor a recorded failure means the dataset does not hold
+        the full space, so no pick is claimed for it).
+    """
+    from torch_diode.collect.sweep import inductor_choices
+    from torch_diode.evaluate import StockPick
+
+    failed: dict[Problem, set[Any]] = {}
+    for f in dataset.failures:
+        if f.choice is not None:
+            failed.setdefault(f.problem, set()).add(f.choice)
+    picks: dict[Problem, Any] = {}
+    notes: list[str] = []
+    for pt in dataset.by_problem():
+        med = {dataset.choices[c]: t for c, t in pt.median_by_choice().items()}
+        cands = {it.choice for it in inductor_choices(pt.problem, search_space)}
+        missing = cands - set(med) - failed.get(pt.problem, set())
+        if missing:
+            notes.append(f"{pt.problem.key()}: {len(missing)} of {len(cands)} {search_space} candidates not measured")
+            continue
+        timed = [c for c in cands if c in med]
+        if not timed:
+            notes.append(f"{pt.problem.key()}: no {search_space} candidate ran")
+            continue
+        best = min(timed, key=lambda c: (med[c], c.key()))
+        picks[pt.problem] = StockPick(best, float(med[best]))
+    return picks, notes
