@@ -369,3 +369,33 @@ def test_uuid_changes_with_model_and_options(model_path: Path, other_model_path:
 def test_needs_a_model_or_a_table() -> None:
     with pytest.raises(ValueError, match="TORCH_DIODE_MODEL"):
         DiodeInductorChoices(DiodeOptions())
+
+
+@pytest.mark.parametrize("op", ["mm", "bmm"])
+def test_widened_fp32_tiles_too_slow_to_compile_are_left_out(op: str, model_path: Path) -> None:
+    """fp32 (no TF32) tiles of 16,384+ multiply-adds per thread take minutes each to compile: the
+    widening leaves them out by default (Inductor's own DEFAULT candidates always stay), and
+    ``max_compile_cost=None`` keeps the whole space."""
+    from torch_diode.collect.sweep import compile_cost
+
+    with inductor_graph():
+        ki = kernel_inputs(op, 512, 512, 2048, dtype=torch.float32)
+        problem = problem_from_kernel_inputs(ki, op)
+        full = stock_ktcs(ki, op, space="EXHAUSTIVE")
+        default = stock_ktcs(ki, op, space="DEFAULT")
+        capped = DiodeInductorChoices(DiodeOptions(model=str(model_path)))
+        out = call_hook(capped, ki, op)
+        whole = DiodeInductorChoices(DiodeOptions(model=str(model_path), max_compile_cost=None))
+        call_hook(whole, ki, op)
+    tri = TEMPLATES[op][1].uid
+    default_kw = [kw(x) for x in default[tri]]
+    costly = [x for x in full[tri] if compile_cost(problem, choice_from_ktc(x)) > 131072 and kw(x) not in default_kw]
+    assert costly, "the fp32 EXHAUSTIVE space has tiles over the cap"
+    n_all = sum(len(v) for v in full.values())
+    s = capped.get_stats()
+    assert s["compile_cost_skipped"] == len(costly)
+    assert s["candidates_seen"] == n_all - len(costly)
+    assert whole.get_stats()["candidates_seen"] == n_all and whole.get_stats()["compile_cost_skipped"] == 0
+    for x in out:
+        if x.template.uid == tri:
+            assert compile_cost(problem, choice_from_ktc(x)) <= 131072 or kw(x) in default_kw

@@ -17,6 +17,7 @@ config field                            environment variable         ``DiodeOpti
 ``lut`` (kernel lookup table JSON)      ``TORCH_DIODE_LUT``          ``lut``
 ``search_space``                        ``TORCH_DIODE_SEARCH_SPACE`` ``search_space``
 ``device_types``                        ``TORCH_DIODE_DEVICE_TYPES`` ``device_types``
+``max_compile_cost`` (``none`` = off)   ``TORCH_DIODE_MAX_COMPILE_COST``       ``max_compile_cost``
 ``disable`` (kill switch, per call)     ``TORCH_DIODE_DISABLE``      (checked by the handler)
 ======================================  ==========================  ===========================
 """
@@ -55,6 +56,13 @@ class DiodeOptions:
             for each GEMM (locally; the global config is untouched); ``"DEFAULT"`` scores only
             Inductor's default candidates.
         device_types: device types of GEMMs the handler acts on (others get stock behaviour).
+        max_compile_cost: leave out of the widened candidates the Triton configs whose compile
+            cost (``torch_diode.collect.sweep.compile_cost``: unrolled multiply-adds per thread,
+            x8 for fp32 without TF32) exceeds this; ``None`` keeps every config. The default drops
+            only the fp32 FMA tiles of 16,384+ multiply-adds per thread: each takes 13 s to minutes
+            to compile (a cold-compile budget of ~1.5 s per GEMM cannot afford one), and the
+            shipped models' training data leaves them out too. Inductor's own DEFAULT candidates
+            are never dropped.
     """
 
     model: str | None = None
@@ -66,6 +74,7 @@ class DiodeOptions:
     lut: str | None = None
     search_space: str = "EXHAUSTIVE"
     device_types: tuple[str, ...] = ("cuda",)
+    max_compile_cost: float | None = 131072.0
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -104,6 +113,11 @@ class DiodeOptions:
         if not types or not all(isinstance(t, str) and t for t in types):
             raise ValueError(f"device_types: must be non-empty device type names, got {self.device_types!r}")
         object.__setattr__(self, "device_types", types)
+        mc = self.max_compile_cost
+        if mc is not None:
+            if isinstance(mc, bool) or not isinstance(mc, (int, float)) or not mc > 0:
+                raise ValueError(f"max_compile_cost: must be a positive number or None, got {mc!r}")
+            object.__setattr__(self, "max_compile_cost", float(mc))
 
     def replace(self, **changes: Any) -> DiodeOptions:
         """A copy with some fields changed (validated again)."""
@@ -149,6 +163,12 @@ def _parse_str(var: str, raw: str) -> str | None:
     return raw.strip() or None
 
 
+def _parse_optional_float(var: str, raw: str) -> float | None:
+    if raw.strip().lower() in ("", "none", "off"):
+        return None
+    return _parse_float(var, raw)
+
+
 def _parse_types(var: str, raw: str) -> tuple[str, ...]:
     types = tuple(t.strip() for t in raw.split(",") if t.strip())
     if not types:
@@ -179,6 +199,9 @@ _FIELDS: dict[str, _Field] = {
     "lut": _Field("TORCH_DIODE_LUT", _parse_str, None, "lut"),
     "search_space": _Field("TORCH_DIODE_SEARCH_SPACE", _parse_str, _DEFAULTS.search_space, "search_space"),
     "device_types": _Field("TORCH_DIODE_DEVICE_TYPES", _parse_types, _DEFAULTS.device_types, "device_types"),
+    "max_compile_cost": _Field(
+        "TORCH_DIODE_MAX_COMPILE_COST", _parse_optional_float, _DEFAULTS.max_compile_cost, "max_compile_cost"
+    ),
     "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, False, None),
 }
 

@@ -166,6 +166,7 @@ class _Stats:
         "aten_dropped",
         "low_confidence",
         "single_choice",
+        "compile_cost_skipped",
     )
 
     def __init__(self) -> None:
@@ -302,6 +303,7 @@ class DiodeInductorChoices(InductorChoices):
         acted on), ``model_selections``, ``lut_hits``, ``cache_hits`` (predictions reused), ``decision_cache_hits`` (a static problem
         seen before: its selection is replayed without enumerating or predicting),
         ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
+        ``compile_cost_skipped`` (widened configs left out by ``max_compile_cost``),
         ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (calls that left
         one choice: nothing to benchmark), ``fallbacks`` (reason -> count) and ``fallbacks_total``,
         ``passthrough`` (reason -> count of calls left to stock without being a failure),
@@ -463,6 +465,8 @@ class DiodeInductorChoices(InductorChoices):
             aten_choices = choices_from_ktcs(aten)
         except ValueError as e:
             raise HandlerError("unconvertible_choice", str(e)) from e
+        if self.options.max_compile_cost is not None:
+            triton, triton_choices = self._affordable(problem, template_choices, templates, triton, triton_choices)
         self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
 
         keep = self._lut_selection(problem, triton_choices, aten_choices)
@@ -492,6 +496,37 @@ class DiodeInductorChoices(InductorChoices):
                     self._decisions.popitem(last=False)
         self._count_kept(decision, result)
         return result
+
+    def _affordable(
+        self,
+        problem: Problem,
+        template_choices: dict[str, Any],
+        templates: Sequence[Any],
+        triton: list[Any],
+        triton_choices: list[Choice],
+    ) -> tuple[list[Any], list[Choice]]:
+        """The Triton candidates without the widened configs that cost more than
+        ``max_compile_cost`` to compile; Inductor's own candidates for the call always stay."""
+        from torch_diode.collect.sweep import compile_cost
+
+        cap = self.options.max_compile_cost
+        assert cap is not None
+        stock = {
+            (t.uid, tuple(sorted(x.params.to_kwargs().items())))
+            for t in templates
+            if _is_triton(t.uid)
+            for x in template_choices.get(t.uid, ())
+        }
+        keep = [
+            i
+            for i, (ktc, c) in enumerate(zip(triton, triton_choices))
+            if compile_cost(problem, c) <= cap
+            or (ktc.template.uid, tuple(sorted(ktc.params.to_kwargs().items()))) in stock
+        ]
+        if len(keep) == len(triton):
+            return triton, triton_choices
+        self._stats.add(compile_cost_skipped=len(triton) - len(keep))
+        return [triton[i] for i in keep], [triton_choices[i] for i in keep]
 
     def _count_kept(self, decision: _Decision, result: list[Any]) -> None:
         self._stats.add(
