@@ -16,6 +16,7 @@ from torch_diode.evaluate import (
     kendall_tau,
     markdown_table,
     max_autotune_solution_from_dataset,
+    problem_evals,
     read_max_autotune_solution,
     regression_stats,
     regret_at_k,
@@ -139,3 +140,43 @@ def test_write_report_writes_json_and_markdown(tmp_path: Path) -> None:
         assert len(written) == 2  # the PNG needs the optional plot extra
     else:
         assert written[2].suffix == ".png" and written[2].stat().st_size > 0
+
+
+def test_regret_against_a_wider_oracle() -> None:
+    """With ``oracle_us`` (the best of the whole space when some choices are not ranked) regret
+    counts the loss of leaving the fastest choice out, and recall is 0 for that problem."""
+    measured = np.array([10.0, 12.0, 9.0])
+    predicted = np.log([1.0, 2.0, 3.0])
+    assert regret_at_k(measured, predicted, (1, 3), oracle_us=6.0) == {1: 10 / 6, 3: 1.5}
+    assert regret_at_k(measured, predicted, (1,), oracle_us=100.0) == {1: 10 / 9}  # never above the ranked best
+    e = ProblemEval(Problem(op="mm", m=8, n=8, k=8), CHOICES[:3], measured, predicted, oracle_us=6.0)
+    s = summarize([e], with_tau=False)["overall"]
+    assert s["regret@3"]["geomean"] == pytest.approx(1.5) and s["recall@10"] == 0.0
+
+
+def test_problem_evals_rank_only_what_the_handler_would(tmp_path: Path) -> None:
+    """``max_compile_cost`` leaves the fp32 FMA tiles the handler never considers out of the
+    ranking, but the oracle is still the best of everything measured."""
+    from torch_diode.collect.sweep import compile_cost
+    from torch_diode.features import FEATURE_SPEC, gpu_constants
+    from torch_diode.model import ARCH_PRESETS, Architecture, Normalization, build_model
+
+    p = Problem(op="mm", m=512, n=512, k=2048, dtype="float32")
+    cheap = Choice(template="triton::mm", block_m=64, block_n=64, block_k=32, group_m=8, num_stages=3, num_warps=4)
+    costly = Choice(template="triton::mm", block_m=128, block_n=128, block_k=128, group_m=8, num_stages=3,
+                    num_warps=4)  # fmt: skip
+    assert compile_cost(p, cheap) <= 131072 < compile_cost(p, costly)
+    recs = [
+        TimingRecord(problem=p, choice=c, time_us=t, hardware="NVIDIA-H100")
+        for c, t in ((Choice.aten("mm"), 30.0), (cheap, 40.0), (costly, 20.0))
+    ]
+    ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
+    n = len(FEATURE_SPEC)
+    arch = Architecture(model_type="base", input_dim=n, members=2, **ARCH_PRESETS["base"])
+    norm = Normalization(np.zeros(n, np.float32), np.ones(n, np.float32), 0.0, 1.0)
+    model = build_model(arch, hardware="NVIDIA-H100", gpu=gpu_constants("NVIDIA-H100"), normalization=norm, seed=0)
+    (full,) = problem_evals(model, ds)
+    (capped,) = problem_evals(model, ds, max_compile_cost=131072)
+    assert set(full.choices) == {Choice.aten("mm"), cheap, costly} and full.oracle_us is None
+    assert set(capped.choices) == {Choice.aten("mm"), cheap} and capped.oracle_us == 20.0
+    assert regret_at_k(capped.measured_us, capped.predicted_log_us, (10,), oracle_us=capped.oracle_us) == {10: 1.5}

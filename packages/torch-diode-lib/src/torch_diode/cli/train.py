@@ -66,6 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_dataset_args(v)
     v.add_argument("--top-n-worst", type=int, default=10, metavar="N", help="worst predictions to list (default: 10)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_compile_cost_arg(v)
     v.set_defaults(func=_validate_model)
 
     a = subparsers.add_parser(
@@ -83,8 +84,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stock max-autotune's picks: a solution JSON (format torch-diode-max-autotune-solution) or "
         "a dataset collected by max-autotune (its fastest record per problem is the pick)",
     )
+    _add_compile_cost_arg(a)
     a.add_argument("--output", metavar="REPORT.json", help="write the JSON report, a .md table and a .png beside it")
     a.set_defaults(func=_validate_max_autotune)
+
+
+def _add_compile_cost_arg(p: argparse.ArgumentParser) -> None:
+    from torch_diode.config import DiodeOptions
+
+    default = DiodeOptions().max_compile_cost
+    p.add_argument(
+        "--max-compile-cost",
+        type=_optional_cost,
+        default=default,
+        metavar="C|none",
+        help="consider only the choices the choices handler considers with the same option: Triton configs "
+        f"over this compile cost are not ranked (default: the handler's, {default:g}); regret is still "
+        "against the best of every measured choice. 'none' ranks every measured choice",
+    )
+
+
+def _optional_cost(raw: str) -> float | None:
+    if raw.strip().lower() in ("none", "off"):
+        return None
+    try:
+        v = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number or 'none', got {raw!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number or 'none', got {raw!r}")
+    return v
 
 
 def _add_dataset_args(p: argparse.ArgumentParser) -> None:
@@ -197,7 +226,9 @@ def _validate_model(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     ds = _load_dataset(args)
     _check_hardware(model, ds)
-    st = regression_stats(problem_evals(model, ds), top_n_worst=args.top_n_worst)
+    st = regression_stats(
+        problem_evals(model, ds, max_compile_cost=args.max_compile_cost), top_n_worst=args.top_n_worst
+    )
     if args.json:
         print(
             json.dumps(
@@ -231,7 +262,7 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
             stock = read_max_autotune_solution(args.max_autotune_solution)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    report, evals = evaluate_model(model, ds, stock=stock)
+    report, evals = evaluate_model(model, ds, stock=stock, max_compile_cost=args.max_compile_cost)
     print(markdown_table(report), end="")
     if args.output:
         for p in write_report(report, evals, args.output):
