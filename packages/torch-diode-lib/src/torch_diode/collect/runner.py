@@ -265,6 +265,11 @@ def _provenance(options: CollectOptions, hardware: str) -> Provenance:
         "cuda": str(torch.version.cuda or ""),
         "hip": str(torch.version.hip or ""),
     }
+    if options.collector == "sweep":
+        sweep_opts = dict(options.sweep_options)
+        # Which kernels were timed: Inductor's own (literal sizes) or ones shared across problems.
+        extra["sweep_kernels"] = "literal" if sweep_opts.get("literal_sizes", True) else "shared-spec"
+        extra["sweep_options"] = ",".join(f"{k}={v}" for k, v in sorted(sweep_opts.items()))
     return Provenance(
         hardware=hardware,
         gpu_name=gpu_name,

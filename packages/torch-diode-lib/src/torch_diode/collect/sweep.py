@@ -178,6 +178,26 @@ def kernel_spec(problem: Problem) -> KernelSpec:
     )
 
 
+def literal_values(problem: Problem) -> dict[str, int]:
+    """Every size and stride constexpr of the sweep kernel (the names of :class:`KernelSpec`'s
+    ``specs``) with the problem's actual value: what Inductor's rendered template has as literals.
+    Passed as ``-value`` codes they make the sweep kernel specialise on the values themselves."""
+    p = problem
+    batched = p.op in BATCHED_OPS
+    out = _out_stride(p)
+    bias = p.stride_bias if p.op in BIAS_OPS else None
+    vals: dict[str, int] = {"M_SPEC": p.m, "N_SPEC": p.n, "K_SPEC": p.k}
+    if batched:
+        vals["BATCH_SPEC"] = p.batch
+        names = [("SAQ", "SAM", "SAK"), ("SBQ", "SBK", "SBN"), ("SCQ", "SCM", "SCN"), ("SIQ", "SIM", "SIN")]
+    else:
+        names = [("SAM", "SAK"), ("SBK", "SBN"), ("SCM", "SCN"), ("SIM", "SIN")]
+    strides = [p.stride_a, p.stride_b, out, bias if bias is not None else (0,) * len(out)]
+    for nm, st in zip(names, strides):
+        vals.update(zip(nm, (int(x) for x in st)))
+    return vals
+
+
 #: sha256 of Inductor's template sources that the sweep kernels reproduce, per revision.
 TEMPLATE_HASHES: dict[int, dict[str, str]] = {
     211: {  # torch 2.11
@@ -245,9 +265,16 @@ _IGNORED_KWARGS = frozenset({"num_stages", "num_warps", "hint_override"})
 _SUPPORTED_TRITON = frozenset({"triton::mm", "triton::bmm"})
 
 
-def launch_constexprs(problem: Problem, choice: Choice, revision: int) -> dict[str, Any]:
+def launch_constexprs(problem: Problem, choice: Choice, revision: int, *, literal: bool = False) -> dict[str, Any]:
     """All constexpr arguments of the sweep kernel for (problem, choice), as plain values
     (``ACC_TYPE``/``INDEX_DTYPE`` as their ``tl.*`` names).
+
+    ``literal``: every size and stride is a literal of its value, as in the template Inductor
+    renders for the problem (:func:`literal_values`): the compiled kernel is Inductor's, register
+    allocation included, but it serves that problem only. Otherwise sizes are run-time values with
+    the constexpr facts of :func:`kernel_spec`, shared by every problem of the spec; literal sizes
+    change register allocation (and spilling) for some configs, so those kernels can time
+    differently from Inductor's (``benchmarks/fidelity/NVIDIA-H100/README.md``).
 
     Raises:
         ValueError: the choice carries a kwarg the sweep kernels do not implement.
@@ -279,7 +306,10 @@ def launch_constexprs(problem: Problem, choice: Choice, revision: int) -> dict[s
         TEMPLATE=revision,
         K_LIT=0,
     )
-    if math.ceil(problem.k / out["BLOCK_K"]) <= LITERAL_K_TILES:
+    if literal:
+        out.update({name: -value for name, value in literal_values(problem).items()})
+        out["K_LIT"] = problem.k
+    elif math.ceil(problem.k / out["BLOCK_K"]) <= LITERAL_K_TILES:
         out["K_LIT"] = problem.k
         out["K_SPEC"] = 1  # unused: one key per literal K
     elif out["EVEN_K"]:
@@ -287,10 +317,10 @@ def launch_constexprs(problem: Problem, choice: Choice, revision: int) -> dict[s
     return out
 
 
-def compile_key(problem: Problem, choice: Choice, revision: int) -> tuple[Any, ...]:
+def compile_key(problem: Problem, choice: Choice, revision: int, *, literal: bool = False) -> tuple[Any, ...]:
     """Problems and choices with equal keys share one compiled kernel."""
     spec = kernel_spec(problem)
-    cx = launch_constexprs(problem, choice, revision)
+    cx = launch_constexprs(problem, choice, revision, literal=literal)
     return (
         spec.kernel,
         spec.dtype,
@@ -519,7 +549,11 @@ def _worker_init(cache_dir: str | None) -> None:
 
 
 def _compile_task(
-    problem_dict: dict[str, Any], choice_dict: dict[str, Any], revision: int, options: dict[str, Any]
+    problem_dict: dict[str, Any],
+    choice_dict: dict[str, Any],
+    revision: int,
+    options: dict[str, Any],
+    literal: bool = False,
 ) -> tuple[str, str]:
     """Fill Triton's on-disk cache with the kernel of (problem spec, choice). Runs in a worker."""
     try:
@@ -527,7 +561,7 @@ def _compile_task(
 
         p = Problem.from_dict(problem_dict)
         c = Choice.from_dict(choice_dict)
-        cx = _constexprs_for_triton(launch_constexprs(p, c, revision))
+        cx = _constexprs_for_triton(launch_constexprs(p, c, revision, literal=literal))
         kernel = KERNELS[kernel_spec(p).kernel]
         t0 = time.perf_counter()
         kernel.warmup(
@@ -560,6 +594,13 @@ class SweepOptions:
     ``budget_us``: GPU time for the timed repetitions of one config (at least ``min_reps``, at most
     ``max_reps``) after ``estimate_reps`` estimating runs.
     ``check``: compare each Triton kernel's output with a float64 reference and record mismatches.
+    ``literal_sizes``: compile every kernel with the problem's sizes and strides as literals, as
+    Inductor renders its template (True, the default): the kernel timed is Inductor's, register
+    allocation and spills included, and it serves one problem. False shares one compiled kernel
+    per (config, :class:`KernelSpec`) across problems (faster: fewer compiles), but run-time sizes
+    give some configs other register allocations than Inductor's literal ones (up to 8x faster
+    than Inductor's kernel for fp32 tiles that spill with a literal K loop): use it only where
+    that difference does not matter.
     ``max_compile_cost``: leave out, before sampling, the Triton configs whose
     :func:`compile_cost` exceeds this (None, the default: sweep them all). The configs left out are
     counted in ``SweepCollector.skipped["compile_cost"]``, never recorded as failures. An fp32
@@ -582,6 +623,7 @@ class SweepOptions:
     check: bool = True
     cache_dir: str | None = None
     max_compile_cost: float | None = None
+    literal_sizes: bool = True
 
     def __post_init__(self) -> None:
         if self.search_space not in SEARCH_SPACES:
@@ -736,7 +778,7 @@ class SweepCollector:
                 if it.kind != "triton" or it.choice.template not in _SUPPORTED_TRITON:
                     continue
                 try:
-                    key = compile_key(p, it.choice, self.revision)
+                    key = compile_key(p, it.choice, self.revision, literal=self.options.literal_sizes)
                 except ValueError:
                     continue  # reported as a failure by measure()
                 if key not in self._futures:
@@ -745,7 +787,12 @@ class SweepCollector:
             # kernel, and one large fp32 FMA kernel submitted last would hold it up alone.
             for key, c in sorted(new.items(), key=lambda kv: -compile_cost(p, kv[1])):
                 self._futures[key] = self._get_pool().submit(
-                    _compile_task, p.to_dict(), c.to_dict(), self.revision, self.compile_options
+                    _compile_task,
+                    p.to_dict(),
+                    c.to_dict(),
+                    self.revision,
+                    self.compile_options,
+                    self.options.literal_sizes,
                 )
                 n += 1
         return n
@@ -789,7 +836,7 @@ class SweepCollector:
                 fail(c, "error", f"template {c.template} is not swept")
                 continue
             try:
-                key = compile_key(problem, c, self.revision)
+                key = compile_key(problem, c, self.revision, literal=self.options.literal_sizes)
             except ValueError as e:
                 fail(c, "error", str(e))
                 continue
@@ -924,7 +971,7 @@ class SweepCollector:
         from torch_diode.collect.sweep_kernels import KERNELS
 
         p = problem
-        cx = _constexprs_for_triton(launch_constexprs(p, choice, self.revision))
+        cx = _constexprs_for_triton(launch_constexprs(p, choice, self.revision, literal=self.options.literal_sizes))
         kernel = KERNELS[kernel_spec(p).kernel]
         args = _kernel_args(p, t)
         tiles = math.ceil(p.m / cx["BLOCK_M"]) * math.ceil(p.n / cx["BLOCK_N"])

@@ -1,10 +1,17 @@
-"""Triton kernels of the sweep collector: Inductor's GEMM templates with sizes as run-time arguments.
+"""Triton kernels of the sweep collector: Inductor's GEMM templates, sizes literal or run-time.
 
 Inductor renders ``triton_mm.py.jinja`` / ``triton_bmm.py.jinja`` once per problem,
-with every size and stride baked in as a literal. The sweep compiles each config ONCE per
-*kernel spec* and reuses the binary across problems, so the code below is the same template with
-the sizes passed at run time and every fact about them that changes the generated code passed as
-a ``tl.constexpr``:
+with every size and stride baked in as a literal. The code below is the same template with each
+size and stride passed through ``_hint`` and a ``tl.constexpr`` code, in one of two modes:
+
+* **literal** (``SweepOptions.literal_sizes``, the default): every code is ``-value``, so the
+  kernel is compiled with the problem's sizes and strides as literals, exactly as Inductor's:
+  the same register allocation and spills (``scripts/sweep_register_compare.py``: 12 of 13
+  kernels identical in registers and spill bytes with triton 3.6, against 2 of 13 with run-time
+  sizes), one compile per (problem, config);
+* **shared spec**: sizes are passed at run time and every fact about them that changes the
+  generated code is a ``tl.constexpr``, so one compiled kernel serves every problem of a *kernel
+  spec* (fewer compiles, but register allocation can differ from Inductor's literal kernel):
 
 * the template's compile-time branches: the ``offs_a_m``/``offs_b_n`` contiguity hint
   (``(stride_am == 1 and stride_ak == M) or (stride_am == K and stride_ak == 1)) and M >= BLOCK_M
@@ -38,11 +45,11 @@ LIT_ONE = -1
 
 @triton.jit
 def _hint(x, SPEC: tl.constexpr):
-    # Re-assert what a literal would tell Triton: exact 0 or 1, or a multiple of SPEC.
-    if SPEC == 0:
-        return 0
-    elif SPEC == -1:
-        return 1
+    # SPEC <= 0: the literal -SPEC (0 and 1 fold away; any other value is Inductor's literal size or
+    # stride, exactly as its rendered template has it). SPEC > 0: re-assert what a literal would
+    # tell Triton's alignment analysis, a multiple of SPEC.
+    if SPEC <= 0:
+        return -SPEC
     elif SPEC == 1:
         return x
     else:
