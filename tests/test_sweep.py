@@ -298,3 +298,22 @@ def test_max_compile_cost_leaves_out_slow_fp32_fma_tiles_only(fake_cuda):
     assert c.skipped == {"compile_cost": n_left_out}
     with pytest.raises(ValueError, match="max_compile_cost"):
         sweep.SweepOptions(max_compile_cost=0)
+
+
+def test_literal_mode_specialises_on_every_size_and_stride(fake_cuda) -> None:
+    """``literal=True`` passes every size and stride as the literal -value code (Inductor's
+    rendering), so two problems of one kernel spec share a compiled kernel only without it."""
+    rev = sweep.template_revision()
+    a, b = mm(1024, 512, 2048, "float32"), mm(2048, 512, 2048, "float32")
+    assert sweep.kernel_spec(a) == sweep.kernel_spec(b)
+    c = next(it.choice for it in sweep.inductor_choices(a, "DEFAULT") if it.kind == "triton")
+    assert sweep.compile_key(a, c, rev) == sweep.compile_key(b, c, rev)
+    assert sweep.compile_key(a, c, rev, literal=True) != sweep.compile_key(b, c, rev, literal=True)
+    cx = sweep.launch_constexprs(a, c, rev, literal=True)
+    vals = sweep.literal_values(a)
+    assert vals == {"M_SPEC": 1024, "N_SPEC": 512, "K_SPEC": 2048, "SAM": 2048, "SAK": 1, "SBK": 512, "SBN": 1,
+                    "SCM": 512, "SCN": 1, "SIM": 0, "SIN": 0}  # fmt: skip
+    assert all(cx[k] == -v for k, v in vals.items()) and cx["K_LIT"] == 2048
+    assert sweep.SweepOptions().literal_sizes is True
+    batched = Problem(op="bmm", m=64, n=32, k=16, batch=3, dtype="float16")
+    assert sweep.literal_values(batched)["BATCH_SPEC"] == 3 and sweep.literal_values(batched)["SAQ"] == 64 * 16
