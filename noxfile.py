@@ -6,6 +6,7 @@
     nox                                  # the default sessions: lint, typecheck, tests
     nox -s lint typecheck                # ruff check + ruff format --check; mypy on the lib
     nox -s build package_smoke           # build the wheels into dist/, then install and check them
+    nox -s demo                          # `diode demo`: the shipped models on held-out GPU timings
 
 Torch is always installed first and explicitly as ``torch==2.13.0`` (``TORCH_DIODE_TORCH`` overrides
 the requirement): on the CPU-only development and CI machines that takes a local CPU build, and a
@@ -65,6 +66,17 @@ def tests(session: nox.Session) -> None:
     _install(session, *TEST_TOOLS)
     env = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(session.create_tmp(), "inductor-cache")}
     session.run("python", "-m", "pytest", *session.posargs, env=env)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Run `diode demo` from the working tree: each shipped model on its GPU's held-out validation data
+    (data/<KEY>/val.msgpack) and, on a CUDA GPU, a real compile with and without torch-diode."""
+    _install_torch(session)
+    session.install("-e", f"{LIB}[plot]", "-e", str(MODELS))
+    plots = os.path.join(session.create_tmp(), "demo-plots")
+    # Arguments after -- go to `diode demo` and win over these (e.g. `nox -s demo -- --cpu-only`).
+    session.run("diode", "demo", "--data-dir", str(REPO / "data"), "--plot-dir", plots, *session.posargs)
 
 
 @nox.session

@@ -23,6 +23,8 @@ _MODULES: tuple[str, ...] = (
     "torch_diode.cli.hardware",
     "torch_diode.cli.collect",
     "torch_diode.cli.train",
+    "torch_diode.cli.demo",
+    "torch_diode.cli.bench",
 )
 
 

@@ -1,0 +1,283 @@
+"""GPU measurements shared by ``diode bench`` and ``diode demo``: the cold compile time and the
+kernel (or step) time of one function in one mode.
+
+* **Cold compile** (DESIGN.md's metric): ``torch._dynamo.reset()``, fresh Inductor and Triton
+  cache directories with Inductor's in-memory caches cleared (``torch._inductor.utils.fresh_cache``)
+  and ``torch._inductor.config.force_disable_caches=True``; the wall time of the first call of the
+  compiled function (tracing, lowering, autotuning, kernel compilation and one run), with the GPU
+  synchronised before and after. :func:`warm_up` compiles once beforehand, so that no measured
+  compile pays for Inductor's imports and compile workers starting.
+* **Kernel time**: ``graph_iters`` calls of the compiled function captured in one CUDA graph, the
+  graph replayed ``reps`` times between CUDA events, time per call = event time / ``graph_iters``;
+  the median over the replays (every replay's time is kept too). Every mode compiles without
+  Inductor's own CUDA graphs (``max-autotune-no-cudagraphs``), so the graph captures the kernels
+  themselves, identically in every mode.
+
+Modes (:data:`torch_diode.bench.suite.MODES`):
+
+* ``default``: ``torch.compile(fn)``; no autotuning (ATen for GEMMs);
+* ``max-autotune``: stock Inductor autotuning, ``mode="max-autotune-no-cudagraphs"`` (Inductor's
+  DEFAULT GEMM search space);
+* ``exhaustive``: the same with ``max_autotune_gemm_search_space="EXHAUSTIVE"``;
+* ``diode-top1`` / ``diode-top3``: the same as ``max-autotune`` with torch-diode's choices handler
+  installed (``top_k_configs`` 1 or 3, other options default). The model is passed already loaded:
+  loading it happens once per process, not once per compile.
+
+Modules run under ``torch.no_grad()`` (inference).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch_diode.bench.suite import DIODE_TOP_K, MODES
+
+log = logging.getLogger(__name__)
+
+#: The torch.compile mode of every autotuning mode (no Inductor CUDA graphs: see the module docstring).
+AUTOTUNE_MODE = "max-autotune-no-cudagraphs"
+#: Handler statistics kept per diode measurement (``DiodeInductorChoices.get_stats()`` keys).
+DIODE_STATS: tuple[str, ...] = (
+    "gemm_calls",
+    "model_selections",
+    "lut_hits",
+    "candidates_seen",
+    "candidates_kept",
+    "aten_kept",
+    "single_choice",
+    "low_confidence",
+    "fallbacks_total",
+    "fallbacks",
+    "hook_time_s",
+)
+
+
+@dataclass
+class Measurement:
+    """One case in one mode.
+
+    Attributes:
+        compile_s: cold compile time (the first call), seconds.
+        kernel_us: median time per call over the graph replays, microseconds.
+        kernel_us_reps: the time per call of every replay.
+        wall_s: the whole measurement (compile, capture and replays), seconds.
+        diode: the handler's statistics for this compile (diode modes only).
+    """
+
+    compile_s: float
+    kernel_us: float
+    kernel_us_reps: list[float]
+    wall_s: float
+    diode: dict[str, Any] | None = field(default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "compile_s": round(self.compile_s, 4),
+            "kernel_us": round(self.kernel_us, 3),
+            "kernel_us_reps": [round(t, 3) for t in self.kernel_us_reps],
+            "wall_s": round(self.wall_s, 2),
+        }
+        if self.diode is not None:
+            d["diode"] = self.diode
+        return d
+
+
+def _fresh_cache() -> Any:
+    from torch._inductor import utils
+
+    # Named fresh_inductor_cache before torch 2.8.
+    return getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
+
+
+@contextlib.contextmanager
+def cold_compile_state() -> Iterator[None]:
+    """No FX-graph, autotuning or Triton cache from an earlier compile, inside the block."""
+    import torch
+    from torch._inductor import config as inductor_config
+
+    torch._dynamo.reset()
+    try:
+        with _fresh_cache()(), inductor_config.patch(force_disable_caches=True):
+            yield
+    finally:
+        torch._dynamo.reset()
+
+
+@contextlib.contextmanager
+def mode_context(mode: str, model: Any = None) -> Iterator[Any]:
+    """Inductor configured for ``mode``; yields the torch-diode handle in diode modes, else None.
+
+    Raises:
+        ValueError: unknown mode, or a diode mode without a model.
+        RuntimeError: the handler could not be installed (torch < 2.10, ``TORCH_DIODE_DISABLE=1``).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode: unknown mode {mode!r}; known: {', '.join(MODES)}")
+    if mode == "exhaustive":
+        from torch._inductor import config as inductor_config
+
+        with inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
+            yield None
+    elif mode in DIODE_TOP_K:
+        if model is None:
+            raise ValueError(f"mode {mode}: needs a torch-diode model")
+        from torch_diode.inductor import install_diode_choices
+
+        with install_diode_choices(model=model, top_k_configs=DIODE_TOP_K[mode]) as handle:
+            if not handle.installed:
+                raise RuntimeError(f"torch-diode's choices handler was not installed: {handle.reason}")
+            yield handle
+    else:
+        yield None
+
+
+def compile_for(mode: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compile`` of ``fn`` as ``mode`` compiles it (static shapes, no Inductor CUDA graphs)."""
+    import torch
+
+    if mode == "default":
+        return torch.compile(fn, dynamic=False)
+    return torch.compile(fn, mode=AUTOTUNE_MODE, dynamic=False)
+
+
+def first_call_s(compiled: Callable[..., Any], args: tuple[Any, ...]) -> float:
+    """Wall time of one call, the GPU synchronised before and after (the cold compile when first)."""
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    compiled(*args)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def kernel_times_us(fn: Callable[..., Any], args: tuple[Any, ...], *, graph_iters: int, reps: int) -> list[float]:
+    """Time per call of each of ``reps`` replays of a CUDA graph holding ``graph_iters`` calls."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the graph, on a side stream as capture requires
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(graph_iters):
+            fn(*args)
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / graph_iters)
+    del graph
+    return times
+
+
+def _diode_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    out = {k: stats.get(k) for k in DIODE_STATS}
+    out["hook_time_s"] = round(float(stats.get("hook_time_s", 0.0)), 4)
+    return out
+
+
+def measure(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    mode: str,
+    *,
+    model: Any = None,
+    graph_iters: int = 20,
+    reps: int = 20,
+) -> Measurement:
+    """Cold compile ``fn`` in ``mode``, then time its kernels (see the module docstring).
+
+    Args:
+        fn: the eager function or ``nn.Module``.
+        args: its inputs, on the GPU.
+        mode: one of :data:`~torch_diode.bench.suite.MODES`.
+        model: a loaded ``DiodeModel`` (diode modes).
+        graph_iters: calls captured in one CUDA graph.
+        reps: timed graph replays (the median is ``kernel_us``).
+
+    Raises:
+        Whatever compiling or running raises (out of memory, a compile error); the caller records it.
+    """
+    import torch
+
+    t0 = time.perf_counter()
+    with torch.no_grad(), cold_compile_state(), mode_context(mode, model) as handle:
+        compiled = compile_for(mode, fn)
+        compile_s = first_call_s(compiled, args)
+        diode = _diode_stats(handle.get_stats()) if handle is not None else None
+        reps_us = kernel_times_us(compiled, args, graph_iters=graph_iters, reps=reps)
+        del compiled
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return Measurement(
+        compile_s=compile_s,
+        kernel_us=statistics.median(reps_us),
+        kernel_us_reps=reps_us,
+        wall_s=time.perf_counter() - t0,
+        diode=diode,
+    )
+
+
+def warm_up(modes: Sequence[str], *, model: Any = None) -> None:
+    """Compile a small GEMM once in each kind of mode asked for, so that no measured compile pays
+    for imports, Inductor's compile workers starting or the model's first use."""
+    import torch
+
+    from torch_diode.collect.inductor import gemm_function
+
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    kinds = ["default"] if "default" in modes else []
+    kinds += ["max-autotune"] if any(m != "default" for m in modes) else []
+    kinds += [m for m in modes if m in DIODE_TOP_K][:1]
+    for mode in kinds:
+        t0 = time.perf_counter()
+        with torch.no_grad(), cold_compile_state(), mode_context(mode, model):
+            compile_for(mode, gemm_function("mm"))(a, b)
+            torch.cuda.synchronize()
+        log.info("warm-up compile (%s): %.1f s, not counted", mode, time.perf_counter() - t0)
+
+
+def environment() -> dict[str, Any]:
+    """What the results were measured on: GPU, hardware key, driver, torch, CUDA, triton, torch-diode."""
+    import importlib.metadata as md
+
+    import torch
+
+    from torch_diode._version import __version__
+    from torch_diode.collect.runner import _driver_version
+    from torch_diode.hardware import detect
+
+    try:
+        triton = md.version("triton")
+    except md.PackageNotFoundError:
+        triton = "not installed"
+    info = detect()
+    return {
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "",
+        "hardware_key": info.key,
+        "driver": _driver_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "",
+        "triton": triton,
+        "torch_diode": __version__,
+        "python": platform.python_version(),
+        "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

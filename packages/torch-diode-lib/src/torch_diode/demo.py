@@ -1,0 +1,463 @@
+"""``diode demo``: what a torch-diode model does, in a few lines and a plot.
+
+**Without a GPU** (and first, on one): each shipped model (:func:`shipped_models`), or one
+``--model`` with its ``--dataset``, is evaluated on its GPU's held-out validation set,
+``<data dir>/<hardware key>/val.msgpack``: the measured times of the exhaustive Triton space plus
+ATen for problems the model never trained on. The metrics are :mod:`torch_diode.evaluate`'s
+(DESIGN.md): how close the model's top-1 and top-3 picks come to the exhaustive search's winner
+(``regret@k``, geomean, and the share of problems within 2% of the winner), and how much
+autotuning it saves: the choices Inductor still benchmarks with torch-diode's handler (its own
+selection rule, :func:`torch_diode.inductor.choices.select`, with ``top_k_configs`` 1 and 3:
+Triton configs plus ATen) against the size of the exhaustive space measured per problem, and how
+fast the best of those choices is. Like the handler, the model ranks only the Triton configs the
+handler would consider (``max_compile_cost``, from :mod:`torch_diode.config`), while regret is
+measured against the winner of the whole measured space. When ``<hardware key>/val-stock-picks.json``
+or ``val-stock.msgpack`` (stock max-autotune's picks of the same problems) exists, the top-1 pick
+is also compared with stock max-autotune's pick. One PNG per model shows the regret distribution and the choices
+benchmarked per problem.
+
+**On a GPU** it then compiles a small real module, a 2-layer MLP in bf16, cold (fresh caches),
+once with stock max-autotune and once with torch-diode's handler, and reports both compile times
+and step times (:mod:`torch_diode.bench.measure`: CUDA events over CUDA-graph replays).
+
+The lib never prints: :func:`run_demo` hands each line to a callback (the CLI prints them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from torch_diode.errors import DiodeError, ModelNotFoundError
+
+if TYPE_CHECKING:
+    from torch_diode.bench.measure import Measurement
+    from torch_diode.dataset import Dataset
+    from torch_diode.evaluate import ProblemEval, StockPick
+    from torch_diode.model import DiodeModel
+    from torch_diode.records import Problem
+    from torch_diode.weights import ModelEntry
+
+log = logging.getLogger(__name__)
+
+VAL_FILE = "val.msgpack"
+#: Stock max-autotune's picks of the validation problems, first found wins: a solution file
+#: (``scripts/campaign.py stock``) or a dataset stock max-autotune measured.
+STOCK_FILES: tuple[str, ...] = ("val-stock-picks.json", "val-stock.msgpack")
+TOP_KS: tuple[int, ...] = (1, 3)
+#: A pick "within 2%" of the exhaustive search's winner has regret <= this.
+CLOSE = 1.02
+#: The GPU part's module: a 2-layer MLP (tokens x hidden -> intermediate -> hidden), bf16.
+MLP_TOKENS, MLP_HIDDEN, MLP_INTERMEDIATE = 512, 2048, 8192
+
+
+def repo_data_dir() -> Path | None:
+    """The repository's ``data/`` when this module runs from a source checkout (editable install or
+    PYTHONPATH): ``packages/torch-diode-lib/src/torch_diode/demo.py`` -> ``<repo>/data``."""
+    here = Path(__file__).resolve()
+    data = here.parents[4] / "data" if len(here.parents) > 4 else None
+    return data if data is not None and data.is_dir() else None
+
+
+def shipped_models() -> list[ModelEntry]:
+    """The models the registry lists (installed models packages, :mod:`torch_diode.registry`), plus
+    those of ``torch_diode_models``'s manifest when that package is importable without being
+    installed as a distribution (a source checkout on ``PYTHONPATH``). The package is located,
+    never imported (importing it would register a model)."""
+    from torch_diode import registry
+    from torch_diode.weights import MANIFEST_FILENAME, read_manifest
+
+    entries = {e.name: e for e in registry.list_available_models(refresh=True)}
+    spec = importlib.util.find_spec("torch_diode_models")
+    for directory in (spec.submodule_search_locations or []) if spec is not None else []:
+        manifest = Path(directory) / MANIFEST_FILENAME
+        if manifest.is_file():
+            for entry in read_manifest(manifest, source=f"torch_diode_models ({manifest})"):
+                entries.setdefault(entry.name, entry)
+    return sorted(entries.values(), key=lambda e: e.name)
+
+
+def _resolve_entry(entry: ModelEntry) -> Path:
+    """A verified local file of a shipped model (the registry's resolution order, which may fetch
+    a model that a slim wheel does not carry)."""
+    from torch_diode import registry
+    from torch_diode.weights import verify_file
+
+    if entry.name in {e.name for e in registry.list_available_models()}:
+        return registry.resolve(entry.name)
+    path = entry.packaged_path
+    if path is None or not path.is_file():
+        raise ModelNotFoundError(f"model {entry.name}: its file {entry.file} is not in {entry.package_dir}")
+    return verify_file(path, entry)
+
+
+# -- the CPU part -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProblemDemo:
+    """One validation problem: regret of the top-k picks and of what the handler keeps, per k."""
+
+    problem: Problem
+    measured: int  # choices measured (the exhaustive space plus ATen, failures left out)
+    regret: Mapping[int, float]  # k -> fastest of the model's top k / the winner
+    benchmarked: Mapping[int, int]  # k -> choices the handler keeps for Inductor to benchmark
+    kept_regret: Mapping[int, float]  # k -> fastest of those / the winner
+
+
+@dataclass(frozen=True)
+class ModelDemo:
+    """One model on its validation set (see the module docstring)."""
+
+    name: str
+    hardware: str
+    dataset: Path
+    records: int
+    report: Mapping[str, Any]  # torch_diode.evaluate.evaluate_model's report
+    problems: Sequence[ProblemDemo]
+    plot: Path | None = None
+
+    def regret_geomean(self, k: int) -> float:
+        return float(self.report["overall"][f"regret@{k}"]["geomean"])
+
+    def within(self, k: int) -> int:
+        """Problems whose top-k pick is within 2% of the exhaustive search's winner."""
+        return sum(p.regret[k] <= CLOSE for p in self.problems)
+
+    def median_benchmarked(self, k: int) -> float:
+        return float(np.median([p.benchmarked[k] for p in self.problems]))
+
+    def kept_regret_geomean(self, k: int) -> float:
+        return float(np.exp(np.mean(np.log([p.kept_regret[k] for p in self.problems]))))
+
+    def median_measured(self) -> float:
+        return float(np.median([p.measured for p in self.problems]))
+
+    def lines(self) -> list[str]:
+        n = len(self.problems)
+        lines = [f"{self.name} ({self.hardware}): {n} held-out problems, {self.records:,} timings ({self.dataset})"]
+        for k in TOP_KS:
+            what = "top-1 pick" if k == 1 else f"top-{k} picks, the best of them"
+            close = self.within(k)
+            lines.append(
+                f"  {what}: {self.regret_geomean(k):.3f}x the exhaustive search's winner (geomean); "
+                f"within 2% of it on {close}/{n} problems ({close / n:.0%})"
+            )
+        space = self.median_measured()
+        counts = [self.median_benchmarked(k) for k in TOP_KS]
+        lines.append(
+            "  autotuning: with torch-diode, Inductor benchmarks "
+            + " or ".join(f"{c:,.0f} (top-{k})" for k, c in zip(TOP_KS, counts))
+            + f" choices per problem, ATen included, instead of the {space:,.0f} of the exhaustive space (medians): "
+            + " / ".join(f"{space / c:,.0f}x" for c in counts)
+            + " fewer; the fastest of them is "
+            + " / ".join(f"{self.kept_regret_geomean(k):.3f}x" for k in TOP_KS)
+            + " the winner (geomean)"
+        )
+        vs = self.report["overall"].get("vs_max_autotune", {})
+        if vs.get("problems"):
+            lines.append(
+                f"  against stock max-autotune: the top-1 pick's kernel time is {vs['geomean']:.3f}x its pick's "
+                f"(geomean over {vs['problems']} problems), no slower on {vs['no_slower_share']:.0%} of them"
+            )
+        if self.plot is not None:
+            lines.append(f"  plot: {self.plot}")
+        return lines
+
+
+def _handler_keeps(model: DiodeModel, e: ProblemEval, k: int) -> list[int]:
+    """Indices into ``e.choices`` that torch-diode's handler keeps with ``top_k_configs=k`` (its other
+    options as configured: ``torch_diode.config``, ``TORCH_DIODE_*``)."""
+    from torch_diode.config import config
+    from torch_diode.inductor.choices import select
+
+    pred = model.predict(e.problem, e.choices)
+    log_t = np.asarray(pred.log_time_us, dtype=np.float64)
+    std = np.asarray(pred.std, dtype=np.float64)
+    aten = np.array([c.is_aten for c in e.choices], dtype=bool)
+    t_idx, a_idx = np.flatnonzero(~aten), np.flatnonzero(aten)
+    sel = select(
+        log_t[t_idx],
+        std[t_idx],
+        log_t[a_idx],
+        std[a_idx],
+        config.options(top_k_configs=k),
+        keep_one_triton=len(a_idx) == 0,
+    )
+    return [int(t_idx[i]) for i in sel.triton] + [int(a_idx[i]) for i in sel.aten]
+
+
+def evaluate_for_demo(
+    model: DiodeModel,
+    dataset: Dataset,
+    *,
+    name: str,
+    dataset_path: Path,
+    stock: Mapping[Problem, StockPick] | None = None,
+) -> ModelDemo:
+    """Evaluate ``model`` on ``dataset`` for the demo (no plot; see :func:`plot_demo`).
+
+    Raises:
+        ValueError: the dataset holds no problem, or timings of another GPU than the model's.
+    """
+    from torch_diode.config import config
+    from torch_diode.evaluate import evaluate_model, regret_at_k
+
+    if dataset.hardware != model.hardware:
+        raise ValueError(
+            f"{dataset_path}: holds {dataset.hardware} timings but model {name} is for {model.hardware}; "
+            "pass a dataset of the model's GPU"
+        )
+    report, evals = evaluate_model(model, dataset, stock=stock, max_compile_cost=config.options().max_compile_cost)
+    if not evals:
+        raise ValueError(f"{dataset_path}: no problem with a timing to evaluate {name} on")
+    space = {pt.problem: len(np.unique(pt.choice_idx)) for pt in dataset.by_problem()}
+    problems = []
+    for e in evals:
+        oracle = float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
+        keeps = {k: _handler_keeps(model, e, k) for k in TOP_KS}
+        problems.append(
+            ProblemDemo(
+                problem=e.problem,
+                measured=space[e.problem],
+                regret=regret_at_k(e.measured_us, e.predicted_log_us, TOP_KS, oracle_us=e.oracle_us),
+                benchmarked={k: len(v) for k, v in keeps.items()},
+                kept_regret={k: float(e.measured_us[v].min()) / oracle for k, v in keeps.items()},
+            )
+        )
+    return ModelDemo(
+        name=name, hardware=model.hardware, dataset=dataset_path, records=len(dataset), report=report, problems=problems
+    )
+
+
+def plot_demo(demo: ModelDemo, path: str | os.PathLike[str]) -> Path | None:
+    """Regret distribution (top-1, top-3, what the handler keeps) and the choices benchmarked per
+    problem against the exhaustive space. Needs matplotlib (the ``plot`` extra); returns None and
+    logs how to install it when it is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        log.warning("matplotlib is not installed, so no plot was written; pip install 'torch-diode-lib[plot]'")
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    n = len(demo.problems)
+    share = np.arange(1, n + 1) / n
+    for label, values in (
+        ("top-1 pick", [p.regret[1] for p in demo.problems]),
+        ("best of top-3", [p.regret[3] for p in demo.problems]),
+        ("what Inductor gets (top-3 + ATen benchmarked)", [p.kept_regret[3] for p in demo.problems]),
+    ):
+        ax1.step(np.sort(values), share, where="post", label=label)
+    ax1.axvline(CLOSE, color="grey", ls="--", lw=1, label="within 2%")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("kernel time / exhaustive search's winner")
+    ax1.set_ylabel("share of problems")
+    ax1.set_title("how close the picks come to the winner")
+    ax1.legend(fontsize=8, loc="lower right")
+    order = sorted(range(n), key=lambda i: demo.problems[i].measured)
+    x = np.arange(n)
+    ax2.bar(x, [demo.problems[i].measured for i in order], color="lightgrey", label="exhaustive space (measured)")
+    for k, color in zip(TOP_KS, ("tab:blue", "tab:orange")):
+        ax2.scatter(
+            x,
+            [demo.problems[i].benchmarked[k] for i in order],
+            s=14,
+            color=color,
+            label=f"torch-diode top-{k} (ATen included)",
+        )
+    ax2.set_yscale("log")
+    ax2.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax2.set_xlabel("validation problem (by size of the exhaustive space)")
+    ax2.set_ylabel("choices benchmarked")
+    ax2.set_title("autotuning work per problem")
+    ax2.legend(fontsize=8)
+    fig.suptitle(f"{demo.name} on {n} held-out {demo.hardware} problems")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+# -- the GPU part -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuDemo:
+    """A real module compiled cold with stock max-autotune and with torch-diode."""
+
+    gpu: str
+    hardware: str
+    model: str
+    stock: Measurement
+    diode: Measurement
+
+    def lines(self) -> list[str]:
+        s, d = self.stock, self.diode
+        lines = [
+            f"GPU {self.gpu} ({self.hardware}), model {self.model}: a 2-layer MLP (bf16, {MLP_TOKENS} tokens, "
+            f'{MLP_HIDDEN} -> {MLP_INTERMEDIATE} -> {MLP_HIDDEN}), torch.compile(mode="max-autotune-no-cudagraphs"), '
+            "fresh caches",
+            f"  cold compile: stock {s.compile_s:.2f} s, torch-diode {d.compile_s:.2f} s "
+            f"({s.compile_s / d.compile_s:.1f}x faster)",
+            f"  step time (median over CUDA-graph replays): stock {s.kernel_us:.1f} us, torch-diode "
+            f"{d.kernel_us:.1f} us ({d.kernel_us / s.kernel_us:.3f}x stock's)",
+        ]
+        st = d.diode or {}
+        if st.get("gemm_calls"):
+            lines.append(
+                f"  torch-diode kept {st['candidates_kept']} of {st['candidates_seen']:,} candidate choices over "
+                f"{st['gemm_calls']} GEMM(s) for Inductor to benchmark ({st['fallbacks_total']} fallback(s))"
+            )
+        return lines
+
+
+def gpu_demo(model: DiodeModel, *, model_name: str, graph_iters: int = 20, reps: int = 20) -> GpuDemo:
+    """Compile the MLP cold twice (stock max-autotune, then torch-diode top-3: the handler's
+    default) and time both (see :mod:`torch_diode.bench.measure`)."""
+    import torch
+    from torch import nn
+
+    from torch_diode.bench import measure
+    from torch_diode.hardware import detect
+
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(MLP_HIDDEN, MLP_INTERMEDIATE), nn.GELU(), nn.Linear(MLP_INTERMEDIATE, MLP_HIDDEN))
+    mlp = mlp.to("cuda", torch.bfloat16).eval()
+    x = torch.randn(MLP_TOKENS, MLP_HIDDEN, device="cuda", dtype=torch.bfloat16)
+    measure.warm_up(["max-autotune", "diode-top3"], model=model)
+    log.info("compiling the MLP with stock max-autotune (cold)...")
+    stock = measure.measure(mlp, (x,), "max-autotune", graph_iters=graph_iters, reps=reps)
+    log.info("compiling the MLP with torch-diode (cold)...")
+    diode = measure.measure(mlp, (x,), "diode-top3", model=model, graph_iters=graph_iters, reps=reps)
+    info = detect()
+    return GpuDemo(torch.cuda.get_device_name(), info.key or "unknown", model_name, stock, diode)
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoOptions:
+    """Options of :func:`run_demo`.
+
+    Attributes:
+        model: a model file or registered name; None: every shipped model.
+        dataset: the validation dataset of ``model`` (default: ``<data_dir>/<its key>/val.msgpack``).
+        data_dir: holds ``<hardware key>/val.msgpack`` (default: :func:`repo_data_dir`).
+        plot_dir: where the PNGs go (created when missing).
+        gpu: also run the GPU part when a CUDA GPU is present.
+    """
+
+    model: str | None = None
+    dataset: Path | None = None
+    data_dir: Path | None = None
+    plot_dir: Path = field(default_factory=lambda: Path("diode-demo"))
+    gpu: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dataset is not None and self.model is None:
+            raise ValueError("--dataset needs --model: which model should be evaluated on it?")
+        for name in ("dataset", "data_dir", "plot_dir"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, Path(v))
+
+
+def _targets(options: DemoOptions) -> list[tuple[str, Path]]:
+    """(name, local model file) of every model to show.
+
+    Raises:
+        ModelNotFoundError: no model was given and none is shipped, or the given one does not exist.
+    """
+    from torch_diode import registry
+
+    if options.model is not None:
+        return [(Path(options.model).name.removesuffix(".safetensors"), registry.resolve(options.model))]
+    entries = shipped_models()
+    if not entries:
+        raise ModelNotFoundError(
+            "no shipped model found: no installed models package lists one (the torch-diode-models manifest is "
+            "empty until the first models are trained); pass --model FILE --dataset FILE to show your own"
+        )
+    out = []
+    for entry in entries:
+        try:
+            out.append((entry.name, _resolve_entry(entry)))
+        except (DiodeError, OSError) as e:  # one unobtainable model (offline, corrupt) is reported, the others shown
+            log.warning("model %s is skipped: it cannot be obtained (%s: %s)", entry.name, type(e).__name__, e)
+    if not out:
+        raise ModelNotFoundError(f"none of the shipped models ({', '.join(e.name for e in entries)}) can be obtained")
+    return out
+
+
+def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDemo | GpuDemo]:
+    """Run the demo, handing each output line to ``emit``; returns what was shown.
+
+    Raises:
+        ModelNotFoundError: no model to show (see :func:`_targets`).
+        ValueError: no validation data for any model (and no GPU part to run instead), a dataset of
+            another GPU than its model's, or no data directory to look in.
+    """
+    import torch
+
+    from torch_diode.dataset import read_dataset
+    from torch_diode.evaluate import read_max_autotune_solution
+    from torch_diode.hardware import detect
+    from torch_diode.model import load_model
+
+    targets = _targets(options)
+    models = {name: load_model(path) for name, path in targets}
+    gpu_key = detect().key if options.gpu and torch.cuda.is_available() else None
+    gpu_model = next((n for n, m in models.items() if gpu_key is not None and m.hardware == gpu_key), None)
+    data_dir = options.data_dir or repo_data_dir()
+    shown: list[ModelDemo | GpuDemo] = []
+    missing: list[str] = []
+    for name, model in models.items():
+        if options.dataset is not None:
+            path, stock_path = options.dataset, None
+        elif data_dir is None:
+            missing.append(f"{name}: no data directory (pass --data-dir DIR holding {model.hardware}/{VAL_FILE})")
+            continue
+        else:
+            path = data_dir / model.hardware / VAL_FILE
+            stock_path = next((p for f in STOCK_FILES if (p := data_dir / model.hardware / f).is_file()), None)
+        if not path.is_file():
+            missing.append(f"{name}: no validation data at {path}")
+            continue
+        stock = read_max_autotune_solution(stock_path) if stock_path is not None else None
+        demo = evaluate_for_demo(model, read_dataset(path), name=name, dataset_path=path, stock=stock)
+        demo = dataclasses.replace(demo, plot=plot_demo(demo, options.plot_dir.resolve() / f"{name}.png"))
+        shown.append(demo)
+        for line in demo.lines():
+            emit(line)
+    for line in missing:
+        emit(f"skipped {line}")
+    if not shown and gpu_model is None:
+        raise ValueError(
+            "no validation data for any model: " + "; ".join(missing) + ". Pass --data-dir DIR or --dataset FILE"
+        )
+    if gpu_model is not None:
+        gpu = gpu_demo(models[gpu_model], model_name=gpu_model)
+        shown.append(gpu)
+        for line in gpu.lines():
+            emit(line)
+    elif options.gpu and torch.cuda.is_available():
+        emit(
+            f"GPU part skipped: no model for this GPU ({gpu_key or 'unknown hardware key'}); models are for "
+            + ", ".join(sorted({m.hardware for m in models.values()}))
+        )
+    return shown
