@@ -377,21 +377,64 @@ class DemoOptions:
                 object.__setattr__(self, name, Path(v))
 
 
-def _targets(options: DemoOptions) -> list[tuple[str, Path]]:
-    """(name, local model file) of every model to show.
+#: Training file of a campaign directory (``data/<hardware key>/``), for :func:`train_previews`.
+TRAIN_FILE = "train.msgpack"
+
+
+def train_previews(data_dir: Path, out_dir: Path, emit: Callable[[str], None]) -> list[tuple[str, Path]]:
+    """When no model is shipped: train a preview model per hardware key of ``data_dir`` that has
+    both a training and a validation file (seconds each on a CPU; the same trainer and options as
+    ``diode train --batch-size 16 --num-epochs 400 --patience 80 --seed 0``), so the demo still shows
+    the whole toolchain."""
+    import time
+
+    from torch_diode.dataset import read_dataset
+    from torch_diode.model import save_model
+    from torch_diode.train import TrainOptions, train
+
+    out: list[tuple[str, Path]] = []
+    keys = sorted(d for d in data_dir.iterdir() if (d / TRAIN_FILE).is_file() and (d / VAL_FILE).is_file())
+    for d in keys:
+        t0 = time.perf_counter()
+        ds = read_dataset(d / TRAIN_FILE)
+        # benchmarks/models/NVIDIA-H200-preview/README.md: the preview's documented training options
+        opts = TrainOptions(seed=0, batch_size=16, num_epochs=400, patience=80, progress=False)
+        model, report = train(ds, opts)
+        path = save_model(model, out_dir / f"{d.name}-matmul-preview.safetensors")
+        emit(
+            f"no shipped model yet: trained a preview {d.name} model on {d / TRAIN_FILE} "
+            f"({report.train_problems + report.val_problems} problems, {len(ds)} timings) in "
+            f"{time.perf_counter() - t0:.0f} s on {report.device}"
+        )
+        out.append((f"{d.name}-matmul-preview", path))
+    return out
+
+
+def _targets(
+    options: DemoOptions, data_dir: Path | None = None, emit: Callable[[str], None] | None = None
+) -> list[tuple[str, Path]]:
+    """(name, local model file) of every model to show: the given one, every shipped one, or, with
+    none shipped, a preview trained now from ``data_dir`` (:func:`train_previews`).
 
     Raises:
-        ModelNotFoundError: no model was given and none is shipped, or the given one does not exist.
+        ModelNotFoundError: no model was given, none is shipped and none can be trained, or the
+            given one does not exist.
     """
     from torch_diode import registry
 
     if options.model is not None:
         return [(Path(options.model).name.removesuffix(".safetensors"), registry.resolve(options.model))]
     entries = shipped_models()
+    if not entries and data_dir is not None and options.dataset is None:
+        options.plot_dir.mkdir(parents=True, exist_ok=True)
+        previews = train_previews(data_dir, options.plot_dir, emit or (lambda line: None))
+        if previews:
+            return previews
     if not entries:
         raise ModelNotFoundError(
             "no shipped model found: no installed models package lists one (the torch-diode-models manifest is "
-            "empty until the first models are trained); pass --model FILE --dataset FILE to show your own"
+            "empty until the first models are trained) and no training data to train a preview from; pass "
+            "--model FILE --dataset FILE to show your own"
         )
     out = []
     for entry in entries:
@@ -419,11 +462,11 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
     from torch_diode.hardware import detect
     from torch_diode.model import load_model
 
-    targets = _targets(options)
+    data_dir = options.data_dir or repo_data_dir()
+    targets = _targets(options, data_dir, emit)
     models = {name: load_model(path) for name, path in targets}
     gpu_key = detect().key if options.gpu and torch.cuda.is_available() else None
     gpu_model = next((n for n, m in models.items() if gpu_key is not None and m.hardware == gpu_key), None)
-    data_dir = options.data_dir or repo_data_dir()
     shown: list[ModelDemo | GpuDemo] = []
     missing: list[str] = []
     for name, model in models.items():
