@@ -156,29 +156,9 @@ def first_call_s(compiled: Callable[..., Any], args: tuple[Any, ...]) -> float:
 
 def kernel_time_us(fn: Callable[..., Any], args: tuple[Any, ...], *, graph_iters: int, reps: int) -> float:
     """Median time per call, from CUDA events around replays of a CUDA graph of ``graph_iters`` calls."""
-    import torch
+    from torch_diode.bench.measure import kernel_times_us
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn(*args)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(graph_iters):
-            fn(*args)
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / graph_iters)
-    return statistics.median(times)
+    return statistics.median(kernel_times_us(fn, args, graph_iters=graph_iters, reps=reps))
 
 
 def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -307,27 +287,6 @@ def summarize_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def environment() -> dict[str, Any]:
-    import importlib.metadata as md
-
-    import torch
-
-    from torch_diode.hardware import detect
-
-    try:
-        triton = md.version("triton")
-    except md.PackageNotFoundError:
-        triton = "not installed"
-    info = detect()
-    return {
-        "torch": torch.__version__,
-        "triton": triton,
-        "gpu": torch.cuda.get_device_name(),
-        "hardware_key": info.key,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", help="model file or registered model name")
@@ -369,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in (("top_k_configs", args.top_k), ("performance_threshold", args.performance_threshold))
         if v is not None
     }
+    from torch_diode.bench.measure import environment
     from torch_diode.inductor import install_diode_choices
 
     result: dict[str, Any] = {"environment": environment(), "model": args.model, "options": options}
