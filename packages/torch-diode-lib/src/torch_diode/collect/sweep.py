@@ -148,28 +148,16 @@ class KernelSpec:
 def kernel_spec(problem: Problem) -> KernelSpec:
     """The :class:`KernelSpec` of a problem."""
     p = problem
-    batched = p.op in BATCHED_OPS
-    out = _out_stride(p)
     bias = p.stride_bias if p.op in BIAS_OPS else None
     cap = _cap(p.dtype)
     # M's divisibility changes only scalar index arithmetic (never a load, store or MMA), so it is
     # not specialised on; M == 1 stays a literal (rows fold to one). See scripts/sweep_ptx_compare.py.
-    specs: list[tuple[str, int]] = [
-        ("M_SPEC", LIT_ONE if p.m == 1 else 1),
-        ("N_SPEC", int_spec(p.n, cap)),
-        ("K_SPEC", int_spec(p.k, cap)),
+    specs = [
+        (name, (LIT_ONE if p.m == 1 else 1) if name == "M_SPEC" else int_spec(value, cap))
+        for name, value in literal_values(p).items()
     ]
-    names: list[tuple[str, ...]]
-    if batched:
-        specs.append(("BATCH_SPEC", int_spec(p.batch, cap)))
-        names = [("SAQ", "SAM", "SAK"), ("SBQ", "SBK", "SBN"), ("SCQ", "SCM", "SCN"), ("SIQ", "SIM", "SIN")]
-    else:
-        names = [("SAM", "SAK"), ("SBK", "SBN"), ("SCM", "SCN"), ("SIM", "SIN")]
-    strides = [p.stride_a, p.stride_b, out, bias if bias is not None else (0,) * len(out)]
-    for nm, st in zip(names, strides):
-        specs.extend((n, int_spec(s, cap)) for n, s in zip(nm, st))
     return KernelSpec(
-        kernel="bmm" if batched else "mm",
+        kernel="bmm" if p.op in BATCHED_OPS else "mm",
         dtype=p.dtype,
         out_dtype=p.out_dtype,
         has_bias=bias is not None,
@@ -187,6 +175,7 @@ def literal_values(problem: Problem) -> dict[str, int]:
     out = _out_stride(p)
     bias = p.stride_bias if p.op in BIAS_OPS else None
     vals: dict[str, int] = {"M_SPEC": p.m, "N_SPEC": p.n, "K_SPEC": p.k}
+    names: list[tuple[str, ...]]
     if batched:
         vals["BATCH_SPEC"] = p.batch
         names = [("SAQ", "SAM", "SAK"), ("SBQ", "SBK", "SBN"), ("SCQ", "SCM", "SCN"), ("SIQ", "SIM", "SIN")]
