@@ -18,7 +18,8 @@
     python scripts/campaign.py stock --hardware NVIDIA-H100
 
 Splits: ``train`` (ATen + a seeded sample of ``train_max_configs`` EXHAUSTIVE Triton configs per
-problem, the sweep collector), ``val`` (ATen + the full EXHAUSTIVE space), ``val-stock`` (ATen +
+problem, the sweep collector), ``repeat`` (every 20th collected training problem measured again,
+same choices, into ``train-repeat.msgpack``: the repeatability check), ``val`` (ATen + the full EXHAUSTIVE space), ``val-stock`` (ATen +
 Inductor's DEFAULT candidates of the validation problems: the fastest of these is stock
 max-autotune's pick under the same timings). ``--time-budget`` stops between problems once that
 many seconds have passed (every finished problem is already flushed to disk), so one call fits a
@@ -40,7 +41,11 @@ SPLITS = {
     "train": ("train.msgpack", "EXHAUSTIVE", "train"),
     "val": ("val.msgpack", "EXHAUSTIVE", "val"),
     "val-stock": ("val-stock.msgpack", "DEFAULT", "val"),
+    "repeat": ("train-repeat.msgpack", "EXHAUSTIVE", "train"),
 }
+#: ``repeat`` re-measures every REPEAT_EVERY-th collected training problem (plan order), with the
+#: training split's exact choices, in a later run: the data card's repeatability check.
+REPEAT_EVERY = 20
 
 
 def _dir(args: argparse.Namespace) -> Path:
@@ -66,6 +71,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = CampaignPlan.load(_dir(args) / "plan.json")
     fname, space, which = SPLITS[args.split]
     problems = plan.train if which == "train" else plan.val
+    if args.split == "repeat":
+        train_file = _dir(args) / SPLITS["train"][0]
+        if not train_file.exists():
+            print(f"{train_file}: no training problems collected yet; nothing to repeat", file=sys.stderr)
+            return 2
+        tds = read_dataset(train_file, recover=True)
+        done = {tds.problems[i] for i in set(tds.problem_idx.tolist())}
+        problems = [p for p in problems if p in done][::REPEAT_EVERY]
     if args.reuse_window > 1:
         # Within each window of consecutive plan problems, problems that share compiled kernels
         # come one after another (their kernels are still in the cache of this machine's lease);
@@ -77,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = _dir(args) / fname
     # collect() resumes: its writer skips (and logs) the problems already in the file.
     sweep: dict = {"seed": plan.options.seed}
-    if args.split == "train":
+    if args.split in ("train", "repeat"):
         if plan.options.train_max_configs:
             sweep["max_configs"] = plan.options.train_max_configs
         sweep["sample"] = plan.options.train_sample
@@ -162,7 +175,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     done: dict[str, set] = {}
     for split, (fname, _, which) in SPLITS.items():
         path = _dir(args) / fname
-        if path.exists() and split != "val-stock":
+        if path.exists() and split in ("train", "val"):
             ds = read_dataset(path, recover=True)
             done[which] = {ds.problems[i] for i in set(ds.problem_idx.tolist())}
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))

@@ -17,7 +17,12 @@ from torch_diode.collect.campaign import CampaignPlan
 from torch_diode.dataset import read_dataset
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-SPLIT_OF_FILE = {"train.msgpack": "train", "val.msgpack": "val", "val-stock.msgpack": "val"}
+SPLIT_OF_FILE = {
+    "train.msgpack": "train",
+    "val.msgpack": "val",
+    "val-stock.msgpack": "val",
+    "train-repeat.msgpack": "train",
+}
 FILES = sorted(p for p in DATA.glob("*/*.msgpack") if p.name in SPLIT_OF_FILE)
 
 
@@ -79,3 +84,23 @@ def test_validation_problems_have_the_full_exhaustive_space(path: Path, fake_cud
         assert not space - seen, f"{t.problem.key()}: {len(space - seen)} of {len(space)} choices not measured"
         timed_triton = [ds.choices[i] for i in set(t.choice_idx.tolist()) if ds.choices[i].is_triton]
         assert len(timed_triton) >= 0.5 * len(space), t.problem.key()
+
+
+REPEATS = [p for p in FILES if p.name == "train-repeat.msgpack"]
+
+
+@pytest.mark.parametrize("path", REPEATS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_repeated_measurements_agree(path: Path) -> None:
+    """A later run's measurements of the same (problem, choice) agree with the training file's
+    within 5% (median relative difference), and it measured the same choices."""
+    first = read_dataset(path.with_name("train.msgpack"))
+    again = read_dataset(path)
+
+    def medians(ds):  # (problem, choice) -> median time
+        return {(t.problem, ds.choices[c]): v for t in ds.by_problem() for c, v in t.median_by_choice().items()}
+
+    a, b = medians(first), medians(again)
+    common = set(a) & set(b)
+    assert common and len(common) >= 0.9 * len(b), "the repeat measured other choices than the training run"
+    rel = np.array([abs(b[k] - a[k]) / a[k] for k in common])
+    assert float(np.median(rel)) <= 0.05, f"median relative difference {np.median(rel):.3f} over {len(rel)} pairs"
