@@ -37,15 +37,23 @@ __all__ = [
 ]
 
 
+def plugin_autoload_disabled() -> bool:
+    """Whether ``TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD`` is set (to anything but ``0``): the one switch
+    that keeps both the ``torch_diode.plugins`` entry points and ``import torch_diode_models`` from
+    registering a model."""
+    import os
+
+    return os.environ.get("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", "").strip() not in ("", "0")
+
+
 def _run_plugins() -> None:
     """Run each installed ``torch_diode.plugins`` entry point once (the torch-diode meta-wheel installs
     ``autoregister``). A failing plugin is logged, never raised: ``import torch_diode`` must not break.
     Set ``TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD=1`` to skip them (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD).
     """
-    import os
     from importlib.metadata import entry_points
 
-    if os.environ.get("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", "").strip() not in ("", "0"):
+    if plugin_autoload_disabled():
         return
     for entry_point in entry_points(group="torch_diode.plugins"):
         try:

@@ -43,6 +43,11 @@ FORMATS: tuple[str, ...] = ("json", "msgpack")
 _COLUMNS: tuple[tuple[str, str], ...] = (("problem", "<i4"), ("choice", "<i4"), ("time_us", "<f8"), ("source", "<u2"))
 
 
+def _empty_columns() -> dict[str, list[Any]]:
+    """One empty list per record column, named as in the files."""
+    return {name: [] for name, _ in _COLUMNS}
+
+
 def format_for_path(path: str | os.PathLike[str], fmt: str | None = None) -> Format:
     """The file format named by ``fmt`` or, when it is None, by the path's extension.
 
@@ -146,7 +151,7 @@ class Dataset:
         for i, s in enumerate(sources):
             by_hw.setdefault(s.hardware, i)
         t = _Tables()
-        cols: dict[str, list[Any]] = {"problem": [], "choice": [], "time_us": [], "source": []}
+        cols = _empty_columns()
         for r in records:
             if r.hardware not in by_hw:
                 raise ValueError(f"hardware: record of {r.hardware!r} has no source; sources: {sorted(by_hw)}")
@@ -281,10 +286,12 @@ class _Tables:
         self.problems: list[Problem] = []
         self.choices: list[Choice] = []
         self.sources: list[Provenance] = []
-        self._ids: dict[int, dict[Any, int]] = {id(self.problems): {}, id(self.choices): {}, id(self.sources): {}}
+        self._problem_ids: dict[Problem, int] = {}
+        self._choice_ids: dict[Choice, int] = {}
+        self._source_ids: dict[Provenance, int] = {}
 
-    def _intern(self, table: list[Any], obj: Any) -> int:
-        ids = self._ids[id(table)]
+    @staticmethod
+    def _intern(table: list[Any], ids: dict[Any, int], obj: Any) -> int:
         i = ids.get(obj)
         if i is None:
             i = ids[obj] = len(table)
@@ -292,17 +299,17 @@ class _Tables:
         return i
 
     def problem_id(self, p: Problem) -> int:
-        return self._intern(self.problems, p)
+        return self._intern(self.problems, self._problem_ids, p)
 
     def find_problem(self, p: Problem) -> int | None:
         """The id of ``p`` if it is in the table (no interning)."""
-        return self._ids[id(self.problems)].get(p)
+        return self._problem_ids.get(p)
 
     def choice_id(self, c: Choice) -> int:
-        return self._intern(self.choices, c)
+        return self._intern(self.choices, self._choice_ids, c)
 
     def source_id(self, s: Provenance) -> int:
-        return self._intern(self.sources, s)
+        return self._intern(self.sources, self._source_ids, s)
 
 
 def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = False) -> Dataset:
@@ -318,7 +325,7 @@ def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = 
     t = _Tables()
     # Times are compared by value; kept[key] = most occurrences of key in any one input so far.
     kept: dict[tuple[int, int, float, str], int] = {}
-    cols: dict[str, list[Any]] = {"problem": [], "choice": [], "time_us": [], "source": []}
+    cols = _empty_columns()
     failures: list[FailureRecord] = []
     fail_seen: set[FailureRecord] = set()
     for ds in parts:
@@ -637,7 +644,7 @@ def _read_state(path: Path, fmt: Format, *, recover: bool) -> _ReadState:
         raise DatasetFormatError(f"{path}: is a directory, not a dataset file") from None
     except OSError as e:
         raise DatasetFormatError(f"{path}: cannot read: {e.strerror or e}") from None
-    st = _ReadState(_Tables(), {}, {}, {}, {"problem": [], "choice": [], "time_us": [], "source": []}, [])
+    st = _ReadState(_Tables(), {}, {}, {}, _empty_columns(), [])
     if not data:
         raise DatasetFormatError(f"{path}: file is empty (not a torch-diode dataset)")
     try:
@@ -779,7 +786,7 @@ class DatasetWriter:
         self._written_sources = 0
         self._written_problems = 0
         self._written_choices = 0
-        self._buf: dict[str, list[Any]] = {"problem": [], "choice": [], "time_us": [], "source": []}
+        self._buf = _empty_columns()
         self._fail_buf: list[dict[str, Any]] = []
         self.problems_done: set[Problem] = set()
         self.records_before = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal
 
 #: Operations whose lowering goes through Inductor's GEMM template selection.
@@ -197,7 +197,7 @@ class Problem:
         return cls(**kw)
 
 
-_PROBLEM_KEYS = frozenset({"op", "m", "n", "k", "batch", "dtype", "out_dtype", "stride_a", "stride_b", "stride_bias"})
+_PROBLEM_KEYS = frozenset(f.name for f in fields(Problem))
 
 
 def _check_scalar(name: str, value: object) -> None:
@@ -426,20 +426,7 @@ class Provenance:
         return cls(**kw)
 
 
-_PROVENANCE_KEYS = frozenset(
-    {
-        "hardware",
-        "gpu_name",
-        "driver",
-        "torch_version",
-        "triton_version",
-        "collector",
-        "command",
-        "date",
-        "seed",
-        "extra",
-    }
-)
+_PROVENANCE_KEYS = frozenset(f.name for f in fields(Provenance))
 
 
 def unique(items: Iterable[Any]) -> list[Any]:

@@ -40,13 +40,12 @@ torch-diode reads the manifest without importing your package. Its models then a
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from torch_diode import plugin_autoload_disabled
 from torch_diode.hardware import HardwareInfo, detect
 from torch_diode.registry import (
     PredictionStats,
@@ -131,12 +130,7 @@ def profile_predictions(*, log: bool = True) -> Iterator[PredictionProfile]:
             logging.getLogger(__name__).info("torch-diode predictions: %s", profile.stats.summary())
 
 
-def _autoregister_on_import() -> Any:
-    # TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD also turns this off, so that one switch keeps both the
-    # meta-wheel's plugin and this import inert.
-    if os.environ.get("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", "").strip() not in ("", "0"):
-        return None
-    return autoregister()
-
-
-_autoregister_on_import()
+# TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD also turns this off, so that one switch keeps both the
+# meta-wheel's plugin and this import inert.
+if not plugin_autoload_disabled():
+    autoregister()

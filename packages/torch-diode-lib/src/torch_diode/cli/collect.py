@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from torch_diode.cli import UsageError
-from torch_diode.errors import CollectionError, DatasetFormatError
+from torch_diode.errors import DatasetFormatError
 from torch_diode.records import OPS, Problem
 
 log = logging.getLogger(__name__)
@@ -196,11 +196,7 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
     if args.max_configs and args.collector != "sweep":
         raise UsageError("--max-configs applies to --collector sweep (Inductor's space is set by --search-space)")
     options = _options(args, seed=seed)
-    try:
-        summary = collect(problems, options, args.output)
-    except CollectionError as e:
-        print(f"diode {args.command}: error: {e}", file=sys.stderr)
-        return 1
+    summary = collect(problems, options, args.output)  # a CollectionError exits 1 through cli.main
     print(f"{summary.output}: {summary.line()}")
     return 0
 
@@ -246,14 +242,13 @@ def _cmd_collect_shapeset(args: argparse.Namespace) -> int:
     unknown = set(ops) - set(OPS)
     if unknown:
         raise UsageError(f"--ops: unknown {sorted(unknown)}; known: {', '.join(OPS)}")
-    entries = shapeset.select(split=args.split, ops=ops, tags=_csv(args.tags) if args.tags else None)
-    dtypes = _csv(args.dtypes) if args.dtypes else None
-    problems: dict[Problem, None] = {}
-    for e in entries:
-        for p in e.problems(dtypes):
-            problems.setdefault(p, None)
-    plist = list(problems)[: args.limit] if args.limit else list(problems)
-    return _run(args, plist, seed=None)
+    problems = shapeset.problems(
+        split=args.split,
+        ops=ops,
+        tags=_csv(args.tags) if args.tags else None,
+        dtypes=_csv(args.dtypes) if args.dtypes else None,
+    )
+    return _run(args, problems[: args.limit] if args.limit else problems, seed=None)
 
 
 def _shape_key(p: Problem) -> tuple[Any, ...]:
@@ -279,9 +274,8 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
         )
     taken = {_shape_key(p) for p in train_problems}
     if args.shapeset:
-        entries = _load_shapeset(args.shapeset).select(split="val", ops=_csv(args.ops))
-        candidates = [p for e in entries for p in e.problems(_csv(args.dtypes))]
-        problems = [p for p in dict.fromkeys(candidates) if _shape_key(p) not in taken][: args.num_shapes]
+        candidates = _load_shapeset(args.shapeset).problems(split="val", ops=_csv(args.ops), dtypes=_csv(args.dtypes))
+        problems = [p for p in candidates if _shape_key(p) not in taken][: args.num_shapes]
     else:
         # Sample with the exclusion applied, then drop shapes training has in another layout too.
         problems = [p for p in _sample(args, exclude=train_problems) if _shape_key(p) not in taken]

@@ -100,12 +100,16 @@ def _out(line: str = "") -> None:
     sys.stdout.write(line + "\n")
 
 
-def _check_output(path: str, fmt: str | None) -> None:
-    """Refuse an output path we cannot write before doing any work."""
+def _check_format(path: str, fmt: str | None = None) -> None:
     try:
         format_for_path(path, fmt)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _check_output(path: str, fmt: str | None) -> None:
+    """Refuse an output path we cannot write before doing any work."""
+    _check_format(path, fmt)
     parent = Path(path).parent
     if not parent.is_dir():
         raise UsageError(f"{path}: directory {str(parent)!r} does not exist")
@@ -115,10 +119,7 @@ def _check_output(path: str, fmt: str | None) -> None:
 
 def _check_inputs(paths: Sequence[str]) -> None:
     for p in paths:
-        try:
-            format_for_path(p)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+        _check_format(p)
 
 
 # -- stats -----------------------------------------------------------------------------------------
@@ -211,10 +212,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    try:
-        format_for_path(args.input, args.input_format)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    _check_format(args.input, args.input_format)
     _check_output(args.output, args.format)
     if Path(args.input).resolve() == Path(args.output).resolve():
         raise UsageError(f"{args.output}: IN and OUT are the same file")

@@ -54,7 +54,7 @@ def real_model_entries() -> list[ShapeEntry]:
     return merge_entries(out)
 
 
-def _fits(op: str, m: int, n: int, k: int, batch: int) -> bool:
+def _fits(m: int, n: int, k: int, batch: int) -> bool:
     return max(m * k, k * n, m * n) * batch <= MAX_OPERAND_ELEMENTS
 
 
@@ -72,7 +72,7 @@ def awkward_entries() -> list[ShapeEntry]:
 
     def add(op: str, m: int, n: int, k: int, tag: str, i: int) -> None:
         batch = (2, 4, 8, 16)[(i // 4) % 4] if op in ("bmm", "baddbmm") else 1
-        if not _fits(op, m, n, k, batch):
+        if not _fits(m, n, k, batch):
             return
         out.append(
             ShapeEntry(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from torch_diode.records import BATCHED_OPS, OPS, Problem
+from torch_diode.records import BATCHED_OPS, OPS, Problem, canonical_dtype
 from torch_diode.shapes.shapeset import LAYOUTS, ShapeEntry, strides_for
 
 SAMPLERS: tuple[str, ...] = ("log-normal", "uniform", "pow2")
@@ -161,8 +161,6 @@ def sample_problems(
         raise ValueError(f"sampler: must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
     ops = _check_choice("ops", ops, OPS)
     layouts = _check_choice("layouts", layouts, LAYOUTS)
-    from torch_diode.records import canonical_dtype
-
     dtypes = tuple(canonical_dtype(d) for d in dtypes)
     if not dtypes:
         raise ValueError("dtypes: give at least one dtype")

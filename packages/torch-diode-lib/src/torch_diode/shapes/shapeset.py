@@ -152,11 +152,11 @@ class ShapeEntry:
     def problems(self, dtypes: Sequence[str] | None = None) -> list[Problem]:
         """One problem per dtype (``dtypes`` restricts them to those also in the entry)."""
         sa, sb = strides_for(self.op, self.m, self.n, self.k, self.layout)
-        want = (
-            self.dtypes
-            if dtypes is None
-            else tuple(d for d in self.dtypes if d in {canonical_dtype(x) for x in dtypes})
-        )
+        if dtypes is None:
+            want = self.dtypes
+        else:
+            asked = {canonical_dtype(x) for x in dtypes}
+            want = tuple(d for d in self.dtypes if d in asked)
         return [
             Problem(
                 op=self.op,
@@ -245,14 +245,16 @@ class ShapeSet:
         ]
 
     def problems(
-        self, *, split: str | None = None, ops: Iterable[str] | None = None, dtypes: Sequence[str] | None = None
+        self,
+        *,
+        split: str | None = None,
+        ops: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
+        dtypes: Sequence[str] | None = None,
     ) -> list[Problem]:
-        """The problems of the selected entries, de-duplicated, in file order."""
-        out: dict[Problem, None] = {}
-        for e in self.select(split=split, ops=ops):
-            for p in e.problems(dtypes):
-                out.setdefault(p, None)
-        return list(out)
+        """The problems of the entries :meth:`select` picks (``dtypes`` as :meth:`ShapeEntry.problems`),
+        de-duplicated, in file order."""
+        return list(dict.fromkeys(p for e in self.select(split=split, ops=ops, tags=tags) for p in e.problems(dtypes)))
 
 
 def load_shapeset(path: str | os.PathLike[str]) -> ShapeSet:
