@@ -6,8 +6,8 @@ transposed input) it:
 
 1. compiles the op with ``torch.compile`` under max-autotune (cold caches, one
    ``torch._dynamo.reset()`` per problem) and records every benchmarked choice through
-   ``add_feedback_saver`` (the Inductor collector, ``torch_diode.collect.inductor`` when it is
-   importable, else the same feedback-saver logic inline), converting with
+   ``add_feedback_saver`` (the Inductor collector, ``torch_diode.collect.inductor``, falling back
+   to the same feedback-saver logic inline), converting with
    ``torch_diode.inductor.convert`` so records join on (problem, choice);
 2. measures the same problem with the sweep collector over the same search space;
 3. compares, per problem, the timings of the shared choices: median ratio sweep/inductor,
@@ -129,37 +129,6 @@ def throughput_problems(n: int, seed: int = 0) -> list[Problem]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _inputs(p: Problem) -> tuple[Any, ...]:
-    dev = "cuda"
-    dt = getattr(torch, p.dtype)
-    bt = p.op in ("bmm", "baddbmm")
-
-    def mat(rows: int, cols: int, stride: tuple[int, ...]) -> torch.Tensor:
-        transposed = stride[-1] != 1
-        shape = (rows, cols) if not transposed else (cols, rows)
-        if bt:
-            x = torch.randn((p.batch, *shape), device=dev, dtype=dt)
-        else:
-            x = torch.randn(shape, device=dev, dtype=dt)
-        x = x.transpose(-1, -2) if transposed else x
-        assert tuple(x.stride()) == tuple(stride), (x.stride(), stride)
-        return x
-
-    a = mat(p.m, p.k, p.stride_a)
-    b = mat(p.k, p.n, p.stride_b)
-    if p.op in ("addmm", "baddbmm"):
-        bias = torch.randn(p.n, device=dev, dtype=dt)
-        return bias, a, b
-    return a, b
-
-
-_FN = {
-    "mm": lambda a, b: torch.mm(a, b),
-    "addmm": lambda bias, a, b: torch.addmm(bias, a, b),
-    "bmm": lambda a, b: torch.bmm(a, b),
-    "baddbmm": lambda bias, a, b: torch.baddbmm(bias, a, b),
-}
-
 _SINK: dict[str, Any] = {"records": None}
 
 
@@ -181,49 +150,27 @@ def _saver(
             continue
         choice = choice_from_ktc(ktc)
         rec.setdefault(prob, {})[choice] = float(ms) * 1000.0
-        _SINK.setdefault("callers", {}).setdefault(prob, {})[choice] = caller
+        _SINK["callers"].setdefault(prob, {})[choice] = caller
 
 
-def inductor_measure(p: Problem, space: str, hardware: str = "unknown") -> tuple[dict[Choice, float], float]:
-    """Timings (µs) of every choice Inductor benchmarked for ``p``, and the compile wall time.
-
-    Uses H5's ``torch_diode.collect.inductor.InductorCollector`` when it is importable, else the
-    same feedback-saver logic inline (``_saver``)."""
-    try:
-        from torch_diode.collect.inductor import InductorCollector
-    except ImportError:
-        InductorCollector = None
-    if InductorCollector is not None:
-        try:
-            with InductorCollector(hardware=hardware, search_space=space) as ic:
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                recs, fails = ic.measure(p)
-                wall = time.perf_counter() - t0
-            out = {r.choice: r.time_us for r in recs if r.problem == p}
-            if not out:  # Inductor's view of the problem may differ in a field: match on the key
-                out = {r.choice: r.time_us for r in recs if r.problem.key() == p.key()}
-                if out:
-                    print(
-                        f"[inductor] note: Inductor's problem differs from {p.to_dict()}: {recs[0].problem.to_dict()}"
-                    )
-            if out:
-                return out, wall
-            print(
-                f"[inductor] InductorCollector gave no records for {p.key()}: {[(f.reason, f.message) for f in fails][:2]}; using the inline saver"
-            )
-        except Exception as e:  # fall back to the inline saver below, and say so
-            print(f"[inductor] InductorCollector failed on {p.key()}: {type(e).__name__}: {e}; using the inline saver")
+def _compile_with_saver(
+    p: Problem, space: str
+) -> tuple[dict[Problem, dict[Choice, float]], dict[Problem, dict[Choice, Any]], float]:
+    """Compile ``p`` under max-autotune with the inline saver (``_saver``): the µs of every choice
+    Inductor benchmarked and its choice callers, per problem Inductor saw, and the compile wall time."""
     from torch._inductor import config as icfg
     from torch._inductor.select_algorithm import add_feedback_saver
+
+    from torch_diode.collect.inductor import gemm_function, make_inputs
 
     if not _SINK.get("registered"):
         add_feedback_saver(_saver)
         _SINK["registered"] = True
     _SINK["records"] = {}
+    _SINK["callers"] = {}
     torch._dynamo.reset()
-    args = _inputs(p)
-    fn = torch.compile(_FN[p.op], dynamic=False)
+    args = make_inputs(p, "cuda")
+    fn = torch.compile(gemm_function(p.op), dynamic=False)
     with icfg.patch(max_autotune=True, max_autotune_gemm_search_space=space, force_disable_caches=True):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -232,6 +179,35 @@ def inductor_measure(p: Problem, space: str, hardware: str = "unknown") -> tuple
         wall = time.perf_counter() - t0
     rec = _SINK["records"]
     _SINK["records"] = None
+    return rec, _SINK["callers"], wall
+
+
+def inductor_measure(p: Problem, space: str, hardware: str = "unknown") -> tuple[dict[Choice, float], float]:
+    """Timings (µs) of every choice Inductor benchmarked for ``p``, and the compile wall time.
+
+    Uses ``torch_diode.collect.inductor.InductorCollector``; when it fails or gives no records,
+    the same feedback-saver logic inline (``_saver``)."""
+    from torch_diode.collect.inductor import InductorCollector
+
+    try:
+        with InductorCollector(hardware=hardware, search_space=space) as ic:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            recs, fails = ic.measure(p)
+            wall = time.perf_counter() - t0
+        out = {r.choice: r.time_us for r in recs if r.problem == p}
+        if not out:  # Inductor's view of the problem may differ in a field: match on the key
+            out = {r.choice: r.time_us for r in recs if r.problem.key() == p.key()}
+            if out:
+                print(f"[inductor] note: Inductor's problem differs from {p.to_dict()}: {recs[0].problem.to_dict()}")
+        if out:
+            return out, wall
+        print(
+            f"[inductor] InductorCollector gave no records for {p.key()}: {[(f.reason, f.message) for f in fails][:2]}; using the inline saver"
+        )
+    except Exception as e:  # fall back to the inline saver below, and say so
+        print(f"[inductor] InductorCollector failed on {p.key()}: {type(e).__name__}: {e}; using the inline saver")
+    rec, _, wall = _compile_with_saver(p, space)
     if p not in rec:
         raise RuntimeError(f"Inductor benchmarked no choice for {p.key()} (saw {[q.key() for q in rec]})")
     return rec[p], wall
@@ -241,22 +217,9 @@ def inductor_kernels_graph_timed(p: Problem, space: str, coll: Any) -> tuple[dic
     """Inductor's own generated kernels (and its ATen calls) for ``p``, timed by the sweep's
     CUDA-graph timer on the sweep's inputs: the same timing method on both sides, so any
     difference left is a difference of kernels. Returns (graph-timed µs, Inductor's own µs)."""
-    from torch._inductor import config as icfg
-    from torch._inductor.select_algorithm import add_feedback_saver
-
-    if not _SINK.get("registered"):
-        add_feedback_saver(_saver)
-        _SINK["registered"] = True
-    _SINK["records"] = {}
-    _SINK["callers"] = {}
-    torch._dynamo.reset()
-    fn = torch.compile(_FN[p.op], dynamic=False)
-    with icfg.patch(max_autotune=True, max_autotune_gemm_search_space=space, force_disable_caches=True):
-        fn(*_inputs(p))
-        torch.cuda.synchronize()
-    own = _SINK["records"].get(p, {})
-    callers = _SINK["callers"].get(p, {})
-    _SINK["records"] = None
+    rec, all_callers, _ = _compile_with_saver(p, space)
+    own = rec.get(p, {})
+    callers = all_callers.get(p, {})
     t = coll.example_tensors(p)
     inputs = (t["bias"], t["a"], t["b"]) if "bias" in t else (t["a"], t["b"])
     stream = torch.cuda.Stream()
@@ -437,15 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from torch_diode.collect.sweep import SweepOptions, versions
+    from torch_diode.hardware import current_key
 
-    hw = args.hardware
-    if hw is None:
-        try:
-            from torch_diode.hardware import current_key
-
-            hw = current_key() or "unknown"
-        except ImportError:
-            hw = "unknown"
+    hw = args.hardware if args.hardware is not None else current_key() or "unknown"
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"hardware": hw, "versions": versions(), "space": args.space, "problems": []}
     probs = {

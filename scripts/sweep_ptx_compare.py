@@ -25,15 +25,18 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import importlib.util
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from torch_diode.records import Choice, Problem
 
 _DIRECTIVE = re.compile(r"^\s*(?:@%p\d+\s+)?([a-z_][a-z0-9_.]*)", re.I)
+_PTR = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}
 
 
 def _parse_inductor_kernel(path: Path) -> dict[str, Any] | None:
@@ -77,6 +80,34 @@ def _compile(fn: Any, signature: dict[str, str], constexprs: dict[str, Any], tar
     return triton.compile(src, target=GPUTarget("cuda", target, 32), options=opts)
 
 
+def _compile_source(
+    source: str, name: str, module: str, signature: dict[str, str], target: int, opts: dict[str, Any]
+) -> Any:
+    """Compile the ``@triton.jit`` function ``name`` of ``source`` (imported as ``module``)."""
+    with tempfile.TemporaryDirectory() as d:
+        mod_path = Path(d) / f"{module}.py"
+        mod_path.write_text(source)
+        spec = importlib.util.spec_from_file_location(module, mod_path)
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[module] = mod
+        spec.loader.exec_module(mod)
+        return _compile(getattr(mod, name), signature, {}, target, opts)
+
+
+def _compile_sweep(
+    problem: Problem, choice: Choice, revision: int, target: int, opts: dict[str, Any], *, literal: bool = False
+) -> Any:
+    """Compile the sweep kernel of (problem, choice), sizes and strides typed i32."""
+    from torch_diode.collect import sweep
+    from torch_diode.collect.sweep_kernels import KERNELS
+
+    cx = sweep._constexprs_for_triton(sweep.launch_constexprs(problem, choice, revision, literal=literal))
+    kern = KERNELS[sweep.kernel_spec(problem).kernel]
+    sig = {n: (_PTR[problem.dtype] if n in ("A", "B", "C", "BIAS") else "i32") for n in kern.arg_names}
+    return _compile(kern, sig, cx, target, opts)
+
+
 def ptx_profile(ptx: str) -> dict[str, Any]:
     """The instruction facts that decide a GEMM kernel's speed."""
     ops: collections.Counter[str] = collections.Counter()
@@ -111,12 +142,6 @@ def ptx_profile(ptx: str) -> dict[str, Any]:
 
 
 def compare_file(path: Path, problem: Problem, revision: int, target: int) -> dict[str, Any] | None:
-    import importlib.util
-    import tempfile
-
-    from torch_diode.collect import sweep
-    from torch_diode.collect.sweep_kernels import KERNELS
-
     k = _parse_inductor_kernel(path)
     if k is None:
         return None
@@ -126,20 +151,8 @@ def compare_file(path: Path, problem: Problem, revision: int, target: int) -> di
         template, {**cfg, "num_stages": k["num_stages"], "num_warps": k["num_warps"]}, strict=False
     )
     opts = {"num_warps": k["num_warps"], "num_stages": k["num_stages"], "debug": k["debug"], "sanitize_overflow": False}
-    with tempfile.TemporaryDirectory() as d:
-        mod_path = Path(d) / f"ind_{path.stem}.py"
-        mod_path.write_text(k["source"])
-        spec = importlib.util.spec_from_file_location(mod_path.stem, mod_path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[mod_path.stem] = mod
-        spec.loader.exec_module(mod)
-        ind = _compile(getattr(mod, k["name"]), k["signature"], {}, target, opts)
-    cx = sweep._constexprs_for_triton(sweep.launch_constexprs(problem, choice, revision))
-    kern = KERNELS[sweep.kernel_spec(problem).kernel]
-    ptr = "*" + {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[problem.dtype]
-    sig = {n: (ptr if n in ("A", "B", "C", "BIAS") else "i32") for n in kern.arg_names}
-    ours = _compile(kern, sig, cx, target, opts)
+    ind = _compile_source(k["source"], k["name"], f"ind_{path.stem}", k["signature"], target, opts)
+    ours = _compile_sweep(problem, choice, revision, target, opts)
     pi, po = ptx_profile(ind.asm["ptx"]), ptx_profile(ours.asm["ptx"])
     return {
         "file": path.name,

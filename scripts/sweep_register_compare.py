@@ -18,7 +18,6 @@ sweep variants for sm_90 with the installed triton, and reads registers and spil
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_ptx_compare import _compile, _parse_inductor_kernel
+from sweep_ptx_compare import _PTR, _compile_source, _compile_sweep, _parse_inductor_kernel
 
 from torch_diode.records import Choice, Problem
 
@@ -49,7 +48,6 @@ CASES: list[tuple[Problem, list[tuple[int, int, int, int, int]]]] = [
     ),
 ]  # fmt: skip
 BASE = {"mm": "mm_fp16_1000", "bmm": "bmm_f32"}
-_PTR = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}
 
 
 def ptxas_stats(ptx: str) -> dict[str, Any]:
@@ -97,21 +95,10 @@ def inductor_literal_source(base: Path, p: Problem, bm: int, bn: int, bk: int) -
 
 
 def compile_case(base: Path, p: Problem, cfg: tuple[int, int, int, int, int], revision: int) -> dict[str, Any]:
-    from torch_diode.collect import sweep
-    from torch_diode.collect.sweep_kernels import KERNELS
-
     bm, bn, bk, ns, nw = cfg
     opts = {"num_warps": nw, "num_stages": ns, "debug": True, "sanitize_overflow": False}
     ind = inductor_literal_source(base, p, bm, bn, bk)
-    with tempfile.TemporaryDirectory() as d:
-        mp = Path(d) / "ind_literal.py"
-        mp.write_text(ind["source"])
-        spec = importlib.util.spec_from_file_location("ind_literal", mp)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["ind_literal"] = mod
-        spec.loader.exec_module(mod)
-        ind_k = _compile(getattr(mod, ind["name"]), ind["signature"], {}, 90, opts)
+    ind_k = _compile_source(ind["source"], ind["name"], "ind_literal", ind["signature"], 90, opts)
     batched = p.op in ("bmm", "baddbmm")
     choice = Choice.from_kwargs(
         "triton::bmm" if batched else "triton::mm",
@@ -119,13 +106,10 @@ def compile_case(base: Path, p: Problem, cfg: tuple[int, int, int, int, int], re
          "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32", "num_stages": ns, "num_warps": nw},
         strict=False,
     )  # fmt: skip
-    kern = KERNELS[sweep.kernel_spec(p).kernel]
-    sig = {n: (_PTR[p.dtype] if n in ("A", "B", "C", "BIAS") else "i32") for n in kern.arg_names}
     row: dict[str, Any] = {"problem": p.key(), "config": f"{bm}x{bn}x{bk} s{ns} w{nw}"}
     row["inductor"] = ptxas_stats(ind_k.asm["ptx"]) | {"shared": ind_k.metadata.shared}
     for name, literal in (("sweep_shared_spec", False), ("sweep_literal", True)):
-        cx = sweep._constexprs_for_triton(sweep.launch_constexprs(p, choice, revision, literal=literal))
-        k = _compile(kern, sig, cx, 90, opts)
+        k = _compile_sweep(p, choice, revision, 90, opts, literal=literal)
         row[name] = ptxas_stats(k.asm["ptx"]) | {"shared": k.metadata.shared}
     return row
 

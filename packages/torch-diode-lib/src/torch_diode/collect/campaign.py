@@ -22,7 +22,7 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,7 @@ def size_bucket(p: Problem) -> str:
     return "large"
 
 
-def problem_mix(problems: Sequence[Problem]) -> dict[str, dict[str, int]]:
+def problem_mix(problems: Collection[Problem]) -> dict[str, dict[str, int]]:
     return {
         "op": dict(sorted(Counter(p.op for p in problems).items())),
         "dtype": dict(sorted(Counter(p.dtype for p in problems).items())),

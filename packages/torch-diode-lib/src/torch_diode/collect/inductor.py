@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torch_diode.errors import CollectionError
-from torch_diode.records import BIAS_OPS, Choice, FailureRecord, Problem, TimingRecord
+from torch_diode.records import BATCHED_OPS, BIAS_OPS, Choice, FailureRecord, Problem, TimingRecord
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +179,16 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _saver_failed(problem: Problem, error: BaseException) -> CollectionError:
+    """The run-aborting error for a feedback saver that failed (never a per-problem failure)."""
+    import torch
+
+    return CollectionError(
+        f"the feedback saver failed on {problem.key()} ({_one_line(error)}); this is a torch-diode bug or an "
+        f"unsupported torch {torch.__version__}, not a problem failure"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Inputs and GEMM functions
 # ---------------------------------------------------------------------------------------------
@@ -201,7 +211,7 @@ def strided_tensor(shape: Sequence[int], stride: Sequence[int], dtype: Any, devi
 
 def _bias_tensor(problem: Problem, dtype: Any, device: Any) -> Any:
     assert problem.stride_bias is not None
-    batched = problem.op in ("bmm", "baddbmm")
+    batched = problem.op in BATCHED_OPS
     out_shape = ((problem.batch,) if batched else ()) + (problem.m, problem.n)
     if all(s == 0 for s in problem.stride_bias[:-1]) and problem.stride_bias[-1] == 1:
         # A vector bias broadcast over rows (nn.Linear's): pass it 1-D, as models do.
@@ -223,7 +233,7 @@ def make_inputs(problem: Problem, device: Any, *, via_linear: bool = False) -> t
     if problem.out_dtype != problem.dtype:
         raise ValueError(f"{problem.key()}: out_dtype {problem.out_dtype} != dtype {problem.dtype} is not collected")
     dtype = getattr(torch, problem.dtype)
-    batched = problem.op in ("bmm", "baddbmm")
+    batched = problem.op in BATCHED_OPS
     pre = (problem.batch,) if batched else ()
     a = strided_tensor((*pre, problem.m, problem.k), problem.stride_a, dtype, device)
     if via_linear and not batched:
@@ -451,10 +461,7 @@ class InductorCollector:
                 torch.cuda.synchronize()
         except Exception as e:
             if raised_by_saver(e, self.recorder):
-                raise CollectionError(
-                    f"the feedback saver failed on {problem.key()} ({_one_line(self.recorder.error or e)}); "
-                    f"this is a torch-diode bug or an unsupported torch {torch.__version__}, not a problem failure"
-                ) from e
+                raise _saver_failed(problem, self.recorder.error or e) from e
             reason = classify_failure(e)
             if reason == "oom" and torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -463,10 +470,7 @@ class InductorCollector:
         finally:
             torch._dynamo.reset()
         if self.recorder.error is not None:  # raised inside the saver, and Inductor swallowed it
-            raise CollectionError(
-                f"the feedback saver failed on {problem.key()} ({_one_line(self.recorder.error)}); this is a "
-                f"torch-diode bug or an unsupported torch {torch.__version__}, not a problem failure"
-            ) from self.recorder.error
+            raise _saver_failed(problem, self.recorder.error) from self.recorder.error
         benchmarked = counters["inductor"]["select_algorithm_autotune"] - benchmarks_before
         if benchmarked and self.recorder.calls == calls_before:
             raise CollectionError(

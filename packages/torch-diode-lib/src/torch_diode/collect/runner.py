@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime
 import logging
 import os
@@ -359,7 +360,7 @@ def _run_rank(
         )
         reasons: collections.Counter[str] = collections.Counter()
         try:
-            with collector if hasattr(collector, "__enter__") else _nullcontext():
+            with collector if hasattr(collector, "__enter__") else contextlib.nullcontext():
                 # The sweep compiles kernels in the background: keep a few problems ahead queued.
                 prefetch = getattr(collector, "prefetch", None)
                 for i, problem in enumerate(todo):
@@ -403,14 +404,6 @@ def _run_rank(
     return summary
 
 
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def _check_result(summary: CollectSummary) -> None:
     if summary.problems_measured and not summary.records:
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(summary.failure_reasons.items())) or "no failure recorded"
@@ -445,16 +438,20 @@ def _share_compile_cpus(options: CollectOptions, local_processes: int) -> Collec
     return replace(options, sweep_options=tuple(sweep.items()))
 
 
+def _problems_done(output: Path, format: str | None) -> frozenset[Problem]:
+    """The problems already in ``output`` (measured, or failed as a whole): a resumed run skips them."""
+    if not output.exists() or output.stat().st_size == 0:
+        return frozenset()
+    ds = read_dataset(output, format=format, recover=True)
+    measured = {ds.problems[i] for i in set(ds.problem_idx.tolist())}
+    return frozenset(measured | {f.problem for f in ds.failures if f.choice is None})
+
+
 def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Path, workers: int) -> CollectSummary:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    done: frozenset[Problem] = frozenset()
-    if output.exists() and output.stat().st_size > 0:
-        ds = read_dataset(output, format=options.format, recover=True)
-        done = frozenset(ds.problems[i] for i in set(ds.problem_idx.tolist())) | frozenset(
-            f.problem for f in ds.failures if f.choice is None
-        )
+    done = _problems_done(output, options.format)
     shards = [shard_path(output, r) for r in range(workers)]
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
@@ -518,12 +515,7 @@ def collect(
             local = (rank or 0) % max(torch.cuda.device_count(), 1) if local is None else local
             torch.cuda.set_device(local)
             device = f"cuda:{local}"
-        done: frozenset[Problem] = frozenset()
-        if output.exists() and output.stat().st_size > 0:
-            ds = read_dataset(output, format=options.format, recover=True)
-            done = frozenset(ds.problems[i] for i in set(ds.problem_idx.tolist())) | frozenset(
-                f.problem for f in ds.failures if f.choice is None
-            )
+        done = _problems_done(output, options.format)
         path = shard_path(output, rank or 0)
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         summary = _run_rank(shard(plist, rank or 0, world), options, path, device=device, done=done, position=0)

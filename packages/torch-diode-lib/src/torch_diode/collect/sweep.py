@@ -48,11 +48,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from torch_diode.collect.inductor import SEARCH_SPACES
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, Choice, FailureRecord, Problem, TimingRecord
 
 log = logging.getLogger(__name__)
-
-SEARCH_SPACES: tuple[str, ...] = ("DEFAULT", "EXHAUSTIVE")
 
 #: Largest divisibility (in elements) asserted for a run-time size or stride. Loads and stores are
 #: at most 16 bytes wide, so a larger power of two cannot change the generated code.
@@ -683,6 +682,7 @@ class SweepCollector:
         self._pool: cf.ProcessPoolExecutor | None = None
         self._flush: Any = None
         self._loaded: set[tuple[Any, ...]] = set()
+        self._prefetched: set[Problem] = set()  # problems whose kernels are all submitted
 
     @classmethod
     def from_options(cls, options: Any, *, hardware: str, device: str = "cuda", **sweep_options: Any) -> SweepCollector:
@@ -720,6 +720,7 @@ class SweepCollector:
             for proc in procs:
                 proc.join(timeout=10)
         self._futures = {k: f for k, f in self._futures.items() if f.done() and not f.cancelled()}
+        self._prefetched.clear()  # their cancelled kernels must be submitted again
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
@@ -759,9 +760,15 @@ class SweepCollector:
 
     def prefetch(self, problems: Iterable[Problem]) -> int:
         """Start compiling the kernels of ``problems`` in the background (in order); returns how
-        many new kernels were submitted. ``measure`` waits only for the kernels it needs."""
+        many new kernels were submitted. ``measure`` waits only for the kernels it needs.
+
+        A problem already prefetched is skipped: the runner passes a sliding window of upcoming
+        problems on every step, and computing every compile key again would cost the main
+        process time per problem and window slot."""
         n = 0
         for p in problems:
+            if p in self._prefetched:
+                continue
             new: dict[tuple[Any, ...], Choice] = {}
             for it in self.choices(p):
                 if it.kind != "triton" or it.choice.template not in _SUPPORTED_TRITON:
@@ -784,6 +791,7 @@ class SweepCollector:
                     self.options.literal_sizes,
                 )
                 n += 1
+            self._prefetched.add(p)
         return n
 
     # -- measuring ---------------------------------------------------------------------------
@@ -894,6 +902,7 @@ class SweepCollector:
         self.stats.failures += len(failures)
         del tensors
         self._items.pop(problem, None)
+        self._prefetched.discard(problem)
         s = self.stats
         log.info(
             "sweep %s: %d timed, %d failed in %.2fs (compile wait %.2fs, load+check %.2fs, timing %.2fs, %d new kernels)",
@@ -932,10 +941,16 @@ class SweepCollector:
         t["ref"] = ref.float()
         t["ref_scale"] = ref.abs().max().float().clamp_min(1e-6)
         del ref
-        if self._flush is None:
-            l2 = torch.cuda.get_device_properties(dev).L2_cache_size or 256 * 1024 * 1024
-            self._flush = torch.empty(l2 // 4, dtype=torch.int, device=dev)
+        self._ensure_flush()
         return t
+
+    def _ensure_flush(self) -> None:
+        """Allocate the L2-sized buffer zeroed before each timed run (once)."""
+        import torch
+
+        if self._flush is None:
+            l2 = torch.cuda.get_device_properties(torch.device("cuda")).L2_cache_size or 256 * 1024 * 1024
+            self._flush = torch.empty(l2 // 4, dtype=torch.int, device="cuda")
 
     def _aten_runner(self, choice: Choice, t: dict[str, Any]) -> Any:
         import torch
@@ -995,11 +1010,7 @@ class SweepCollector:
         """Time GPU callables (each launching one kernel) exactly as the sweep times its own:
         µs, minimum over L2-flushed repetitions inside CUDA graphs. ``stream``: the stream to
         capture on, for callables bound to a stream when made (Inductor's ``make_run_fn``)."""
-        import torch
-
-        if self._flush is None:
-            l2 = torch.cuda.get_device_properties(torch.device("cuda")).L2_cache_size or 256 * 1024 * 1024
-            self._flush = torch.empty(l2 // 4, dtype=torch.int, device="cuda")
+        self._ensure_flush()
         return self._time([(Choice(template=f"callable::{i}"), fn) for i, fn in enumerate(fns)], stream=stream)
 
     def _time(self, runners: Sequence[tuple[Choice, Any]], stream: Any = None) -> list[float | None]:

@@ -37,11 +37,6 @@ compiled kernel. This module imports triton; the rest of the sweep does not need
 import triton
 import triton.language as tl
 
-#: Codes of ``int_spec`` (torch_diode.collect.sweep) for literal values; any positive code is a
-#: run-time value that is a multiple of it.
-LIT_ZERO = 0
-LIT_ONE = -1
-
 
 @triton.jit
 def _hint(x, SPEC: tl.constexpr):
