@@ -180,29 +180,26 @@ def _parse_types(var: str, raw: str) -> tuple[str, ...]:
 class _Field:
     env: str
     parse: Callable[[str, str], Any]
-    default: Any
-    option: str | None  # the DiodeOptions field it feeds, if any
+    option: str | None  # the DiodeOptions field it feeds (and takes its default from), if any
+
+    @property
+    def default(self) -> Any:
+        return False if self.option is None else getattr(_DEFAULTS, self.option)
 
 
 _DEFAULTS = DiodeOptions()
 _FIELDS: dict[str, _Field] = {
-    "model": _Field("TORCH_DIODE_MODEL", _parse_str, None, "model"),
-    "top_k_configs": _Field("TORCH_DIODE_TOP_K", _parse_top_k, _DEFAULTS.top_k_configs, "top_k_configs"),
-    "performance_threshold": _Field(
-        "TORCH_DIODE_PERFORMANCE_THRESHOLD", _parse_float, _DEFAULTS.performance_threshold, "performance_threshold"
-    ),
-    "fallback_to_autotune": _Field("TORCH_DIODE_FALLBACK_TO_AUTOTUNE", _parse_bool, True, "enable_fallback"),
-    "confidence_threshold": _Field(
-        "TORCH_DIODE_CONFIDENCE_THRESHOLD", _parse_float, _DEFAULTS.confidence_threshold, "confidence_threshold"
-    ),
-    "cache_predictions": _Field("TORCH_DIODE_CACHE_PREDICTIONS", _parse_bool, True, "cache_predictions"),
-    "lut": _Field("TORCH_DIODE_LUT", _parse_str, None, "lut"),
-    "search_space": _Field("TORCH_DIODE_SEARCH_SPACE", _parse_str, _DEFAULTS.search_space, "search_space"),
-    "device_types": _Field("TORCH_DIODE_DEVICE_TYPES", _parse_types, _DEFAULTS.device_types, "device_types"),
-    "max_compile_cost": _Field(
-        "TORCH_DIODE_MAX_COMPILE_COST", _parse_optional_float, _DEFAULTS.max_compile_cost, "max_compile_cost"
-    ),
-    "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, False, None),
+    "model": _Field("TORCH_DIODE_MODEL", _parse_str, "model"),
+    "top_k_configs": _Field("TORCH_DIODE_TOP_K", _parse_top_k, "top_k_configs"),
+    "performance_threshold": _Field("TORCH_DIODE_PERFORMANCE_THRESHOLD", _parse_float, "performance_threshold"),
+    "fallback_to_autotune": _Field("TORCH_DIODE_FALLBACK_TO_AUTOTUNE", _parse_bool, "enable_fallback"),
+    "confidence_threshold": _Field("TORCH_DIODE_CONFIDENCE_THRESHOLD", _parse_float, "confidence_threshold"),
+    "cache_predictions": _Field("TORCH_DIODE_CACHE_PREDICTIONS", _parse_bool, "cache_predictions"),
+    "lut": _Field("TORCH_DIODE_LUT", _parse_str, "lut"),
+    "search_space": _Field("TORCH_DIODE_SEARCH_SPACE", _parse_str, "search_space"),
+    "device_types": _Field("TORCH_DIODE_DEVICE_TYPES", _parse_types, "device_types"),
+    "max_compile_cost": _Field("TORCH_DIODE_MAX_COMPILE_COST", _parse_optional_float, "max_compile_cost"),
+    "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, None),  # default False: the handler is on
 }
 
 
@@ -261,9 +258,10 @@ class DiodeConfig:
     def options(self, **overrides: Any) -> DiodeOptions:
         """The current defaults as a validated :class:`DiodeOptions`, with ``overrides`` applied.
 
+        An override of ``None`` keeps the configured value.
+
         Raises:
             TypeError: an override is not a ``DiodeOptions`` field.
-        An override of ``None`` keeps the configured value.
             ValueError: a value (from code or the environment) is invalid.
         """
         unknown = set(overrides) - OPTION_NAMES

@@ -239,7 +239,9 @@ def max_autotune_solution_from_dataset(ds: Dataset) -> dict[Problem, StockPick]:
 def write_max_autotune_solution(
     picks: Mapping[Problem, StockPick], path: str | os.PathLike[str], *, hardware: str
 ) -> Path:
-    """Write a solution file (the format of :func:`read_max_autotune_solution`)."""
+    """Write a solution file (the format of :func:`read_max_autotune_solution`), atomically."""
+    from torch_diode._files import atomic_write
+
     obj = {
         "format": SOLUTION_FORMAT,
         "version": SOLUTION_VERSION,
@@ -253,9 +255,7 @@ def write_max_autotune_solution(
             for p, s in picks.items()
         ],
     }
-    path = Path(path)
-    path.write_text(json.dumps(obj, indent=1) + "\n")
-    return path
+    return atomic_write(path, json.dumps(obj, indent=1) + "\n")
 
 
 # -- model evaluation ---------------------------------------------------------------------------
@@ -429,19 +429,18 @@ def report_json(report: Mapping[str, Any]) -> str:
 
 
 def write_report(report: Mapping[str, Any], evals: Sequence[ProblemEval], path: str | os.PathLike[str]) -> list[Path]:
-    """Write ``path`` (JSON), a markdown table beside it (``.md``) and, when matplotlib is installed,
-    a PNG (``.png``) with predicted-vs-measured times and the regret distribution.
+    """Write ``path`` (JSON), a markdown table beside it (``.md``), both atomically, and, when
+    matplotlib is installed, a PNG (``.png``) with predicted-vs-measured times and the regret
+    distribution.
 
     Returns:
         The paths written.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_json(report))
-    md = path.with_suffix(".md")
-    md.write_text(markdown_table(report))
-    written = [path, md]
-    png = plot_report(evals, path.with_suffix(".png"), title=str(report.get("hardware", "")))
+    from torch_diode._files import atomic_write
+
+    out = atomic_write(path, report_json(report))
+    written = [out, atomic_write(out.with_suffix(".md"), markdown_table(report))]
+    png = plot_report(evals, out.with_suffix(".png"), title=str(report.get("hardware", "")))
     if png is not None:
         written.append(png)
     return written

@@ -25,6 +25,7 @@ the count used is recorded in the model's ``training`` metadata).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -39,7 +40,7 @@ import torch
 
 from torch_diode.dataset import Dataset
 from torch_diode.evaluate import problem_evals, regret_at_k, summarize
-from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
+from torch_diode.features import FEATURE_SPEC, GpuConstants, featurize, gpu_constants
 from torch_diode.model import ARCH_PRESETS, MODEL_TYPES, Architecture, DiodeModel, Normalization, build_model, versions
 
 log = logging.getLogger(__name__)
@@ -161,13 +162,12 @@ class _Rows:
     counts: np.ndarray  # [P] int64
 
 
-def _featurize_problems(dataset: Dataset, groups: list[Any], hardware: str) -> _Rows:
+def _featurize_problems(dataset: Dataset, groups: list[Any], hardware: str | GpuConstants) -> _Rows:
     xs, ys, counts = [], [], []
-    hw = gpu_constants(hardware)
     for pt in groups:
         med = pt.median_by_choice()
         ids = list(med)
-        xs.append(featurize(pt.problem, [dataset.choices[i] for i in ids], hw))
+        xs.append(featurize(pt.problem, [dataset.choices[i] for i in ids], hardware))
         ys.append(np.log(np.array([med[i] for i in ids], dtype=np.float64)).astype(np.float32))
         counts.append(len(ids))
     c = np.array(counts, dtype=np.int64)
@@ -336,18 +336,16 @@ def _train(
         raise ValueError("dataset: no timing records to train on")
     problems = [g.problem for g in groups]
     train_ids, val_ids = split_problems(problems, opts.val_fraction, opts.seed)
-    rows_tr = _featurize_problems(dataset, [groups[i] for i in train_ids], hardware)
-    rows_va = _featurize_problems(dataset, [groups[i] for i in val_ids], hardware)
+    gpu = gpu_constants(hardware)
+    rows_tr = _featurize_problems(dataset, [groups[i] for i in train_ids], gpu)
+    rows_va = _featurize_problems(dataset, [groups[i] for i in val_ids], gpu)
     norm = Normalization.fit(rows_tr.x, rows_tr.y)
     arch = opts.architecture()
-    gpu = gpu_constants(hardware)
     model = build_model(arch, hardware=hardware, gpu=gpu, normalization=norm, seed=opts.seed)
     device = _resolve_device(opts.device)
     net = model.net.to(device).train()
-    # The averaged weights (what is validated, early-stopped on and shipped).
-    avg = build_model(arch, hardware=hardware, gpu=gpu, normalization=norm, seed=opts.seed).net.to(device).eval()
-    avg.load_state_dict(net.state_dict())
-    avg.requires_grad_(False)
+    # The averaged weights (what is validated, early-stopped on and shipped), starting as a copy.
+    avg = copy.deepcopy(net).eval().requires_grad_(False)
     avg_params = list(avg.parameters())
 
     def norm_x(x: np.ndarray) -> torch.Tensor:

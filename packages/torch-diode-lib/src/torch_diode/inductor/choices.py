@@ -511,21 +511,19 @@ class DiodeInductorChoices(InductorChoices):
 
         cap = self.options.max_compile_cost
         assert cap is not None
-        stock = {
-            (t.uid, tuple(sorted(x.params.to_kwargs().items())))
-            for t in templates
-            if _is_triton(t.uid)
-            for x in template_choices.get(t.uid, ())
-        }
-        keep = [
-            i
-            for i, (ktc, c) in enumerate(zip(triton, triton_choices))
-            if compile_cost(problem, c) <= cap
-            or (ktc.template.uid, tuple(sorted(ktc.params.to_kwargs().items()))) in stock
-        ]
-        if len(keep) == len(triton):
+        costly = [i for i, c in enumerate(triton_choices) if compile_cost(problem, c) > cap]
+        if not costly:  # the usual case (every non-fp32 problem): Inductor's own list is not needed
             return triton, triton_choices
-        self._stats.add(compile_cost_skipped=len(triton) - len(keep))
+
+        def params_key(ktc: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
+            return ktc.template.uid, tuple(sorted(ktc.params.to_kwargs().items()))
+
+        stock = {params_key(x) for t in templates if _is_triton(t.uid) for x in template_choices.get(t.uid, ())}
+        dropped = {i for i in costly if params_key(triton[i]) not in stock}
+        if not dropped:
+            return triton, triton_choices
+        self._stats.add(compile_cost_skipped=len(dropped))
+        keep = [i for i in range(len(triton)) if i not in dropped]
         return [triton[i] for i in keep], [triton_choices[i] for i in keep]
 
     def _count_kept(self, decision: _Decision, result: list[Any]) -> None:
@@ -754,9 +752,4 @@ def _check_hardware(model: Any, ref: str) -> None:
         )
 
 
-def default_options(**overrides: Any) -> DiodeOptions:
-    """The process-wide defaults (``torch_diode.config``) with ``overrides``; see ``DiodeOptions``."""
-    return diode_config.options(**overrides)
-
-
-__all__ = ["DiodeInductorChoices", "HandlerError", "Selection", "default_options", "select", "top_k_count"]
+__all__ = ["DiodeInductorChoices", "HandlerError", "Selection", "select", "top_k_count"]

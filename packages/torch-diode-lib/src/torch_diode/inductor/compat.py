@@ -8,6 +8,7 @@ Facts and line references: ``shared/reference/inductor-hooks.md``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from types import ModuleType
@@ -66,11 +67,13 @@ def feedback_saver_arity(version: tuple[int, int] | None = None) -> int:
     return 6 if (torch_version() if version is None else version) >= (2, 11) else 5
 
 
+@functools.cache
 def template_heuristics_module(submodule: str = "") -> ModuleType:
     """Import Inductor's template-heuristics package (or one of its submodules, e.g. ``"triton"``).
 
     torch 2.14 moved ``torch._inductor.template_heuristics`` to ``torch._inductor.heuristics.template``
-    and left a deprecated shim at the old path; we import the new path first.
+    and left a deprecated shim at the old path; we import the new path first. Cached: before 2.14
+    the failed import of the new path costs ~30 us, and the handler's replay asks on every call.
     """
     suffix = f".{submodule}" if submodule else ""
     try:
