@@ -26,11 +26,12 @@ import json
 import math
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from torch_diode.bench.measure import compile_for, environment, first_call_s, kernel_times_us
 
 
 @dataclass(frozen=True)
@@ -138,26 +139,8 @@ def cold_compile_state() -> Iterator[None]:
     torch._dynamo.reset()
 
 
-def compile_fn(fn: Callable[..., Any]) -> Callable[..., Any]:
-    import torch
-
-    return torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
-
-
-def first_call_s(compiled: Callable[..., Any], args: tuple[Any, ...]) -> float:
-    import torch
-
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    compiled(*args)
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0
-
-
 def kernel_time_us(fn: Callable[..., Any], args: tuple[Any, ...], *, graph_iters: int, reps: int) -> float:
     """Median time per call, from CUDA events around replays of a CUDA graph of ``graph_iters`` calls."""
-    from torch_diode.bench.measure import kernel_times_us
-
     return statistics.median(kernel_times_us(fn, args, graph_iters=graph_iters, reps=reps))
 
 
@@ -201,7 +184,7 @@ def run_correctness(
         row: dict[str, Any] = {"case": p.name, "op": op, "dtype": p.dtype, "layout": case, "batch": p.batch}
         try:
             with cold_compile_state():
-                compiled = compile_fn(fn)
+                compiled = compile_for("max-autotune", fn)
                 with torch.no_grad():
                     got, want = compiled(*args), fn(*args)
             err = (got.float() - want.float()).abs()
@@ -231,7 +214,7 @@ def run_speed(
     # one compile first, so that no measured compile pays Inductor's and the workers' start-up
     warm_fn, warm_args = make_args(GemmProblem("warmup", "mm", 256, 256, 256))
     with cold_compile_state():
-        compile_fn(warm_fn)(*warm_args)
+        compile_for("max-autotune", warm_fn)(*warm_args)
     rows = []
     for p in problems:
         fn, args = make_args(p)
@@ -246,7 +229,7 @@ def run_speed(
                     )
                     before = handle.get_stats() if handle else None
                     stack.enter_context(cold_compile_state())
-                    compiled = compile_fn(fn)
+                    compiled = compile_for("max-autotune", fn)
                     row[f"{variant}_compile_s"] = round(first_call_s(compiled, args), 3)
                     if handle is not None:
                         row["diode"] = stats_delta(before, handle.get_stats())
@@ -328,7 +311,6 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in (("top_k_configs", args.top_k), ("performance_threshold", args.performance_threshold))
         if v is not None
     }
-    from torch_diode.bench.measure import environment
     from torch_diode.inductor import install_diode_choices
 
     result: dict[str, Any] = {"environment": environment(), "model": args.model, "options": options}

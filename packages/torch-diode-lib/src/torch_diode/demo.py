@@ -173,9 +173,10 @@ class ModelDemo:
         return lines
 
 
-def _handler_keeps(model: DiodeModel, e: ProblemEval, k: int) -> list[int]:
-    """Indices into ``e.choices`` that torch-diode's handler keeps with ``top_k_configs=k`` (its other
-    options as configured: ``torch_diode.config``, ``TORCH_DIODE_*``)."""
+def _handler_keeps(model: DiodeModel, e: ProblemEval, ks: Sequence[int]) -> dict[int, list[int]]:
+    """Indices into ``e.choices`` that torch-diode's handler keeps with ``top_k_configs=k``, per k in
+    ``ks`` (its other options as configured: ``torch_diode.config``, ``TORCH_DIODE_*``); the model
+    predicts once for all of them."""
     from torch_diode.config import config
     from torch_diode.inductor.choices import select
 
@@ -184,15 +185,18 @@ def _handler_keeps(model: DiodeModel, e: ProblemEval, k: int) -> list[int]:
     std = np.asarray(pred.std, dtype=np.float64)
     aten = np.array([c.is_aten for c in e.choices], dtype=bool)
     t_idx, a_idx = np.flatnonzero(~aten), np.flatnonzero(aten)
-    sel = select(
-        log_t[t_idx],
-        std[t_idx],
-        log_t[a_idx],
-        std[a_idx],
-        config.options(top_k_configs=k),
-        keep_one_triton=len(a_idx) == 0,
-    )
-    return [int(t_idx[i]) for i in sel.triton] + [int(a_idx[i]) for i in sel.aten]
+    keeps: dict[int, list[int]] = {}
+    for k in ks:
+        sel = select(
+            log_t[t_idx],
+            std[t_idx],
+            log_t[a_idx],
+            std[a_idx],
+            config.options(top_k_configs=k),
+            keep_one_triton=len(a_idx) == 0,
+        )
+        keeps[k] = [int(t_idx[i]) for i in sel.triton] + [int(a_idx[i]) for i in sel.aten]
+    return keeps
 
 
 def evaluate_for_demo(
@@ -223,7 +227,7 @@ def evaluate_for_demo(
     problems = []
     for e in evals:
         oracle = float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
-        keeps = {k: _handler_keeps(model, e, k) for k in TOP_KS}
+        keeps = _handler_keeps(model, e, TOP_KS)
         problems.append(
             ProblemDemo(
                 problem=e.problem,

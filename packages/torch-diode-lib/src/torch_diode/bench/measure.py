@@ -256,27 +256,21 @@ def warm_up(modes: Sequence[str], *, model: Any = None) -> None:
 
 def environment() -> dict[str, Any]:
     """What the results were measured on: GPU, hardware key, driver, torch, CUDA, triton, torch-diode."""
-    import importlib.metadata as md
-
     import torch
 
-    from torch_diode._version import __version__
     from torch_diode.collect.runner import _driver_version
     from torch_diode.hardware import detect
+    from torch_diode.model import versions
 
-    try:
-        triton = md.version("triton")
-    except md.PackageNotFoundError:
-        triton = "not installed"
-    info = detect()
+    v = versions()
     return {
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "",
-        "hardware_key": info.key,
+        "hardware_key": detect().key,
         "driver": _driver_version(),
-        "torch": torch.__version__,
+        "torch": v["torch_version"],
         "cuda": torch.version.cuda or "",
-        "triton": triton,
-        "torch_diode": __version__,
+        "triton": v["triton_version"],
+        "torch_diode": v["diode_version"],
         "python": platform.python_version(),
         "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

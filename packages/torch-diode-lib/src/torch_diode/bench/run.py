@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_diode.bench import measure
-from torch_diode.bench.report import RESULTS_FILE, check_results, load_results, new_results, save_results
+from torch_diode.bench.report import RESULTS_FILE, check_results, load_results, measured, new_results, save_results
 from torch_diode.bench.suite import DIODE_TOP_K, MODES, SUITES, Case, exhaustive_names, suite
 
 log = logging.getLogger(__name__)
@@ -115,9 +115,7 @@ def estimate_s(results: dict[str, Any], kind: str, mode: str) -> float:
     walls = [
         e["wall_s"]
         for c in results["cases"].values()
-        if c["kind"] == kind
-        for m, e in c["modes"].items()
-        if m == mode and "error" not in e and isinstance(e.get("wall_s"), (int, float))
+        if c["kind"] == kind and (e := measured(c, mode)) is not None and isinstance(e.get("wall_s"), (int, float))
     ]
     return statistics.median(walls) if walls else DEFAULT_ESTIMATE_S[kind][mode]
 
@@ -189,8 +187,7 @@ def run_bench(
     run = BenchRun(results)
     todo = []
     for case, mode in plan:
-        entry = results["cases"].get(case.name, {}).get("modes", {}).get(mode)
-        if entry is not None and "error" not in entry:
+        if measured(results["cases"].get(case.name, {}), mode) is not None:
             run.skipped_done += 1
         else:
             todo.append((case, mode))

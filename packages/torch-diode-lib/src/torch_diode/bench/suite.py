@@ -24,8 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch_diode.records import BIAS_OPS, Problem
+from torch_diode.records import Problem
 from torch_diode.shapes.models import DECODERS, ENCODERS, VIT_TOKENS
+from torch_diode.shapes.shapeset import strides_for
 
 #: Every mode, in the order a case measures them (the slow exhaustive search last).
 MODES: tuple[str, ...] = ("default", "max-autotune", "diode-top1", "diode-top3", "exhaustive")
@@ -259,23 +260,13 @@ def _run_cases(run: _Run) -> list[GemmCase]:
     return out
 
 
-def _awkward(op: str, m: int, n: int, k: int, dtype: str, tag: str, *, batch: int = 1, transpose: str = "") -> GemmCase:
-    """An awkward shape; ``transpose`` names the operands stored transposed (``"a"``, ``"b"``, ``"ab"``)."""
-    pre_a = (m * k,) if op in ("bmm", "baddbmm") else ()
-    pre_b = (k * n,) if op in ("bmm", "baddbmm") else ()
-    stride_a = pre_a + ((1, m) if "a" in transpose else (k, 1))
-    stride_b = pre_b + ((1, k) if "b" in transpose else (n, 1))
-    problem = Problem(
-        op=op,
-        m=m,
-        n=n,
-        k=k,
-        batch=batch,
-        dtype=dtype,
-        stride_a=stride_a,
-        stride_b=stride_b,
-        stride_bias=None if op not in BIAS_OPS else ((0,) if op == "baddbmm" else ()) + (0, 1),
-    )
+def _awkward(
+    op: str, m: int, n: int, k: int, dtype: str, tag: str, *, batch: int = 1, layout: str = "row/row"
+) -> GemmCase:
+    """An awkward shape, dense in ``layout`` (:func:`torch_diode.shapes.shapeset.strides_for`; the
+    bias, if any, broadcast from a vector)."""
+    stride_a, stride_b = strides_for(op, m, n, k, layout)
+    problem = Problem(op=op, m=m, n=n, k=k, batch=batch, dtype=dtype, stride_a=stride_a, stride_b=stride_b)
     return GemmCase(problem, f"awkward {tag}", ("awkward", tag))
 
 
@@ -293,7 +284,7 @@ _QUICK_PICKS: tuple[tuple[_Run, tuple[str, ...]], ...] = (
 
 _QUICK_AWKWARD: tuple[GemmCase, ...] = (
     _awkward("mm", 1000, 1000, 1000, "float16", "unaligned"),
-    _awkward("mm", 4093, 1021, 4093, "bfloat16", "prime", transpose="b"),
+    _awkward("mm", 4093, 1021, 4093, "bfloat16", "prime", layout="row/col"),
     _awkward("mm", 65536, 8, 64, "float32", "tall-skinny"),
 )
 
@@ -315,11 +306,11 @@ _ALL_RUNS: tuple[_Run, ...] = (
 
 _MORE_AWKWARD: tuple[GemmCase, ...] = (
     _awkward("mm", 127, 255, 383, "bfloat16", "prime"),
-    _awkward("mm", 8, 16384, 256, "float16", "tall-skinny", transpose="a"),
+    _awkward("mm", 8, 16384, 256, "float16", "tall-skinny", layout="col/row"),
     _awkward("mm", 1024, 1024, 65536, "bfloat16", "large-k"),
-    _awkward("addmm", 200, 40, 1500, "float16", "unaligned", transpose="a"),
-    _awkward("bmm", 100, 300, 520, "float16", "unaligned", batch=16, transpose="b"),
-    _awkward("baddbmm", 251, 8191, 2039, "float16", "prime", batch=4, transpose="a"),
+    _awkward("addmm", 200, 40, 1500, "float16", "unaligned", layout="col/row"),
+    _awkward("bmm", 100, 300, 520, "float16", "unaligned", batch=16, layout="row/col"),
+    _awkward("baddbmm", 251, 8191, 2039, "float16", "prime", batch=4, layout="col/row"),
 )
 
 
