@@ -274,7 +274,7 @@ def problem_evals(
     option (Triton configs over that compile cost are left out, as the handler's widening leaves
     them out; no DEFAULT candidate is that costly), while regret stays measured against the best
     of the whole measured space (``oracle_us``), so leaving a fast config out counts."""
-    from torch_diode.collect.sweep import compile_cost
+    from torch_diode.records import compile_cost
 
     out = []
     for pt in dataset.by_problem():

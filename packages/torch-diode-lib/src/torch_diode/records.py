@@ -432,3 +432,21 @@ _PROVENANCE_KEYS = frozenset(f.name for f in fields(Provenance))
 def unique(items: Iterable[Any]) -> list[Any]:
     """Order-preserving de-duplication."""
     return list(dict.fromkeys(items))
+
+
+def compile_cost(problem: Problem, choice: Choice) -> float:
+    """Relative CPU cost of compiling the Triton kernel of (problem, choice); 0 for a choice without
+    block sizes (ATen). Used to schedule the sweep's compiles and to leave out configs too slow to
+    compile (``SweepOptions.max_compile_cost``, ``DiodeOptions.max_compile_cost``), so it is cheap:
+    plain arithmetic on the choice's fields.
+
+    Compile time grows with the unrolled inner product per thread, ``BLOCK_M * BLOCK_N * BLOCK_K /
+    (32 * num_warps)``, and fp32 without TF32 lowers ``tl.dot`` to FMAs, which LLVM and ptxas
+    handle several times slower than tensor-core instructions (measured on sm_90 with triton 3.6:
+    benchmarks/fidelity/NVIDIA-H100/THROUGHPUT_NOTES.md)."""
+    bm, bn, bk = choice.block_m, choice.block_n, choice.block_k
+    if bm is None or bn is None or bk is None:
+        return 0.0
+    per_thread = bm * bn * bk / (32.0 * max(1, choice.num_warps or 4))
+    fma = problem.dtype == "float32" and not choice.allow_tf32
+    return per_thread * (8.0 if fma else 1.0) * (1 + 0.1 * (choice.num_stages or 1))

@@ -49,7 +49,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from torch_diode.collect.inductor import SEARCH_SPACES
-from torch_diode.records import BATCHED_OPS, BIAS_OPS, Choice, FailureRecord, Problem, TimingRecord
+from torch_diode.records import (
+    BATCHED_OPS,
+    BIAS_OPS,
+    Choice,
+    FailureRecord,
+    Problem,
+    TimingRecord,
+    compile_cost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -447,25 +455,8 @@ def sample_shared(items: Sequence[SweepItem], max_configs: int | None, seed: int
 
 
 # ------------------------------------------------------------------------------------------------
-# Planning compiles: cost estimate and problem order
+# Planning compiles: problem order (the cost estimate, compile_cost, lives in torch_diode.records)
 # ------------------------------------------------------------------------------------------------
-def compile_cost(problem: Problem, choice: Choice) -> float:
-    """Relative CPU cost of compiling the sweep kernel of (problem, choice), for scheduling only.
-
-    Compile time grows with the unrolled inner product per thread, ``BLOCK_M * BLOCK_N * BLOCK_K /
-    (32 * num_warps)``, and fp32 without TF32 lowers ``tl.dot`` to FMAs, which LLVM and ptxas
-    handle several times slower than tensor-core instructions (measured on sm_90 with triton 3.6:
-    benchmarks/fidelity/NVIDIA-H100/THROUGHPUT_NOTES.md)."""
-    kw = choice.to_kwargs()
-    try:
-        bm, bn, bk = int(kw["BLOCK_M"]), int(kw["BLOCK_N"]), int(kw["BLOCK_K"])  # type: ignore[arg-type]
-    except (KeyError, TypeError, ValueError):
-        return 0.0
-    per_thread = bm * bn * bk / (32.0 * max(1, choice.num_warps or 4))
-    fma = problem.dtype == "float32" and not kw.get("ALLOW_TF32")
-    return per_thread * (8.0 if fma else 1.0) * (1 + 0.1 * (choice.num_stages or 1))
-
-
 def order_for_reuse(problems: Iterable[Problem]) -> list[Problem]:
     """The problems regrouped so that problems sharing a :class:`KernelSpec` (and hence, for the
     configs they have in common, compiled kernels) come one after another.

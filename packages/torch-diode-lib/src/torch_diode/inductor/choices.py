@@ -55,7 +55,7 @@ from torch_diode.config import DiodeOptions
 from torch_diode.config import config as diode_config
 from torch_diode.inductor import compat
 from torch_diode.inductor.convert import choices_from_ktcs, problem_from_kernel_inputs
-from torch_diode.records import OPS, Choice, Problem
+from torch_diode.records import OPS, Choice, Problem, compile_cost
 
 logger = logging.getLogger(__name__)
 
@@ -416,9 +416,7 @@ class DiodeInductorChoices(InductorChoices):
     ) -> dict[str, list[Any]]:
         """Every template's KTCs, the Triton ones widened to the exhaustive space when asked."""
         out: dict[str, list[Any]] = {}
-        widen = self.options.search_space == "EXHAUSTIVE" and (
-            str(inductor_config.max_autotune_gemm_search_space).upper() != "EXHAUSTIVE"
-        )
+        widen = self._widens()
         for t in templates:
             if widen and _is_triton(t.uid):
                 # Consume inside the patch: the heuristic reads the search space lazily. config.patch
@@ -428,6 +426,12 @@ class DiodeInductorChoices(InductorChoices):
             else:
                 out[t.uid] = list(template_choices.get(t.uid, ()))
         return out
+
+    def _widens(self) -> bool:
+        """Whether this call widens the Triton candidates beyond what Inductor enumerated itself."""
+        return self.options.search_space == "EXHAUSTIVE" and (
+            str(inductor_config.max_autotune_gemm_search_space).upper() != "EXHAUSTIVE"
+        )
 
     def _select_ktcs(
         self,
@@ -507,8 +511,6 @@ class DiodeInductorChoices(InductorChoices):
     ) -> tuple[list[Any], list[Choice]]:
         """The Triton candidates without the widened configs that cost more than
         ``max_compile_cost`` to compile; Inductor's own candidates for the call always stay."""
-        from torch_diode.collect.sweep import compile_cost
-
         cap = self.options.max_compile_cost
         assert cap is not None
         costly = [i for i, c in enumerate(triton_choices) if compile_cost(problem, c) > cap]
