@@ -399,3 +399,15 @@ def test_widened_fp32_tiles_too_slow_to_compile_are_left_out(op: str, model_path
     for x in out:
         if x.template.uid == tri:
             assert compile_cost(problem, choice_from_ktc(x)) <= 131072 or kw(x) in default_kw
+
+
+def test_compile_cost_cap_leaves_inductors_own_exhaustive_space_alone(model_path: Path) -> None:
+    """When the user already asked for EXHAUSTIVE, every candidate is Inductor's own: nothing is
+    left out for its compile cost (the cap only applies to configs the handler adds)."""
+    with inductor_graph(max_autotune_gemm_search_space="EXHAUSTIVE"):
+        ki = kernel_inputs("mm", 512, 512, 2048, dtype=torch.float32)
+        n_all = sum(len(v) for v in stock_ktcs(ki, "mm", space="EXHAUSTIVE").values())
+        handler = DiodeInductorChoices(DiodeOptions(model=str(model_path)))
+        call_hook(handler, ki, "mm")
+    s = handler.get_stats()
+    assert s["compile_cost_skipped"] == 0 and s["candidates_seen"] == n_all

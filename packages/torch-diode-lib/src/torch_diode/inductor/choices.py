@@ -469,7 +469,7 @@ class DiodeInductorChoices(InductorChoices):
             aten_choices = choices_from_ktcs(aten)
         except ValueError as e:
             raise HandlerError("unconvertible_choice", str(e)) from e
-        if self.options.max_compile_cost is not None:
+        if self.options.max_compile_cost is not None and self._widens():  # only widened configs are left out
             triton, triton_choices = self._affordable(problem, template_choices, templates, triton, triton_choices)
         self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
 
