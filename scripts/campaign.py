@@ -35,8 +35,7 @@ import sys
 from pathlib import Path
 
 from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, problem_mix
-from torch_diode.dataset import Dataset, read_dataset
-from torch_diode.records import Problem
+from torch_diode.dataset import read_dataset
 
 SPLITS = {
     "train": ("train.msgpack", "EXHAUSTIVE", "train"),
@@ -51,11 +50,6 @@ REPEAT_EVERY = 20
 
 def _dir(args: argparse.Namespace) -> Path:
     return Path(args.data_dir) / args.hardware
-
-
-def _measured(ds: Dataset) -> set[Problem]:
-    """The problems with at least one timing record in ``ds``."""
-    return {ds.problems[i] for i in set(ds.problem_idx.tolist())}
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -82,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not train_file.exists():
             print(f"{train_file}: no training problems collected yet; nothing to repeat", file=sys.stderr)
             return 2
-        done = _measured(read_dataset(train_file, recover=True))
+        done = read_dataset(train_file, recover=True).measured_problems()
         problems = [p for p in problems if p in done][::REPEAT_EVERY]
     if args.reuse_window > 1:
         # Within each window of consecutive plan problems, problems that share compiled kernels
@@ -131,7 +125,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             report[split] = None
             continue
         ds = read_dataset(path, recover=True)
-        probs = _measured(ds)
+        probs = ds.measured_problems()
         per = [len(t.median_by_choice()) for t in ds.by_problem()]
         report[split] = {
             "file": str(path),
@@ -181,7 +175,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     for split, (fname, _, which) in SPLITS.items():
         path = _dir(args) / fname
         if path.exists() and split in ("train", "val"):
-            done[which] = _measured(read_dataset(path, recover=True))
+            done[which] = read_dataset(path, recover=True).measured_problems()
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
     colors = {"mm": "tab:blue", "addmm": "tab:orange", "bmm": "tab:green", "baddbmm": "tab:red"}
     for ax, (split, probs) in zip(axes[:2], (("train", plan.train), ("val", plan.val))):

@@ -43,7 +43,7 @@ def test_campaign_file(path: Path) -> None:
     plan = CampaignPlan.load(path.parent / "plan.json")
     split = SPLIT_OF_FILE[path.name]
     allowed = set(plan.train if split == "train" else plan.val)
-    measured = {ds.problems[i] for i in set(ds.problem_idx.tolist())}
+    measured = ds.measured_problems()
     assert measured <= allowed, f"{len(measured - allowed)} problem(s) not in the plan's {split} split"
     if split == "val":
         shape = lambda p: (p.op, p.m, p.n, p.k, p.batch, p.dtype)  # noqa: E731

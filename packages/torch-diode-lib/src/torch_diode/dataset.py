@@ -221,6 +221,10 @@ class Dataset:
         ):
             yield TimingRecord(problem=self.problems[p], choice=self.choices[c], time_us=t, hardware=hw[s])
 
+    def measured_problems(self) -> set[Problem]:
+        """The problems with at least one timing record."""
+        return {self.problems[i] for i in np.unique(self.problem_idx).tolist()}
+
     def by_problem(self) -> list[ProblemTimings]:
         """Measurements grouped by problem, in problem-table order (problems with no record skipped)."""
         order = np.argsort(self.problem_idx, kind="stable")

@@ -443,8 +443,7 @@ def _problems_done(output: Path, format: str | None) -> frozenset[Problem]:
     if not output.exists() or output.stat().st_size == 0:
         return frozenset()
     ds = read_dataset(output, format=format, recover=True)
-    measured = {ds.problems[i] for i in set(ds.problem_idx.tolist())}
-    return frozenset(measured | {f.problem for f in ds.failures if f.choice is None})
+    return frozenset(ds.measured_problems() | {f.problem for f in ds.failures if f.choice is None})
 
 
 def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Path, workers: int) -> CollectSummary:
