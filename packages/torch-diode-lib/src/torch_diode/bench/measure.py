@@ -258,7 +258,7 @@ def environment() -> dict[str, Any]:
     """What the results were measured on: GPU, hardware key, driver, torch, CUDA, triton, torch-diode."""
     import torch
 
-    from torch_diode.collect.runner import _driver_version
+    from torch_diode.collect.runner import driver_version
     from torch_diode.hardware import detect
     from torch_diode.model import versions
 
@@ -266,7 +266,7 @@ def environment() -> dict[str, Any]:
     return {
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "",
         "hardware_key": detect().key,
-        "driver": _driver_version(),
+        "driver": driver_version(),
         "torch": v["torch_version"],
         "cuda": torch.version.cuda or "",
         "triton": v["triton_version"],

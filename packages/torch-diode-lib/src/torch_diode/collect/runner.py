@@ -226,7 +226,7 @@ def _hardware_key(options: CollectOptions) -> str:
     return info.key
 
 
-def _driver_version() -> str:
+def driver_version() -> str:
     """The GPU driver version from nvidia-smi (empty when it cannot be read)."""
     import shutil
     import subprocess
@@ -256,7 +256,7 @@ def _provenance(options: CollectOptions, hardware: str) -> Provenance:
     gpu_name = driver = ""
     if options.device == "cuda" and torch.cuda.is_available():
         gpu_name = torch.cuda.get_device_name()
-        driver = _driver_version()
+        driver = driver_version()
     extra = {
         "search_space": options.search_space,
         "search_mode": options.search_mode,
