@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import copy
 import pickle
 from pathlib import Path
 from typing import Any
@@ -348,10 +349,17 @@ def test_pickle_round_trip(model_path: Path) -> None:
     assert set(state) == {"options", "active", "uuid"}  # the loaded model is not pickled
 
 
-def test_model_object_without_path_refuses_to_pickle(model_path: Path) -> None:
-    handler = DiodeInductorChoices(DiodeOptions(), model=load_model(model_path))
-    with pytest.raises(TypeError, match="model=<path or registered name>"):
-        pickle.dumps(handler)
+def test_model_object_without_path_pickles_as_its_bytes_and_deepcopies_as_itself(model_path: Path) -> None:
+    model = load_model(model_path)
+    handler = DiodeInductorChoices(DiodeOptions(top_k_configs=2), model=model)
+    assert copy.deepcopy(handler) is handler  # torch.compile(mode=...) deep-copies Inductor's config
+    clone = pickle.loads(pickle.dumps(handler))
+    assert clone is not handler and clone.uuid() == handler.uuid()
+    assert clone.model_hash() == model.model_hash
+    with inductor_graph():
+        before = [(x.template.uid, kw(x)) for x in call_hook(handler, kernel_inputs("bmm", *SHAPE), "bmm")]
+        after = [(x.template.uid, kw(x)) for x in call_hook(clone, kernel_inputs("bmm", *SHAPE), "bmm")]
+    assert after == before and clone.get_stats()["model_selections"] == 1
 
 
 def test_uuid_changes_with_model_and_options(model_path: Path, other_model_path: Path) -> None:

@@ -176,6 +176,21 @@ def test_compile_cpp_backend_hook_sees_aten_only(model_path: Path) -> None:
     assert s["passthrough"].get("no_triton_candidates", 0) >= 3
 
 
+def test_compile_with_a_mode_and_a_loaded_model_object(model_path: Path) -> None:
+    """torch.compile(mode=...) deep-copies Inductor's config, which holds the installed handler:
+    a handler given a loaded model object (no path) must survive that, stay the same handler
+    (its stats count the calls) and compile correctly. (diode bench's first GPU run failed here.)"""
+    from torch_diode.model import load_model
+
+    args = (torch.randn(64, 128), torch.randn(128, 32), torch.randn(32), torch.randn(3, 16, 24), torch.randn(3, 24, 8))
+    with install_diode_choices(model=load_model(model_path), device_types=("cuda", "cpu")) as handle:
+        with inductor_config.patch(force_disable_caches=True):
+            torch._dynamo.reset()
+            compiled = torch.compile(_three_gemms, mode="max-autotune-no-cudagraphs")
+            torch.testing.assert_close(compiled(*args), _three_gemms(*args))
+    assert handle.get_stats()["calls"] >= 3
+
+
 def test_compile_in_a_thread_started_after_install_uses_the_handler(model_path: Path) -> None:
     args = (torch.randn(32, 48), torch.randn(48, 16), torch.randn(16), torch.randn(2, 8, 12), torch.randn(2, 12, 4))
     with install_diode_choices(model=str(model_path), device_types=("cuda", "cpu")) as handle:

@@ -244,21 +244,28 @@ class DiodeInductorChoices(InductorChoices):
 
     # -- pickling: only the options travel ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        if self.options.model is None and self._model is not None and self.options.lut is None:
-            raise TypeError(
-                "this DiodeInductorChoices holds a model object with no path; create it with "
-                "model=<path or registered name> so it can be pickled (compile subprocess mode)"
-            )
         # The uuid rides along so that torch 2.10/2.11, which pickle the choices factory into the
-        # FX-graph-cache key, get a key that changes with the model's hash too.
-        return {"options": self.options, "active": self._active, "uuid": self.uuid()}
+        # FX-graph-cache key, get a key that changes with the model's hash too. A model object
+        # given without a path travels as its model-file bytes (DiodeModel.__reduce__: the child
+        # re-runs every check of load_model and never unpickles tensors).
+        state: dict[str, Any] = {"options": self.options, "active": self._active, "uuid": self.uuid()}
+        if self.options.model is None and self._given_model is not None:
+            state["model"] = self._given_model
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         InductorChoices.__init__(self)
         self.options = state["options"]
         self._init_runtime()
-        self._given_model = None
+        self._given_model = state.get("model")
+        if self._given_model is not None:
+            self._model = self._given_model
         self._active = state["active"]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DiodeInductorChoices:
+        # torch.compile(mode=...) deep-copies Inductor's config, which holds the installed
+        # handler; a copy must be the same handler (one model, one cache, one set of stats).
+        return self
 
     # -- identity -------------------------------------------------------------------------------
     def model_hash(self) -> str | None:

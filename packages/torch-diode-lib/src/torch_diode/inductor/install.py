@@ -62,6 +62,10 @@ class DiodeChoicesFactory:
     def __reduce__(self) -> tuple[Any, ...]:
         return (DiodeChoicesFactory, (self.handler,))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> DiodeChoicesFactory:
+        # torch.compile(mode=...) deep-copies Inductor's config: the copy serves the same handler.
+        return self
+
     def __repr__(self) -> str:
         return f"DiodeChoicesFactory({self.handler.uuid()})"
 
