@@ -95,6 +95,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         sweep["sample"] = plan.options.train_sample
         if plan.options.train_max_compile_cost:
             sweep["max_compile_cost"] = plan.options.train_max_compile_cost
+    if args.compile_workers is not None:
+        if args.compile_workers < 1:
+            print(f"--compile-workers: must be at least 1, got {args.compile_workers}", file=sys.stderr)
+            return 2
+        sweep["workers"] = args.compile_workers
     options = CollectOptions(
         collector="sweep",
         search_space=space,
@@ -233,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         help="regroup each N consecutive plan problems so those sharing compiled kernels run together",
     )
     r.add_argument("--workers", type=int, default=None, help="local processes, one per GPU (default: every GPU)")
+    r.add_argument(
+        "--compile-workers",
+        type=int,
+        default=None,
+        help="compile processes per GPU process (default: this machine's cores shared among the GPU processes); "
+        "set it when several campaign runs share one machine",
+    )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
     s = sub.add_parser("status", help="what is collected so far")

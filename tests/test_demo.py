@@ -3,7 +3,8 @@ held-out real timings, through the real CLI; shipped models discovered from a re
 distribution (a dist-info directory with an entry point, as pip lays it out).
 
 data/NVIDIA-H200/train.msgpack and val.msgpack are real H200 timings (the validation problems with
-the full EXHAUSTIVE space plus ATen); data/NVIDIA-H100/val-stock.msgpack is stock max-autotune's
+the full EXHAUSTIVE space plus ATen); data/NVIDIA-H100/shared-spec/val-stock.msgpack (collected before
+the literal-kernel fix, kept as a real test fixture) is stock max-autotune's
 DEFAULT-space candidates of real H100 validation problems. Training is a few epochs on one thread,
 so the models are poor: the tests check structure and consistency, never quality.
 """
@@ -30,7 +31,7 @@ from torch_diode.weights import entry_for_model_file, write_manifest
 REPO = Path(__file__).resolve().parents[1]
 H200_TRAIN = REPO / "data" / "NVIDIA-H200" / "train.msgpack"
 H200_VAL = REPO / "data" / "NVIDIA-H200" / "val.msgpack"
-H100_STOCK = REPO / "data" / "NVIDIA-H100" / "val-stock.msgpack"
+H100_STOCK = REPO / "data" / "NVIDIA-H100" / "shared-spec" / "val-stock.msgpack"
 SRC_DIRS = [REPO / "packages" / p / "src" for p in ("torch-diode-lib", "torch-diode-models", "torch-diode")]
 # The CLI runs in a temp directory: make sure it imports this checkout even with a relative PYTHONPATH.
 ENV = {"PYTHONPATH": os.pathsep.join([str(Path(torch_diode.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
