@@ -110,6 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sweep_options=tuple(sweep.items()),
         time_budget_s=args.time_budget or None,
         workers=args.workers,
+        top_up=args.top_up,
     )
     s = collect(problems, options, out)
     print(
@@ -244,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="compile processes per GPU process (default: this machine's cores shared among the GPU processes); "
         "set it when several campaign runs share one machine",
+    )
+    r.add_argument(
+        "--top-up",
+        action="store_true",
+        help="also measure the sampled configs that problems already in the file lack (after the plan's "
+        "train_max_configs was raised); ATen is timed again beside them",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)

@@ -54,6 +54,9 @@ def test_options_validate():
         CollectOptions(rank=0)
     with pytest.raises(ValueError, match="format"):
         CollectOptions(format="csv")
+    with pytest.raises(ValueError, match="top_up: only the sweep"):
+        CollectOptions(top_up=True)  # the Inductor collector measures whole problems
+    assert CollectOptions(collector="sweep", top_up=True).top_up
     with pytest.raises(TypeError):
         CollectOptions("inductor")  # keyword-only
     with pytest.raises(AttributeError):

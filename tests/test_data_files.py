@@ -42,7 +42,9 @@ def test_campaign_file(path: Path) -> None:
         assert s.torch_version and s.triton_version and s.gpu_name and s.command, s
         # the sweep's kernels must be Inductor's (literal sizes; benchmarks/fidelity/NVIDIA-H100/README.md)
         if s.collector == "sweep":
-            assert dict(s.extra).get("sweep_kernels") == "literal", f"{path}: a source without literal-size kernels: {s}"
+            assert dict(s.extra).get("sweep_kernels") == "literal", (
+                f"{path}: a source without literal-size kernels: {s}"
+            )
     plan = CampaignPlan.load(path.parent / "plan.json")
     split = SPLIT_OF_FILE[path.name]
     allowed = set(plan.train if split == "train" else plan.val)

@@ -564,6 +564,8 @@ def test_writer_resume_problems_done_with_failures(tmp_path: Path) -> None:
     with DatasetWriter(path, PROV) as w:
         # a whole-problem failure counts as done; a failed choice alone does not
         assert w.problems_done == {PROBLEMS[0], PROBLEMS[1]}
+        # per problem, every choice with a record or a failure record (what a top-up leaves out)
+        assert w.choices_done == {PROBLEMS[0]: {r.choice for r in records(PROBLEMS[0])}, PROBLEMS[2]: {TRITON[0]}}
         for r in records(PROBLEMS[2]):
             w.add(r)
     ds = read_dataset(path)

@@ -4,9 +4,9 @@ real torch-diode model file; selection, untouched kwargs, ATen, LUT, fallback, s
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
-import copy
 import pickle
 from pathlib import Path
 from typing import Any

@@ -207,6 +207,26 @@ def test_sampling_is_seeded_and_order_independent(fake_cuda):
     sp, sq = sweep.sample_shared(items_p, 50, seed=1), sweep.sample_shared(items_q, 50, seed=1)
     assert {it.choice for it in sp} == {it.choice for it in sq}
     assert sweep.sample_shared(items_p, 50, seed=3) != sp
+    # a larger shared sample contains the smaller one (raising max_configs is a top-up)
+    assert {it.choice for it in sp} <= {it.choice for it in sweep.sample_shared(items_p, 80, seed=1)}
+
+
+def test_skip_measured_leaves_out_measured_triton_configs_and_keeps_aten(fake_cuda):
+    """Top-up: a problem already measured with a 30-config sample and raised to 50 gets only the
+    20 new configs, plus ATen again; a problem with nothing missing needs no top-up."""
+    p, q = mm(1024, 4096, 4096), mm(2048, 1024, 4096)
+    small = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(search_space="EXHAUSTIVE", max_configs=30, seed=1))
+    big = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(search_space="EXHAUSTIVE", max_configs=50, seed=1))
+    have_p = {it.choice for it in small.choices(p)}
+    have_q = {it.choice for it in big.choices(q)}
+    full_p = big.choices(p)
+    big.skip_measured({p: have_p, q: have_q})
+    left = big.choices(p)
+    assert [it.choice for it in left if it.kind == "aten"] == [it.choice for it in full_p if it.kind == "aten"] != []
+    new = {it.choice for it in left if it.kind == "triton"}
+    assert len(new) == 20 and not new & have_p and new | have_p >= {it.choice for it in full_p}
+    assert big.needs_top_up(p) and not big.needs_top_up(q)
+    assert big.needs_top_up(mm(512, 512, 512))  # not measured at all
 
 
 # ------------------------------------------------------------------------------------------------

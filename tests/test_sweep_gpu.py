@@ -98,3 +98,22 @@ def test_sampled_sweep_and_runner(tmp_path):
     # resumable: a second run skips both problems
     again = collect(problems, opts, out)
     assert again.problems_skipped == 2
+    # top-up: raising max_configs measures only the configs each problem lacks, with ATen again
+    before = {pt.problem: {ds.choices[i] for i in pt.choice_idx.tolist()} for pt in ds.by_problem()}
+    more = CollectOptions(
+        collector="sweep",
+        search_space="EXHAUSTIVE",
+        hardware=_hw(),
+        progress=False,
+        top_up=True,
+        sweep_options={"max_configs": 32, "seed": 7, "sample": "shared", "workers": 8},
+    )
+    topped = collect(problems, more, out)
+    assert topped.problems_measured == 2
+    ds2 = read_dataset(out)
+    for pt in ds2.by_problem():
+        new = [ds2.choices[i] for i in pt.choice_idx.tolist()]
+        repeated = [c for c in new if new.count(c) > 1]
+        assert repeated and all(c.is_aten for c in repeated), pt.problem.key()  # only ATen timed twice
+        assert len(set(new)) > len(before[pt.problem])
+    assert collect(problems, more, out).problems_skipped == 2  # nothing lacks now

@@ -793,6 +793,8 @@ class DatasetWriter:
         self._buf = _empty_columns()
         self._fail_buf: list[dict[str, Any]] = []
         self.problems_done: set[Problem] = set()
+        #: per problem already in the file, every choice with a record or a failure record
+        self.choices_done: dict[Problem, set[Choice]] = {}
         self.records_before = 0
         self.recovered_bytes = 0
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -810,6 +812,16 @@ class DatasetWriter:
                 done = np.unique(np.concatenate(st.columns["problem"]))
                 self.problems_done = {st.tables.problems[i] for i in done.tolist()}
             self.problems_done |= {f.problem for f in st.failures if f.choice is None}
+            if st.columns["problem"]:
+                pairs = np.unique(
+                    np.stack([np.concatenate(st.columns["problem"]), np.concatenate(st.columns["choice"])], axis=1),
+                    axis=0,
+                )
+                for pid, cid in pairs.tolist():
+                    self.choices_done.setdefault(st.tables.problems[pid], set()).add(st.tables.choices[cid])
+            for f in st.failures:
+                if f.choice is not None:
+                    self.choices_done.setdefault(f.problem, set()).add(f.choice)
             self.records_before = st.records
             size = self.path.stat().st_size
             self.recovered_bytes = size - st.good_bytes

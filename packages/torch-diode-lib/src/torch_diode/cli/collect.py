@@ -65,6 +65,12 @@ def _add_collect_args(p: argparse.ArgumentParser, *, default_space: str = "DEFAU
     p.add_argument(
         "--max-configs", type=int, help="sweep only: at most this many Triton configs per problem (a seeded sample)"
     )
+    p.add_argument(
+        "--top-up",
+        action="store_true",
+        help="sweep only: problems already in --output get the sampled configs they lack (after raising "
+        "--max-configs), with ATen timed again beside them",
+    )
 
 
 def _sampler_args(p: argparse.ArgumentParser) -> None:
@@ -159,6 +165,7 @@ def _options(args: argparse.Namespace, *, seed: int | None = None) -> Any:
             seed=seed,
             command="diode " + " ".join(sys.argv[1:]),
             sweep_options=(("max_configs", args.max_configs),) if args.max_configs else (),
+            top_up=args.top_up,
         )
     except ValueError as e:
         raise UsageError(str(e)) from None

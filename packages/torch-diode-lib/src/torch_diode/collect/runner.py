@@ -25,14 +25,14 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from torch_diode.dataset import DatasetWriter, format_for_path, merge_datasets, read_dataset, write_dataset
 from torch_diode.errors import CollectionError
-from torch_diode.records import FailureRecord, Problem, Provenance, TimingRecord, unique
+from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord, unique
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,9 @@ class CollectOptions:
         sweep_options: keyword options passed to the sweep collector's ``from_options``.
         time_budget_s: start no new problem after this many seconds (every finished problem is
             already on disk; rerun to resume). None = no limit. Lets a run fit a time-limited job.
+        top_up: sweep only. A problem already in the output is measured again for the sampled
+            Triton configs it lacks (after ``max_configs`` was raised, say), with ATen timed again
+            beside them; a problem that lacks none is skipped as usual.
     """
 
     collector: str = "inductor"
@@ -86,6 +89,7 @@ class CollectOptions:
     command: str = ""
     sweep_options: tuple[tuple[str, Any], ...] = ()
     time_budget_s: float | None = None
+    top_up: bool = False
 
     def __post_init__(self) -> None:
         from torch_diode.collect.inductor import SEARCH_MODES, SEARCH_SPACES
@@ -112,6 +116,8 @@ class CollectOptions:
             )
         if self.format is not None:
             format_for_path("x", self.format)
+        if self.top_up and self.collector != "sweep":
+            raise ValueError("top_up: only the sweep collector can add configs to problems already measured")
         object.__setattr__(self, "sweep_options", tuple(sorted(dict(self.sweep_options).items())))
 
 
@@ -333,9 +339,13 @@ def _run_rank(
     *,
     device: str,
     done: frozenset[Problem] = frozenset(),
+    measured: Mapping[Problem, frozenset[Choice]] | None = None,
     position: int = 0,
 ) -> CollectSummary:
-    """Collect ``problems`` into ``path`` (one process, one device), resuming what is there."""
+    """Collect ``problems`` into ``path`` (one process, one device), resuming what is there.
+
+    ``done``: problems another file (the merged output of sharded runs) already holds;
+    ``measured``: with ``options.top_up``, the choices that file holds per problem."""
     start = time.monotonic()
     hardware = _hardware_key(options)
     summary = CollectSummary(output=path, problems_total=len(problems))
@@ -343,6 +353,17 @@ def _run_rank(
         if writer.recovered_bytes:
             log.warning("%s: cut off %d byte(s) of an interrupted write; resuming", path, writer.recovered_bytes)
         skip = writer.problems_done | done
+        writer.flush()  # write this run's provenance even if it is interrupted before a record
+        collector = _make_collector(options, hardware, device)
+        if options.top_up:
+            have = {p: set(c) for p, c in (measured or {}).items()}
+            for p, c in writer.choices_done.items():
+                have.setdefault(p, set()).update(c)
+            collector.skip_measured(have)
+            again = {p for p in problems if p in skip and p in have and collector.needs_top_up(p)}
+            if again:
+                log.info("%s: %d problem(s) already collected lack sampled configs: topping them up", path, len(again))
+            skip = skip - again
         todo = [p for p in problems if p not in skip]
         summary.problems_skipped = len(problems) - len(todo)
         if summary.problems_skipped:
@@ -353,8 +374,6 @@ def _run_rank(
                 len(problems),
                 len(todo),
             )
-        writer.flush()  # write this run's provenance even if it is interrupted before a record
-        collector = _make_collector(options, hardware, device)
         progress = _Progress(
             len(todo), options.progress, position, desc=f"collect[{position}]" if position else "collect"
         )
@@ -414,7 +433,13 @@ def _check_result(summary: CollectSummary) -> None:
 
 
 def _worker_main(
-    rank: int, world: int, problems: list[Problem], options: CollectOptions, path: str, done: frozenset[Problem]
+    rank: int,
+    world: int,
+    problems: list[Problem],
+    options: CollectOptions,
+    path: str,
+    done: frozenset[Problem],
+    measured: Mapping[Problem, frozenset[Choice]] | None = None,
 ) -> CollectSummary:
     """Entry point of a local worker process (``multiprocessing`` spawn)."""
     logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(message)s")
@@ -424,7 +449,9 @@ def _worker_main(
         import torch
 
         torch.cuda.set_device(rank)
-    return _run_rank(shard(problems, rank, world), options, Path(path), device=device, done=done, position=rank)
+    return _run_rank(
+        shard(problems, rank, world), options, Path(path), device=device, done=done, measured=measured, position=rank
+    )
 
 
 def _share_compile_cpus(options: CollectOptions, local_processes: int) -> CollectOptions:
@@ -438,26 +465,39 @@ def _share_compile_cpus(options: CollectOptions, local_processes: int) -> Collec
     return replace(options, sweep_options=tuple(sweep.items()))
 
 
-def _problems_done(output: Path, format: str | None) -> frozenset[Problem]:
-    """The problems already in ``output`` (measured, or failed as a whole): a resumed run skips them."""
+def _problems_done(
+    output: Path, format: str | None, *, top_up: bool = False
+) -> tuple[frozenset[Problem], dict[Problem, frozenset[Choice]] | None]:
+    """The problems already in ``output`` (measured, or failed as a whole): a resumed run skips
+    them; with ``top_up``, also the choices measured (or failed) per problem."""
     if not output.exists() or output.stat().st_size == 0:
-        return frozenset()
+        return frozenset(), ({} if top_up else None)
     ds = read_dataset(output, format=format, recover=True)
-    return frozenset(ds.measured_problems() | {f.problem for f in ds.failures if f.choice is None})
+    done = frozenset(ds.measured_problems() | {f.problem for f in ds.failures if f.choice is None})
+    if not top_up:
+        return done, None
+    have: dict[Problem, set[Choice]] = {}
+    for t in ds.by_problem():
+        have[t.problem] = {ds.choices[i] for i in set(t.choice_idx.tolist())}
+    for f in ds.failures:
+        if f.choice is not None:
+            have.setdefault(f.problem, set()).add(f.choice)
+    return done, {p: frozenset(c) for p, c in have.items()}
 
 
 def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Path, workers: int) -> CollectSummary:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    done = _problems_done(output, options.format)
+    done, measured = _problems_done(output, options.format, top_up=options.top_up)
     shards = [shard_path(output, r) for r in range(workers)]
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
     ctx = mp.get_context("spawn")  # CUDA cannot be re-initialised in a forked child
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [
-            pool.submit(_worker_main, r, workers, problems, options, str(shards[r]), done) for r in range(workers)
+            pool.submit(_worker_main, r, workers, problems, options, str(shards[r]), done, measured)
+            for r in range(workers)
         ]
         errors = []
         for r, fut in enumerate(futures):
@@ -514,10 +554,12 @@ def collect(
             local = (rank or 0) % max(torch.cuda.device_count(), 1) if local is None else local
             torch.cuda.set_device(local)
             device = f"cuda:{local}"
-        done = _problems_done(output, options.format)
+        done, measured = _problems_done(output, options.format, top_up=options.top_up)
         path = shard_path(output, rank or 0)
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
-        summary = _run_rank(shard(plist, rank or 0, world), options, path, device=device, done=done, position=0)
+        summary = _run_rank(
+            shard(plist, rank or 0, world), options, path, device=device, done=done, measured=measured, position=0
+        )
         summary.shards = [path]
         log.info("rank %d/%d: %s; join the shards with `diode data merge`", rank, world, summary.line())
         _check_result(summary)

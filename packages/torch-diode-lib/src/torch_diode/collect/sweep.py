@@ -44,7 +44,7 @@ import multiprocessing
 import os
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -674,6 +674,7 @@ class SweepCollector:
         self._flush: Any = None
         self._loaded: set[tuple[Any, ...]] = set()
         self._prefetched: set[Problem] = set()  # problems whose kernels are all submitted
+        self._measured: dict[Problem, frozenset[Choice]] = {}  # top-up: Triton configs not to measure again
 
     @classmethod
     def from_options(cls, options: Any, *, hardware: str, device: str = "cuda", **sweep_options: Any) -> SweepCollector:
@@ -723,8 +724,22 @@ class SweepCollector:
         return self._pool
 
     # -- planning ----------------------------------------------------------------------------
+    def skip_measured(self, measured: Mapping[Problem, Collection[Choice]]) -> None:
+        """Top-up: leave out of each problem's choices the Triton configs ``measured`` already
+        holds for it (timed or failed), so that a larger sample (a raised ``max_configs``) or an
+        interrupted problem is completed without timing anything twice. ATen is timed again with
+        the new configs, so each top-up has its own reference and the file a repeat of ATen."""
+        self._measured = {p: frozenset(c) for p, c in measured.items()}
+        self._items.clear()
+        self._prefetched.clear()
+
+    def needs_top_up(self, problem: Problem) -> bool:
+        """Whether ``problem`` has sampled Triton configs that are not measured yet."""
+        return any(it.kind == "triton" for it in self.choices(problem))
+
     def choices(self, problem: Problem) -> list[SweepItem]:
-        """The (sampled) choices this collector measures for ``problem``."""
+        """The (sampled) choices this collector measures for ``problem`` (less those of
+        :meth:`skip_measured`)."""
         items = self._items.get(problem)
         if items is None:
             t0 = time.perf_counter()
@@ -745,6 +760,9 @@ class SweepCollector:
                 items = sample_choices(all_items, problem, o.max_configs, o.seed)
             if not o.include_aten:
                 items = [it for it in items if it.kind != "aten"]
+            have = self._measured.get(problem)
+            if have:
+                items = [it for it in items if it.kind == "aten" or it.choice not in have]
             self._items[problem] = items
             self.stats.enumerate_s += time.perf_counter() - t0
         return items
