@@ -112,14 +112,17 @@ def synthetic_time_us(p: Problem, c: Choice) -> float:
 
 
 TRAIN_SHAPES = [("mm", 1024, 512, 4096), ("addmm", 256, 1024, 768), ("bmm", 128, 256, 300), ("baddbmm", 64, 64, 1000)]
+#: fp32 problems too (IEEE: TF32 off, torch's default), so the model covers fp32 (``coverage`` metadata)
+TRAIN_SHAPES_FP32 = [("mm", 768, 384, 1024), ("addmm", 512, 512, 512)]
 
 
 def build_dataset() -> Dataset:
     """Real Inductor candidates (exhaustive space, conversion through convert.py) with synthetic times."""
     records = []
     with inductor_graph():
-        for op, m, n, k in TRAIN_SHAPES:
-            ki = kernel_inputs(op, m, n, k)
+        shapes = [(*x, torch.float16) for x in TRAIN_SHAPES] + [(*x, torch.float32) for x in TRAIN_SHAPES_FP32]
+        for op, m, n, k, dtype in shapes:
+            ki = kernel_inputs(op, m, n, k, dtype=dtype)
             problem = problem_from_kernel_inputs(ki, op)
             choices = {choice_from_ktc(x) for ktcs in stock_ktcs(ki, op).values() for x in ktcs}
             for c in sorted(choices, key=Choice.key):

@@ -276,6 +276,27 @@ class DiodeModel:
         self._bytes = None
         self._hash = None
 
+    def out_of_coverage(self, problem: Problem, triton: Sequence[Choice]) -> str | None:
+        """Why ``problem`` (with these Triton candidates) lies outside what the model was trained
+        on, or None. Reads the ``coverage`` metadata the trainer writes (ops, dtypes, and whether
+        fp32 training timings had TF32 on); a model file without it is not checked. fp32 with
+        ``torch.backends.cuda.matmul.allow_tf32`` gives Inductor's configs ``ALLOW_TF32=True`` and
+        cuBLAS TF32 kernels: other kernels than the IEEE fp32 ones the campaign measures."""
+        cov = self.metadata.get("coverage")
+        if not isinstance(cov, Mapping):
+            return None
+        if problem.op not in cov.get("ops", (problem.op,)):
+            return f"the model was trained on {', '.join(cov['ops'])} problems, not {problem.op}"
+        if problem.dtype not in cov.get("dtypes", (problem.dtype,)):
+            return f"the model was trained on {', '.join(cov['dtypes'])} problems, not {problem.dtype}"
+        if problem.dtype == "float32" and True not in cov.get("fp32_allow_tf32", (True,)):
+            if any(c.allow_tf32 for c in triton):
+                return (
+                    "fp32 with TF32 on (torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision): "
+                    "the model was trained on IEEE fp32 timings only"
+                )
+        return None
+
     # -- inference ----------------------------------------------------------------------------
     def predict(self, problem: Problem, choices: Sequence[Choice]) -> Prediction:
         """Predicted log time and uncertainty of every choice of ``problem`` (one batched call).

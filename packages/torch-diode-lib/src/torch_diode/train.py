@@ -201,6 +201,25 @@ def dataset_hash(dataset: Dataset) -> str:
     return h.hexdigest()
 
 
+def coverage(dataset: Dataset) -> dict[str, list[Any]]:
+    """What the training data spans, for the handler's out-of-distribution check
+    (``DiodeModel.out_of_coverage``): ops, dtypes, and the ``ALLOW_TF32`` values of the fp32
+    problems' Triton timings."""
+    problems = {t.problem for t in dataset.by_problem()}
+    tf32 = {
+        bool(dataset.choices[i].allow_tf32)
+        for t in dataset.by_problem()
+        if t.problem.dtype == "float32"
+        for i in set(t.choice_idx.tolist())
+        if dataset.choices[i].is_triton
+    }
+    return {
+        "ops": sorted({p.op for p in problems}),
+        "dtypes": sorted({p.dtype for p in problems}),
+        "fp32_allow_tf32": sorted(tf32),
+    }
+
+
 def split_problems(problems: list[Any], val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
     """Indices of training and validation problems. The split depends only on the problems
     themselves (ordered by their JSON) and the seed, not on the order the dataset lists them."""
@@ -467,6 +486,7 @@ def _train(
             "sources": [s.to_dict() for s in dataset.sources],
         },
         "held_out_metrics": held_out,
+        "coverage": coverage(dataset),
         **versions(),
     }
     model.update_metadata(meta)

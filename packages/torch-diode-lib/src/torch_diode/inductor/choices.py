@@ -641,6 +641,9 @@ class DiodeInductorChoices(InductorChoices):
         model = self._get_model()
         if model is None:
             raise HandlerError("no_model", f"no lookup-table hit for {problem.key()} and no model configured")
+        outside = model.out_of_coverage(problem, triton)
+        if outside is not None:
+            raise HandlerError("out_of_coverage", f"{problem.key()}: {outside}")
         scored_aten = list(aten)
         stand_in = not aten and op_name == "addmm" and compat.use_aten_gemm_kernels()
         if stand_in:
