@@ -243,6 +243,36 @@ def test_goal_checks_from_results() -> None:
     assert mod["ratios"]["diode-top3 step / default"] == pytest.approx(0.94)
 
 
+def test_gemms_the_handler_never_saw_are_left_out_and_losses_say_why() -> None:
+    """An M = 1 matmul is lowered as a reduction: the handler's stats show no GEMM call, so the
+    case says nothing about torch-diode and stays out of the goals (listed instead); a real loss
+    carries the handler's own account (candidates kept, fallbacks)."""
+    results = make_results()
+    base = goal_checks(results)["diode"]["diode-top1"]
+    decode = quick_gemms()[3]
+    stats = {"gemm_calls": 0, "candidates_seen": 0, "candidates_kept": 0, "fallbacks_total": 0}
+    results["cases"][decode.name] = {
+        **decode.to_dict(),
+        "modes": {"max-autotune": _m(2.0, 9.8), "diode-top1": {**_m(3.5, 15.7), "diode": stats}},
+    }
+    first = next(iter(results["cases"]))
+    results["cases"][first]["modes"]["diode-top1"]["diode"] = {
+        "gemm_calls": 1,
+        "candidates_seen": 1401,
+        "candidates_kept": 3,
+        "low_confidence": 1,
+        "fallbacks_total": 0,
+    }
+    t1 = goal_checks(results)["diode"]["diode-top1"]
+    assert t1["not_involved"] == [decode.name] and t1["problems"] == base["problems"]
+    assert t1["kernel_vs_max-autotune"] == base["kernel_vs_max-autotune"]
+    assert [x["case"] for x in t1["losses_over_3pct"]] == [first]
+    assert t1["losses_over_3pct"][0]["why"] == "kept 3 of 1401 candidates to benchmark; model unsure on 1 call(s)"
+    text = "\n".join(summary_lines(results))
+    assert f"the handler saw no GEMM (Inductor lowered it otherwise): {decode.name}" in text
+    assert f"`{decode.name}`" in markdown_report(results).split("GEMMs left out of the goals")[1]
+
+
 def test_goal_checks_without_measurements_are_not_applicable() -> None:
     results = new_results(ENVIRONMENT, None, SETTINGS)
     checks = goal_checks(results)

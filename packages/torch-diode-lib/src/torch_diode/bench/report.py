@@ -170,6 +170,30 @@ def _gemms(results: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {n: c for n, c in results["cases"].items() if c["kind"] == "gemm"}
 
 
+def _involved(m: Mapping[str, Any]) -> bool:
+    """Whether torch-diode's handler saw a GEMM of this measurement (its stats say so; results
+    without stats count as involved). Inductor lowers some matmuls without a GEMM template (an
+    M = 1 matmul becomes a reduction), and then the handler is never called."""
+    stats = m.get("diode")
+    return not isinstance(stats, Mapping) or int(stats.get("gemm_calls", 1)) > 0
+
+
+def _why(m: Mapping[str, Any]) -> str:
+    """What the handler did for a measurement, from its stats: the facts behind a loss."""
+    st = m.get("diode")
+    if not isinstance(st, Mapping):
+        return "no handler statistics recorded"
+    parts = [f"kept {st.get('candidates_kept', '?')} of {st.get('candidates_seen', '?')} candidates to benchmark"]
+    if st.get("lut_hits"):
+        parts.append(f"{st['lut_hits']} lookup-table hit(s)")
+    if st.get("low_confidence"):
+        parts.append(f"model unsure on {st['low_confidence']} call(s)")
+    if st.get("fallbacks_total"):
+        reasons = ", ".join(f"{k} x{v}" for k, v in sorted(dict(st.get("fallbacks") or {}).items()))
+        parts.append(f"{st['fallbacks_total']} fallback(s) to stock ({reasons})")
+    return "; ".join(parts)
+
+
 def goal_checks(results: Mapping[str, Any]) -> dict[str, Any]:
     """The issue's goal checks (module docstring) for each torch-diode mode, plus the modules.
 
@@ -180,10 +204,13 @@ def goal_checks(results: Mapping[str, Any]) -> dict[str, Any]:
     gemms = _gemms(check_results(results))
     out: dict[str, Any] = {"diode": {}, "modules": []}
     for dm in DIODE_TOP_K:
-        mine = {n: m for n, c in gemms.items() if (m := measured(c, dm)) is not None}
+        done = {n: m for n, c in gemms.items() if (m := measured(c, dm)) is not None}
+        # GEMMs the handler never saw say nothing about torch-diode: listed, kept out of the goals
+        mine = {n: m for n, m in done.items() if _involved(m)}
         med = _median([m["compile_s"] for m in mine.values()])
         block: dict[str, Any] = {
             "problems": len(mine),
+            "not_involved": sorted(set(done) - set(mine)),
             "compile_median_s": {"value": med, "goal": COMPILE_GOAL_S, "ok": _ok(med, COMPILE_GOAL_S)},
         }
         for ref, goal in (("max-autotune", COMPILE_VS_STOCK_GOAL), ("exhaustive", COMPILE_VS_EXHAUSTIVE_GOAL)):
@@ -219,6 +246,7 @@ def goal_checks(results: Mapping[str, Any]) -> dict[str, Any]:
                         "diode_us": m["kernel_us"],
                         "stock_us": stock["kernel_us"],
                         "source": gemms[n].get("source", ""),
+                        "why": _why(m),
                     }
                 )
         block["losses_over_3pct"] = sorted(losses, key=lambda x: -x["ratio"])
@@ -319,7 +347,12 @@ def summary_lines(results: Mapping[str, Any], checks: Mapping[str, Any] | None =
         for loss in checks["diode"][dm]["losses_over_3pct"]:
             lines.append(
                 f"  {_LABEL[dm]} loses to stock: {loss['case']} {loss['ratio']:.3f}x "
-                f"({loss['diode_us']:.1f} us vs {loss['stock_us']:.1f} us; {loss['source']})"
+                f"({loss['diode_us']:.1f} us vs {loss['stock_us']:.1f} us; {loss['source']}; {loss['why']})"
+            )
+        if checks["diode"][dm]["not_involved"]:
+            lines.append(
+                f"  {_LABEL[dm]}: left out of the goals, the handler saw no GEMM (Inductor lowered it otherwise): "
+                + ", ".join(checks["diode"][dm]["not_involved"])
             )
     for mod in checks["modules"]:
         c, s, r = mod["compile_s"], mod["step_us"], mod["ratios"]
@@ -373,12 +406,21 @@ def markdown_report(results: Mapping[str, Any], checks: Mapping[str, Any] | None
     parts.append("## Goals\n")
     parts.append(_table(["goal", *(_LABEL[dm] for dm in DIODE_TOP_K)], [[g, *c] for g, c in goal_rows(checks)]))
     losses = [
-        f"- {_LABEL[dm]}: `{x['case']}` ({x['source']}): {x['ratio']:.3f}x ({x['diode_us']:.1f} us vs {x['stock_us']:.1f} us)"
+        f"- {_LABEL[dm]}: `{x['case']}` ({x['source']}): {x['ratio']:.3f}x ({x['diode_us']:.1f} us vs "
+        f"{x['stock_us']:.1f} us); {x['why']}"
         for dm in DIODE_TOP_K
         for x in checks["diode"][dm]["losses_over_3pct"]
     ]
     parts.append(f"## GEMMs where torch-diode is more than {round((LOSS_THRESHOLD - 1) * 100)}% slower than stock\n")
     parts.append("\n".join(losses) + "\n" if losses else "None.\n")
+    idle = sorted({n for dm in DIODE_TOP_K for n in checks["diode"][dm]["not_involved"]})
+    if idle:
+        parts.append(
+            "GEMMs left out of the goals because the handler saw no GEMM for them (Inductor lowered them "
+            "without a GEMM template, e.g. an M = 1 matmul as a reduction): "
+            + ", ".join(f"`{n}`" for n in idle)
+            + ".\n"
+        )
     gemms = _gemms(results)
     if gemms:
         parts.append("## GEMMs: cold compile time (s)\n")
