@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One time-boxed chunk of a GPU's data campaign on the GPU machine (device tool), from the
+# repository root: the training split (with --top-up) on some GPUs and the validation split on
+# the others, in parallel, each stopping between problems before the 10-minute command limit.
+#
+#   bash scripts/campaign_gpu.sh NVIDIA-H200 0,1 2        # x4 machine: train on GPUs 0-1, val on 2
+#   bash scripts/campaign_gpu.sh NVIDIA-H100 0 ""          # one GPU: training only
+#   bash scripts/campaign_gpu.sh NVIDIA-H100 "" 0          # one GPU: validation only
+#
+# Environment: BUDGET (seconds before no new problem starts; default 450; a validation problem
+# can take 2 more minutes), RUN (log name suffix). The data files are written in place under
+# data/KEY/ and packed, with the logs, into $OUT/KEY-data.tgz to copy back into the repository.
+set -uo pipefail
+KEY=${1:?hardware key}; TRAIN_GPUS=${2-}; VAL_GPUS=${3-}
+BUDGET=${BUDGET:-450}; RUN=${RUN:-$(date -u +%Y%m%dT%H%M)}
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/campaign-out}; mkdir -p "$OUT" "data/$KEY/logs"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
+count() { [ -z "$1" ] && echo 0 || echo "$1" | tr ',' '\n' | wc -l; }
+NGPU=$(( $(count "$TRAIN_GPUS") + $(count "$VAL_GPUS") ))
+[ "$NGPU" -gt 0 ] || { echo "no GPU given for either split" >&2; exit 2; }
+CW=$(( $(nproc) / NGPU - 1 )); [ "$CW" -ge 1 ] || CW=1
+echo "$KEY: train on GPUs [$TRAIN_GPUS], val on GPUs [$VAL_GPUS], $CW compile processes per GPU, budget $BUDGET s"
+S=$(date +%s)
+pids=()
+if [ -n "$TRAIN_GPUS" ]; then
+  CUDA_VISIBLE_DEVICES=$TRAIN_GPUS python3 scripts/campaign.py run --hardware "$KEY" --split train --top-up \
+    --time-budget "$BUDGET" --compile-workers "$CW" --no-progress > "data/$KEY/logs/train-literal-$RUN.log" 2>&1 &
+  pids+=($!)
+fi
+if [ -n "$VAL_GPUS" ]; then
+  CUDA_VISIBLE_DEVICES=$VAL_GPUS python3 scripts/campaign.py run --hardware "$KEY" --split val \
+    --time-budget "$BUDGET" --compile-workers "$CW" --no-progress > "data/$KEY/logs/val-literal-$RUN.log" 2>&1 &
+  pids+=($!)
+fi
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+echo "done in $(( $(date +%s) - S )) s (rc $rc)"
+for f in data/"$KEY"/logs/*-literal-"$RUN".log; do echo "== $f"; tail -n 2 "$f"; done
+tar czf "$OUT/$KEY-data.tgz" --exclude="data/$KEY/shared-spec" "data/$KEY"
+exit $rc
