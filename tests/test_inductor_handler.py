@@ -87,6 +87,7 @@ def test_hook_selects_top_k_of_exhaustive_space(op: str, user_space: str, model_
     assert stats["candidates_seen"] == n_cands
     assert stats["candidates_kept"] == len(out)
     assert stats["fallbacks_total"] == 0 and stats["predict_time_s"] > 0
+    assert 0 < stats["widen_time_s"] < stats["hook_time_s"]  # the enumeration, inside the hook
     assert 0 < stats["confidence_sum"] <= 1  # one selection: the best prediction's exp(-std)
 
 

@@ -56,6 +56,8 @@ DIODE_STATS: tuple[str, ...] = (
     "fallbacks_total",
     "fallbacks",
     "hook_time_s",
+    "widen_time_s",
+    "predict_time_s",
 )
 
 

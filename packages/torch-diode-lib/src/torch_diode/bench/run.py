@@ -269,7 +269,13 @@ def _diode_note(entry: dict[str, Any]) -> str:
     d = entry.get("diode")
     if not d:
         return ""
-    return f", torch-diode kept {d.get('candidates_kept')} of {d.get('candidates_seen')} choices"
+    note = f", torch-diode kept {d.get('candidates_kept')} of {d.get('candidates_seen')} choices"
+    if "hook_time_s" in d:
+        note += (
+            f" (hook {d['hook_time_s']:.3f} s: enumerating {d.get('widen_time_s', float('nan')):.3f} s, "
+            f"predicting {d.get('predict_time_s', float('nan')):.3f} s)"
+        )
+    return note
 
 
 def _progress(total: int, enabled: bool) -> Any:

@@ -175,6 +175,7 @@ class _Stats:
         self.fallbacks: Counter[str] = Counter()
         self.passthrough: Counter[str] = Counter()
         self.predict_time_s = 0.0
+        self.widen_time_s = 0.0
         self.hook_time_s = 0.0
         self.confidence_sum = 0.0  # sum over model selections of the best prediction's confidence
 
@@ -193,6 +194,7 @@ class _Stats:
             d["fallbacks_total"] = int(sum(self.fallbacks.values()))
             d["passthrough"] = dict(self.passthrough)
             d["predict_time_s"] = self.predict_time_s
+            d["widen_time_s"] = self.widen_time_s
             d["hook_time_s"] = self.hook_time_s
             d["confidence_sum"] = self.confidence_sum
             return d
@@ -314,7 +316,8 @@ class DiodeInductorChoices(InductorChoices):
         ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (calls that left
         one choice: nothing to benchmark), ``fallbacks`` (reason -> count) and ``fallbacks_total``,
         ``passthrough`` (reason -> count of calls left to stock without being a failure),
-        ``predict_time_s`` (model calls), ``hook_time_s`` (the whole hook) and
+        ``predict_time_s`` (model calls), ``widen_time_s`` (enumerating Inductor's candidates,
+        widened or not), ``hook_time_s`` (the whole hook) and
         ``confidence_sum`` (sum over model selections of ``exp(-std)`` of the best prediction;
         divided by ``model_selections`` it is the average confidence).
         """
@@ -464,7 +467,10 @@ class DiodeInductorChoices(InductorChoices):
                     self._stats.add(decision_cache_hits=1, gemm_calls=1, candidates_seen=decision.seen)
                     self._count_kept(decision, result)
                     return result
+        t_widen = time.perf_counter()
         cands = self._candidates(template_choices, kernel_inputs, templates, op_name, overrides)
+        with self._stats.lock:
+            self._stats.widen_time_s += time.perf_counter() - t_widen
         triton = [ktc for t in templates if _is_triton(t.uid) for ktc in cands[t.uid]]
         aten = [ktc for t in templates if _is_aten(t.uid) for ktc in cands[t.uid]]
         if not triton:
