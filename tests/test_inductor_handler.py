@@ -411,7 +411,7 @@ def test_widened_fp32_tiles_too_slow_to_compile_are_left_out(op: str, model_path
             assert compile_cost(problem, choice_from_ktc(x)) <= 131072 or kw(x) in default_kw
 
 
-def test_problems_outside_the_models_training_data_use_stock_autotuning(model_path: Path, monkeypatch) -> None:
+def test_problems_outside_the_models_training_data_use_stock_autotuning(model_path: Path) -> None:
     """fp32 with TF32 on gives Inductor's configs ALLOW_TF32=True (and cuBLAS TF32 kernels): the
     model, trained on IEEE fp32 timings only (its ``coverage`` metadata), is not asked; Inductor's
     stock candidates are returned and the fallback is counted. Likewise a dtype it never saw."""
@@ -419,16 +419,21 @@ def test_problems_outside_the_models_training_data_use_stock_autotuning(model_pa
     assert model.metadata["coverage"]["fp32_allow_tf32"] == [False]
     assert model.metadata["coverage"]["dtypes"] == ["float16", "float32"]
     handler = DiodeInductorChoices(DiodeOptions(model=str(model_path)))
-    monkeypatch.setattr(torch.backends.cuda.matmul, "fp32_precision", "tf32")  # = allow_tf32 = True
-    with inductor_graph():
-        ki = kernel_inputs("mm", 512, 512, 2048, dtype=torch.float32)
-        ktcs = stock_ktcs(ki, "mm", space="DEFAULT")
-        stock = [(x.template.uid, kw(x)) for xs in ktcs.values() for x in xs]
-        tf32 = [choice_from_ktc(x).allow_tf32 for uid, xs in ktcs.items() if uid.startswith("triton::") for x in xs]
-        assert tf32 and all(tf32), "Inductor's fp32 configs carry ALLOW_TF32=True"
-        out = [(x.template.uid, kw(x)) for x in call_hook(handler, ki, "mm")]
-        assert out == stock
-        call_hook(handler, kernel_inputs("mm", 512, 512, 2048, dtype=torch.bfloat16), "mm")
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # the user API for TF32 (one consistent state)
+    try:
+        with inductor_graph():
+            ki = kernel_inputs("mm", 512, 512, 2048, dtype=torch.float32)
+            ktcs = stock_ktcs(ki, "mm", space="DEFAULT")
+            stock = [(x.template.uid, kw(x)) for xs in ktcs.values() for x in xs]
+            tf32 = [choice_from_ktc(x).allow_tf32 for uid, xs in ktcs.items() if uid.startswith("triton::") for x in xs]
+            assert tf32 and all(tf32), "Inductor's fp32 configs carry ALLOW_TF32=True"
+            out = [(x.template.uid, kw(x)) for x in call_hook(handler, ki, "mm")]
+            assert out == stock
+            call_hook(handler, kernel_inputs("mm", 512, 512, 2048, dtype=torch.bfloat16), "mm")
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert not torch.backends.cuda.matmul.allow_tf32
     s = handler.get_stats()
     assert s["fallbacks"] == {"out_of_coverage": 2} and s["model_selections"] == 0
 
