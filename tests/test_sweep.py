@@ -337,3 +337,45 @@ def test_literal_mode_specialises_on_every_size_and_stride(fake_cuda) -> None:
     assert sweep.SweepOptions().literal_sizes is True
     batched = Problem(op="bmm", m=64, n=32, k=16, batch=3, dtype="float16")
     assert sweep.literal_values(batched)["BATCH_SPEC"] == 3 and sweep.literal_values(batched)["SAQ"] == 64 * 16
+
+
+def test_runner_top_up_reopens_only_problems_that_lack_sampled_configs(fake_cuda, tmp_path, caplog):
+    """The runner's side of a top-up, without a GPU: a file holds one problem with half of its
+    sampled configs, one with all of them and one that failed as a whole. With ``top_up`` only the
+    first is collected again; without it, all three are skipped. (A time budget of 0 stops before
+    anything would be measured; the measuring itself is tests/test_sweep_gpu.py's.)"""
+    import logging
+
+    from torch_diode.collect.runner import CollectOptions, _run_rank
+    from torch_diode.dataset import DatasetWriter
+    from torch_diode.records import FailureRecord, Provenance, TimingRecord
+
+    hw = "NVIDIA-H100"
+    sweep_options = {"max_configs": 20, "seed": 3, "sample": "shared"}
+    planner = sweep.SweepCollector(hw, sweep.SweepOptions(search_space="EXHAUSTIVE", **sweep_options))
+    half, full, failed, new = mm(1024, 512, 4096), mm(512, 2048, 1024), mm(384, 384, 384), mm(640, 640, 640)
+    path = tmp_path / "train.msgpack"
+    with DatasetWriter(path, Provenance(hardware=hw, collector="sweep")) as w:
+        items = planner.choices(half)
+        for i, it in enumerate(items[: len(items) // 2]):
+            w.add(TimingRecord(problem=half, choice=it.choice, time_us=10.0 + i, hardware=hw))
+        for i, it in enumerate(planner.choices(full)):
+            w.add(TimingRecord(problem=full, choice=it.choice, time_us=20.0 + i, hardware=hw))
+        w.add_failure(FailureRecord(problem=failed, choice=None, reason="oom", message="", hardware=hw))
+
+    def run(top_up: bool) -> int:
+        opts = CollectOptions(
+            collector="sweep",
+            search_space="EXHAUSTIVE",
+            hardware=hw,
+            progress=False,
+            top_up=top_up,
+            time_budget_s=0.0,
+            sweep_options=tuple(sweep_options.items()),
+        )
+        return _run_rank([half, full, failed, new], opts, path, device="cuda").problems_skipped
+
+    assert run(top_up=False) == 3
+    with caplog.at_level(logging.INFO, logger="torch_diode.collect.runner"):
+        assert run(top_up=True) == 2  # `full` and `failed`; `half` is reopened, `new` was never there
+    assert "1 problem(s) already collected lack sampled configs: topping them up" in caplog.text
