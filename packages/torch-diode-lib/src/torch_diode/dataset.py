@@ -225,6 +225,23 @@ class Dataset:
         """The problems with at least one timing record."""
         return {self.problems[i] for i in np.unique(self.problem_idx).tolist()}
 
+    def collected_problems(self) -> set[Problem]:
+        """The problems a resumed collection skips: measured, or failed as a whole."""
+        return self.measured_problems() | {f.problem for f in self.failures if f.choice is None}
+
+    def measured_choices(self) -> dict[Problem, set[Choice]]:
+        """Per problem, every choice with a timing record or a failure record (what a top-up
+        collection leaves out)."""
+        out: dict[Problem, set[Choice]] = {}
+        if len(self):
+            pairs = np.unique(np.stack([self.problem_idx, self.choice_idx], axis=1), axis=0)
+            for pid, cid in pairs.tolist():
+                out.setdefault(self.problems[pid], set()).add(self.choices[cid])
+        for f in self.failures:
+            if f.choice is not None:
+                out.setdefault(f.problem, set()).add(f.choice)
+        return out
+
     def by_problem(self) -> list[ProblemTimings]:
         """Measurements grouped by problem, in problem-table order (problems with no record skipped)."""
         order = np.argsort(self.problem_idx, kind="stable")
@@ -793,8 +810,8 @@ class DatasetWriter:
         self._buf = _empty_columns()
         self._fail_buf: list[dict[str, Any]] = []
         self.problems_done: set[Problem] = set()
-        #: per problem already in the file, every choice with a record or a failure record
-        self.choices_done: dict[Problem, set[Choice]] = {}
+        self._existing: Dataset | None = None  # what the file held when opened (for choices_done)
+        self._choices_done: dict[Problem, set[Choice]] | None = None
         self.records_before = 0
         self.recovered_bytes = 0
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -808,20 +825,8 @@ class DatasetWriter:
             self._written_sources = len(st.tables.sources)
             self._written_problems = len(st.tables.problems)
             self._written_choices = len(st.tables.choices)
-            if st.columns["problem"]:
-                done = np.unique(np.concatenate(st.columns["problem"]))
-                self.problems_done = {st.tables.problems[i] for i in done.tolist()}
-            self.problems_done |= {f.problem for f in st.failures if f.choice is None}
-            if st.columns["problem"]:
-                pairs = np.unique(
-                    np.stack([np.concatenate(st.columns["problem"]), np.concatenate(st.columns["choice"])], axis=1),
-                    axis=0,
-                )
-                for pid, cid in pairs.tolist():
-                    self.choices_done.setdefault(st.tables.problems[pid], set()).add(st.tables.choices[cid])
-            for f in st.failures:
-                if f.choice is not None:
-                    self.choices_done.setdefault(f.problem, set()).add(f.choice)
+            self._existing = _state_to_dataset(st)
+            self.problems_done = self._existing.collected_problems()
             self.records_before = st.records
             size = self.path.stat().st_size
             self.recovered_bytes = size - st.good_bytes
@@ -833,6 +838,14 @@ class DatasetWriter:
             self._fh.write(_encode_header(self.format))
             self._sync()
         self._source = self._tables.source_id(provenance)
+
+    @property
+    def choices_done(self) -> dict[Problem, set[Choice]]:
+        """Per problem the file held when opened, every choice with a record or a failure record
+        (computed on first use: only a top-up collection needs it)."""
+        if self._choices_done is None:
+            self._choices_done = self._existing.measured_choices() if self._existing is not None else {}
+        return self._choices_done
 
     def _sync(self) -> None:
         self._fh.flush()

@@ -205,10 +205,11 @@ def coverage(dataset: Dataset) -> dict[str, list[Any]]:
     """What the training data spans, for the handler's out-of-distribution check
     (``DiodeModel.out_of_coverage``): ops, dtypes, and the ``ALLOW_TF32`` values of the fp32
     problems' Triton timings."""
-    problems = {t.problem for t in dataset.by_problem()}
+    groups = dataset.by_problem()
+    problems = {t.problem for t in groups}
     tf32 = {
         bool(dataset.choices[i].allow_tf32)
-        for t in dataset.by_problem()
+        for t in groups
         if t.problem.dtype == "float32"
         for i in set(t.choice_idx.tolist())
         if dataset.choices[i].is_triton

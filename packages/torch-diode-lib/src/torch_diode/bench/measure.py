@@ -189,9 +189,7 @@ def kernel_times_us(fn: Callable[..., Any], args: tuple[Any, ...], *, graph_iter
 
 
 def _diode_stats(stats: dict[str, Any]) -> dict[str, Any]:
-    out = {k: stats.get(k) for k in DIODE_STATS}
-    out["hook_time_s"] = round(float(stats.get("hook_time_s", 0.0)), 4)
-    return out
+    return {k: round(float(stats.get(k, 0.0)), 4) if k.endswith("_time_s") else stats.get(k) for k in DIODE_STATS}
 
 
 def measure(

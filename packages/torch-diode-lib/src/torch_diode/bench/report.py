@@ -533,12 +533,7 @@ def plot_results(results: Mapping[str, Any], out_dir: str | os.PathLike[str]) ->
     ax.set_title("whole modules")
     if modules:
         ax.legend(fontsize=7)
-    fig.suptitle(f"torch-diode bench {key}: cold compile time")
-    fig.tight_layout()
-    path = out / COMPILE_PLOT
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save_figure(fig, f"torch-diode bench {key}: cold compile time", out / COMPILE_PLOT))
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for ax, ref, title in (
@@ -564,13 +559,18 @@ def plot_results(results: Mapping[str, Any], out_dir: str | os.PathLike[str]) ->
         ax.set_title(f"{title} ({len(names)} GEMMs)")
         if names:
             ax.legend(fontsize=7)
-    fig.suptitle(f"torch-diode bench {key}: kernel time")
+    written.append(_save_figure(fig, f"torch-diode bench {key}: kernel time", out / KERNEL_PLOT))
+    return written
+
+
+def _save_figure(fig: Any, title: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title)
     fig.tight_layout()
-    path = out / KERNEL_PLOT
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    written.append(path)
-    return written
+    return path
 
 
 def _short(name: str) -> str:

@@ -25,7 +25,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -339,7 +339,7 @@ def _run_rank(
     *,
     device: str,
     done: frozenset[Problem] = frozenset(),
-    measured: Mapping[Problem, frozenset[Choice]] | None = None,
+    measured: Mapping[Problem, Collection[Choice]] | None = None,
     position: int = 0,
 ) -> CollectSummary:
     """Collect ``problems`` into ``path`` (one process, one device), resuming what is there.
@@ -439,7 +439,7 @@ def _worker_main(
     options: CollectOptions,
     path: str,
     done: frozenset[Problem],
-    measured: Mapping[Problem, frozenset[Choice]] | None = None,
+    measured: Mapping[Problem, Collection[Choice]] | None = None,
 ) -> CollectSummary:
     """Entry point of a local worker process (``multiprocessing`` spawn)."""
     logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(message)s")
@@ -467,22 +467,13 @@ def _share_compile_cpus(options: CollectOptions, local_processes: int) -> Collec
 
 def _problems_done(
     output: Path, format: str | None, *, top_up: bool = False
-) -> tuple[frozenset[Problem], dict[Problem, frozenset[Choice]] | None]:
+) -> tuple[frozenset[Problem], dict[Problem, set[Choice]] | None]:
     """The problems already in ``output`` (measured, or failed as a whole): a resumed run skips
     them; with ``top_up``, also the choices measured (or failed) per problem."""
     if not output.exists() or output.stat().st_size == 0:
         return frozenset(), ({} if top_up else None)
     ds = read_dataset(output, format=format, recover=True)
-    done = frozenset(ds.measured_problems() | {f.problem for f in ds.failures if f.choice is None})
-    if not top_up:
-        return done, None
-    have: dict[Problem, set[Choice]] = {}
-    for t in ds.by_problem():
-        have[t.problem] = {ds.choices[i] for i in set(t.choice_idx.tolist())}
-    for f in ds.failures:
-        if f.choice is not None:
-            have.setdefault(f.problem, set()).add(f.choice)
-    return done, {p: frozenset(c) for p, c in have.items()}
+    return frozenset(ds.collected_problems()), (ds.measured_choices() if top_up else None)
 
 
 def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Path, workers: int) -> CollectSummary:
