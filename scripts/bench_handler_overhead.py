@@ -9,6 +9,10 @@ hook (which enumerates the DEFAULT space). The cost that matters is per GEMM of 
 seen before in the process (its selection is replayed, e.g. the same layer shape repeated).
 
     python scripts/bench_handler_overhead.py [--model M.safetensors] [--repeats 5] [--output out.json]
+        [--profile 25]
+
+``--profile N`` also runs one cold hook per problem under cProfile and prints its N most costly
+functions (cumulative time), to say where the time goes on a given machine (e.g. a real GPU host).
 
 Without ``--model`` it times an untrained model of the default architecture (``deep`` preset,
 4 members): inference cost does not depend on the weights.
@@ -117,12 +121,33 @@ def bench_problem(p: GemmProblem, model: Any, repeats: int) -> dict[str, Any]:
     return {"problem": p.name, "candidates": seen, "kept": kept, "median_ms": ms}
 
 
+def profile_cold_hook(p: GemmProblem, model: Any, top: int) -> None:
+    """One cold hook of ``p`` under cProfile; prints its ``top`` costliest functions."""
+    import cProfile
+    import io
+    import pstats
+
+    from torch_diode.config import DiodeOptions
+    from torch_diode.inductor.choices import DiodeInductorChoices
+
+    ki, templates = fake_inputs(p)
+    handler = DiodeInductorChoices(DiodeOptions(), model=model)
+    prof = cProfile.Profile()
+    prof.enable()
+    hook(handler, ki, templates, p.op)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(top)
+    print(f"--- cProfile of one cold hook: {p.name}\n{buf.getvalue()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", help="model file (default: untrained default architecture)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     ap.add_argument("--output", type=Path, help="write the results as JSON")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions of a cold hook")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -142,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         hook(InductorChoices(), *fake_inputs(SPEED_PROBLEMS[0]), SPEED_PROBLEMS[0].op)  # first-call costs
         for p in SPEED_PROBLEMS:
             rows.append(bench_problem(p, model, args.repeats))
+            if args.profile:
+                profile_cold_hook(p, model, args.profile)
             r = rows[-1]["median_ms"]
             print(
                 f"{rows[-1]['problem']:<34} cands {rows[-1]['candidates']:>5} kept {rows[-1]['kept']:>2} | "

@@ -7,12 +7,17 @@
 #   bash scripts/campaign_gpu.sh NVIDIA-H100 0 ""          # one GPU: training only
 #   bash scripts/campaign_gpu.sh NVIDIA-H100 "" 0          # one GPU: validation only
 #
-# Environment: BUDGET (seconds before no new problem starts; default 450; a validation problem
-# can take 2 more minutes), RUN (log name suffix). The data files are written in place under
-# data/KEY/ and packed, with the logs, into $OUT/KEY-data.tgz to copy back into the repository.
+# Environment: BUDGET (seconds before no new problem starts; default 420), DEADLINE (seconds after
+# which the runs are interrupted, SIGINT then SIGKILL 30 s later, whatever they are doing; default
+# 530, so the pack below is made inside the device's 10-minute limit even when one problem runs
+# long: a full-space fp32 validation problem can take several minutes), RUN (log name suffix).
+# The data files are written in place under data/KEY/ (every finished problem is kept, an
+# interrupted run's shards merged) and packed, with the logs, into $OUT/KEY-data.tgz to copy back
+# into the repository. The device tool re-sends the working tree on every call, so whatever this
+# chunk wrote is only kept if that pack comes back: copy it in before the next call.
 set -uo pipefail
 KEY=${1:?hardware key}; TRAIN_GPUS=${2-}; VAL_GPUS=${3-}
-BUDGET=${BUDGET:-450}; RUN=${RUN:-$(date -u +%Y%m%dT%H%M)}
+BUDGET=${BUDGET:-420}; DEADLINE=${DEADLINE:-530}; RUN=${RUN:-$(date -u +%Y%m%dT%H%M)}
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
@@ -23,16 +28,17 @@ count() { [ -z "$1" ] && echo 0 || echo "$1" | tr ',' '\n' | wc -l; }
 NGPU=$(( $(count "$TRAIN_GPUS") + $(count "$VAL_GPUS") ))
 [ "$NGPU" -gt 0 ] || { echo "no GPU given for either split" >&2; exit 2; }
 CW=$(( $(nproc) / NGPU - 1 )); [ "$CW" -ge 1 ] || CW=1
-echo "$KEY: train on GPUs [$TRAIN_GPUS], val on GPUs [$VAL_GPUS], $CW compile processes per GPU, budget $BUDGET s"
+echo "$KEY: train on GPUs [$TRAIN_GPUS], val on GPUs [$VAL_GPUS], $CW compile processes per GPU, budget $BUDGET s, deadline $DEADLINE s"
+run() { timeout --signal=INT --kill-after=30 "$DEADLINE" "$@"; }
 S=$(date +%s)
 pids=()
 if [ -n "$TRAIN_GPUS" ]; then
-  CUDA_VISIBLE_DEVICES=$TRAIN_GPUS python3 scripts/campaign.py run --hardware "$KEY" --split train --top-up \
+  CUDA_VISIBLE_DEVICES=$TRAIN_GPUS run python3 scripts/campaign.py run --hardware "$KEY" --split train --top-up \
     --time-budget "$BUDGET" --compile-workers "$CW" --no-progress > "data/$KEY/logs/train-literal-$RUN.log" 2>&1 &
   pids+=($!)
 fi
 if [ -n "$VAL_GPUS" ]; then
-  CUDA_VISIBLE_DEVICES=$VAL_GPUS python3 scripts/campaign.py run --hardware "$KEY" --split val \
+  CUDA_VISIBLE_DEVICES=$VAL_GPUS run python3 scripts/campaign.py run --hardware "$KEY" --split val \
     --time-budget "$BUDGET" --compile-workers "$CW" --no-progress > "data/$KEY/logs/val-literal-$RUN.log" 2>&1 &
   pids+=($!)
 fi
@@ -40,5 +46,15 @@ rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 echo "done in $(( $(date +%s) - S )) s (rc $rc)"
 for f in data/"$KEY"/logs/*-literal-"$RUN".log; do echo "== $f"; tail -n 2 "$f"; done
+# A run killed after its grace period leaves its ranks' shards: merge them (finished problems only).
+python3 - "$KEY" <<'PY' || rc=1
+import glob, sys
+from torch_diode.collect import merge_shards
+for split in ("train", "val"):
+    shards = sorted(glob.glob(f"data/{sys.argv[1]}/{split}.rank*.msgpack"))
+    if shards:
+        print(f"merging {len(shards)} leftover shard(s) into data/{sys.argv[1]}/{split}.msgpack")
+        merge_shards(f"data/{sys.argv[1]}/{split}.msgpack", shards)
+PY
 tar czf "$OUT/$KEY-data.tgz" --exclude="data/$KEY/shared-spec" "data/$KEY"
 exit $rc

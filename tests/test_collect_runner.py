@@ -224,3 +224,53 @@ def test_local_gpu_workers_share_the_compile_cpus():
     assert _share_compile_cpus(chosen, 4) is chosen
     inductor = CollectOptions(collector="inductor")
     assert _share_compile_cpus(inductor, 4) is inductor
+
+
+@pytest.mark.slow
+def test_interrupted_workers_merge_what_they_finished(tmp_path):
+    """SIGINT to the main process of a two-worker run (as `timeout --signal=INT` or Ctrl-C): it stops
+    the workers and merges every finished problem of both shards into the output before exiting."""
+    problems = [bmm(m) for m in range(16, 96, 8)]  # 5 per worker: more than the 10 s grace can finish
+    shapes = tmp_path / "s.json"
+    save_shapeset(
+        [ShapeEntry(op="bmm", m=p.m, n=p.n, k=p.k, batch=p.batch, dtypes=("float32",)) for p in problems], shapes
+    )
+    out = tmp_path / "run.msgpack"
+    shards = [shard_path(out, r) for r in range(2)]
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "packages" / "torch-diode-lib" / "src"), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "torch_diode", "collect-shapeset", "--shapeset", str(shapes), "--device", "cpu"]
+    cmd += ["--hardware", "cpu-test", "--output", str(out), "--workers", "2", "--no-progress"]
+    log = open(tmp_path / "stderr.txt", "wb")  # closed in the finally below
+    # Its own session: the signal reaches the main process only, so the workers must be stopped by it.
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if sum(len(read_dataset(s, recover=True).problems) for s in shards if s.exists()) >= 1:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, (
+            f"the collector exited ({proc.returncode}) before it could be interrupted:\n"
+            + (tmp_path / "stderr.txt").read_text()[-3000:]
+        )
+        flushed = {p for s in shards if s.exists() for p in read_dataset(s, recover=True).problems}
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        log.close()
+    err = (tmp_path / "stderr.txt").read_text()
+    assert rc != 0, err[-3000:]
+    assert not any(s.exists() for s in shards), err[-3000:]  # merged, then removed
+    merged = read_dataset(out)  # complete: strict read
+    assert flushed <= set(merged.problems) and len(merged.problems) < len(problems), err[-3000:]
+    assert "are merged into it" in err, err[-3000:]
+
+    summary = collect(problems, CollectOptions(workers=2, **CPU), out)
+    assert summary.problems_skipped == len(merged.problems)
+    after = read_dataset(out)
+    assert set(after.problems) == set(problems)
+    assert all(n == 1 for n in collections.Counter(_pairs(after)).values())

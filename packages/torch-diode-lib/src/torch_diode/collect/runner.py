@@ -485,17 +485,25 @@ def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Pat
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
     ctx = mp.get_context("spawn")  # CUDA cannot be re-initialised in a forked child
+    errors = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [
             pool.submit(_worker_main, r, workers, problems, options, str(shards[r]), done, measured)
             for r in range(workers)
         ]
-        errors = []
-        for r, fut in enumerate(futures):
-            try:
-                total.add(fut.result())
-            except Exception as e:  # one rank failing must not hide the others' results
-                errors.append(f"rank {r}: {type(e).__name__}: {e}")
+        try:
+            for r, fut in enumerate(futures):
+                try:
+                    total.add(fut.result())
+                except Exception as e:  # one rank failing must not hide the others' results
+                    errors.append(f"rank {r}: {type(e).__name__}: {e}")
+        except KeyboardInterrupt:
+            # Ctrl-C or `timeout --signal=INT`: stop the workers, then merge what they flushed (every
+            # finished problem) so the output holds it even if the run is never resumed.
+            _stop_workers(pool, futures)
+            merge_shards(output, shards, format=options.format)
+            log.warning("%s: interrupted; the finished problems of every rank are merged into it", output)
+            raise
     total.elapsed_s = time.monotonic() - start
     merge_shards(output, shards, format=options.format)
     if errors:
@@ -503,6 +511,22 @@ def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Pat
             "; ".join(errors) + f" (the other ranks' records were merged into {output}; rerun to resume)"
         )
     return total
+
+
+def _stop_workers(pool: Any, futures: Sequence[Any], grace_s: float = 10.0) -> None:
+    """Interrupt ``pool``'s worker processes and wait for them. A terminal's Ctrl-C (or ``timeout``)
+    reaches the whole process group, so the workers usually stop by themselves; those still
+    running after ``grace_s`` get SIGINT (one signal each: a second one could cut a flush)."""
+    import concurrent.futures
+    import signal
+
+    _, running = concurrent.futures.wait(futures, timeout=grace_s)
+    if running:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            if proc.is_alive():
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGINT)
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def collect(
