@@ -147,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     ap.add_argument("--output", type=Path, help="write the results as JSON")
-    ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions of a cold hook")
+    ap.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="print the N costliest functions of a cold hook"
+    )
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
