@@ -109,3 +109,35 @@ def test_repeated_measurements_agree(path: Path) -> None:
     assert common and len(common) >= 0.9 * len(b), "the repeat measured other choices than the training run"
     rel = np.array([abs(b[k] - a[k]) / a[k] for k in common])
     assert float(np.median(rel)) <= 0.05, f"median relative difference {np.median(rel):.3f} over {len(rel)} pairs"
+
+
+TRAIN_FILES = [p for p in FILES if p.name == "train.msgpack"]
+
+
+@pytest.mark.parametrize("path", TRAIN_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fake_cuda) -> None:
+    """Every training problem has >= 300 timed Triton configs, or its whole EXHAUSTIVE space (less
+    the plan's compile-cost cap) is smaller than that and every config of it was measured (timed
+    or recorded as a failure): a small problem's space is small (Inductor clamps block sizes)."""
+    from torch_diode.collect.sweep import compile_cost, inductor_choices
+
+    plan = CampaignPlan.load(path.parent / "plan.json")
+    cap = plan.options.train_max_compile_cost
+    ds = read_dataset(path)
+    failed: dict = {}
+    for f in ds.failures:
+        if f.choice is not None:
+            failed.setdefault(f.problem, set()).add(f.choice)
+    short = []
+    for t in ds.by_problem():
+        timed = {ds.choices[i] for i in set(t.choice_idx.tolist()) if ds.choices[i].is_triton}
+        if len(timed) >= 300:
+            continue
+        space = {
+            it.choice
+            for it in inductor_choices(t.problem, "EXHAUSTIVE")
+            if it.kind == "triton" and (cap is None or compile_cost(t.problem, it.choice) <= cap)
+        }
+        if len(space) >= 300 or space - timed - failed.get(t.problem, set()):
+            short.append(f"{t.problem.key()}: {len(timed)} timed of a space of {len(space)}")
+    assert not short, f"{len(short)} training problem(s) short of configs (run the campaign with --top-up): {short[:5]}"
