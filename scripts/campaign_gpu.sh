@@ -6,6 +6,7 @@
 #   bash scripts/campaign_gpu.sh NVIDIA-H200 0,1 2        # x4 machine: train on GPUs 0-1, val on 2
 #   bash scripts/campaign_gpu.sh NVIDIA-H100 0 ""          # one GPU: training only
 #   bash scripts/campaign_gpu.sh NVIDIA-H100 "" 0          # one GPU: validation only
+#   bash scripts/campaign_gpu.sh NVIDIA-H200 0,1 2 3      # x4: and the repeatability re-measurement on 3
 #
 # Environment: BUDGET (seconds before no new problem starts; default 420), DEADLINE (seconds after
 # which the runs are interrupted, SIGINT then SIGKILL 30 s later, whatever they are doing; default
@@ -16,7 +17,7 @@
 # into the repository. The device tool re-sends the working tree on every call, so whatever this
 # chunk wrote is only kept if that pack comes back: copy it in before the next call.
 set -uo pipefail
-KEY=${1:?hardware key}; TRAIN_GPUS=${2-}; VAL_GPUS=${3-}
+KEY=${1:?hardware key}; TRAIN_GPUS=${2-}; VAL_GPUS=${3-}; REPEAT_GPUS=${4-}
 BUDGET=${BUDGET:-420}; DEADLINE=${DEADLINE:-530}; RUN=${RUN:-$(date -u +%Y%m%dT%H%M)}
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src${PYTHONPATH:+:$PYTHONPATH}"
@@ -25,10 +26,10 @@ OUT=${OUT:-$PWD/campaign-out}; mkdir -p "$OUT" "data/$KEY/logs"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
 count() { [ -z "$1" ] && echo 0 || echo "$1" | tr ',' '\n' | wc -l; }
-NGPU=$(( $(count "$TRAIN_GPUS") + $(count "$VAL_GPUS") ))
+NGPU=$(( $(count "$TRAIN_GPUS") + $(count "$VAL_GPUS") + $(count "$REPEAT_GPUS") ))
 [ "$NGPU" -gt 0 ] || { echo "no GPU given for either split" >&2; exit 2; }
 CW=$(( $(nproc) / NGPU - 1 )); [ "$CW" -ge 1 ] || CW=1
-echo "$KEY: train on GPUs [$TRAIN_GPUS], val on GPUs [$VAL_GPUS], $CW compile processes per GPU, budget $BUDGET s, deadline $DEADLINE s"
+echo "$KEY: train on GPUs [$TRAIN_GPUS], val on GPUs [$VAL_GPUS], repeat on GPUs [$REPEAT_GPUS], $CW compile processes per GPU, budget $BUDGET s, deadline $DEADLINE s"
 run() { timeout --signal=INT --kill-after=30 "$DEADLINE" "$@"; }
 S=$(date +%s)
 pids=()
@@ -42,6 +43,11 @@ if [ -n "$VAL_GPUS" ]; then
     --time-budget "$BUDGET" --compile-workers "$CW" --no-progress > "data/$KEY/logs/val-literal-$RUN.log" 2>&1 &
   pids+=($!)
 fi
+if [ -n "$REPEAT_GPUS" ]; then
+  CUDA_VISIBLE_DEVICES=$REPEAT_GPUS run python3 scripts/campaign.py run --hardware "$KEY" --split repeat \
+    --time-budget "$BUDGET" --compile-workers "$CW" --no-progress > "data/$KEY/logs/repeat-literal-$RUN.log" 2>&1 &
+  pids+=($!)
+fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 echo "done in $(( $(date +%s) - S )) s (rc $rc)"
@@ -50,7 +56,7 @@ for f in data/"$KEY"/logs/*-literal-"$RUN".log; do echo "== $f"; tail -n 2 "$f";
 python3 - "$KEY" <<'PY' || rc=1
 import glob, sys
 from torch_diode.collect import merge_shards
-for split in ("train", "val"):
+for split in ("train", "val", "train-repeat"):
     shards = sorted(glob.glob(f"data/{sys.argv[1]}/{split}.rank*.msgpack"))
     if shards:
         print(f"merging {len(shards)} leftover shard(s) into data/{sys.argv[1]}/{split}.msgpack")
