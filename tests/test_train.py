@@ -35,7 +35,8 @@ def ds():
 @pytest.fixture(scope="module")
 def trained(ds):
     history: list[dict[str, float]] = []
-    model, report = train(ds, TrainOptions(seed=7, patience=2, **FAST | {"num_epochs": 12}), on_epoch=history.append)
+    opts = TrainOptions(seed=7, patience=2, early_stopping=True, **FAST | {"num_epochs": 12})
+    model, report = train(ds, opts, on_epoch=history.append)
     return model, report, history
 
 
@@ -48,6 +49,8 @@ def trained(ds):
         ({"learning_rate": -1.0}, "learning_rate"),
         ({"device": "tpu"}, "device"),
         ({"hidden": 0}, "hidden"),
+        ({"pairwise_weight": -1.0}, "pairwise_weight"),
+        ({"pairwise_top": 0}, "pairwise_top"),
     ],
     ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
 )
@@ -98,9 +101,16 @@ def test_early_stopping_restores_the_best_epoch(ds, trained) -> None:
         assert got[key] == pytest.approx(best[key], rel=1e-6, abs=1e-9)
 
 
+def test_without_early_stopping_the_last_epoch_ships(ds) -> None:
+    history: list[dict[str, float]] = []
+    model, report = train(ds, TrainOptions(seed=7, patience=1, **FAST | {"num_epochs": 4}), on_epoch=history.append)
+    assert report.epochs_run == report.best_epoch == 4 and not report.stopped_early  # patience 1 does not stop it
+    assert len(history) == 4 and model.metadata["held_out_metrics"]  # the validation problems still measure
+
+
 def test_same_seed_gives_the_same_model_bit_for_bit(ds, trained, tmp_path: Path) -> None:
     model, _, _ = trained
-    again, _ = train(ds, TrainOptions(seed=7, patience=2, **FAST | {"num_epochs": 12}))
+    again, _ = train(ds, TrainOptions(seed=7, patience=2, early_stopping=True, **FAST | {"num_epochs": 12}))
     assert again.model_hash == model.model_hash
     a = save_model(model, tmp_path / "a.safetensors").read_bytes()
     b = save_model(again, tmp_path / "b.safetensors").read_bytes()
@@ -189,3 +199,36 @@ def test_train_and_validate_end_to_end_on_real_h200_timings(tmp_path: Path) -> N
     # regret is a ratio to the measured best: >= 1, finite, and top-10 is never worse than top-1
     r1, r10 = rep["overall"]["regret@1"], rep["overall"]["regret@10"]
     assert 1.0 <= r10["geomean"] <= r1["geomean"] < 100 and math.isfinite(r1["max"])
+
+
+# -- the loss terms ---------------------------------------------------------------------------------
+
+
+def _loss_inputs():
+    import torch
+
+    y = torch.tensor([[0.0, 0.5, 1.0, 2.0], [1.0, 0.0, 3.0, 0.0]])  # [B=2, C=4]; problem 2 has 3 rows
+    mask = torch.tensor([[True, True, True, True], [True, True, True, False]])
+    w = torch.ones(1, 2)  # [K=1, B]
+    return y, mask, w
+
+
+def test_pairwise_term_rewards_the_measured_order_at_the_top() -> None:
+    import torch
+
+    from torch_diode.train import _pairwise
+
+    y, mask, w = _loss_inputs()
+    right = _pairwise(y.unsqueeze(0), y, mask, w, scale=5.0, top=2)
+    wrong = _pairwise(-y.unsqueeze(0), y, mask, w, scale=5.0, top=2)
+    assert 0 <= right < wrong
+    # swapping the two slowest choices of problem 1 costs less than swapping its two fastest
+    slow_swap = y.clone()
+    slow_swap[0, 2], slow_swap[0, 3] = y[0, 3], y[0, 2]
+    fast_swap = y.clone()
+    fast_swap[0, 0], fast_swap[0, 1] = y[0, 1], y[0, 0]
+    assert _pairwise(slow_swap.unsqueeze(0), y, mask, w, 5.0, 2) < _pairwise(fast_swap.unsqueeze(0), y, mask, w, 5.0, 2)
+    # the padded row of problem 2 never counts
+    padded = y.clone()
+    padded[1, 3] = -100.0
+    assert torch.equal(_pairwise(padded.unsqueeze(0), y, mask, w, 5.0, 2), right)

@@ -401,8 +401,8 @@ def train_previews(data_dir: Path, out_dir: Path, emit: Callable[[str], None]) -
     for d in keys:
         t0 = time.perf_counter()
         ds = read_dataset(d / TRAIN_FILE)
-        # benchmarks/models/NVIDIA-H200-preview/README.md: the preview's documented training options
-        opts = TrainOptions(seed=0, batch_size=16, num_epochs=400, patience=80, progress=False)
+        # the trainer's defaults, as `diode train --seed 0` (benchmarks/models/<KEY>-preview/README.md)
+        opts = TrainOptions(seed=0, progress=False)
         model, report = train(ds, opts)
         path = save_model(model, out_dir / f"{d.name}-matmul-preview.safetensors")
         emit(

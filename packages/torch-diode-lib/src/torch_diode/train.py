@@ -4,23 +4,30 @@
 featurizes every measured (problem, choice) once with :func:`torch_diode.features.featurize`,
 and minimises, per ensemble member,
 
-    MSE(normalised log time) + ranking_weight * ListNet(problem)
+    MSE(normalised log time) + ranking_weight * ListNet(problem) + pairwise_weight * Pairwise(problem)
 
 where the ListNet term is the KL divergence between softmax(-log t / T) of the measured and of
-the predicted times over the choices of each problem (``T`` = ``ranking_temperature``): it
-rewards getting the order of the fast choices right, which is what regret measures. Members
-differ by their initialisation and by Bayesian-bootstrap weights (an Exponential(1) weight per
-member and training problem), which gives the ensemble its spread.
+the predicted times over the choices of each problem (``T`` = ``ranking_temperature``), and the
+pairwise term is a logistic loss on every (fast, slower) pair of a problem's choices whose fast
+member is among its ``pairwise_top`` fastest, weighted by exp(-(log t_fast - log t_best) / T):
+both reward getting the order of the fast choices right, which is what regret measures. By
+grouped cross-validation on the H200 data (``scripts/cv_model.py``), the pairwise term alone
+ranks best, so ListNet is off by default (``ranking_weight=0``). Members differ by their
+initialisation and by Bayesian-bootstrap weights (an Exponential(1) weight per member and
+training problem), which gives the ensemble its spread.
 
 Each epoch visits every training problem once, in batches of ``batch_size`` problems, with at
 most ``max_choices_per_problem`` of each problem's choices sampled per visit (AdamW, cosine
 learning rate). An exponential moving average of the weights (``ema_decay`` per step) is what
 gets validated and shipped. After each epoch the validation problems are scored (regret@1,
-regret@5, MSE); training stops after ``patience`` epochs without improvement of
-``mean log regret@1 + mean log regret@5 + 0.001 * MSE`` and the best epoch's averaged weights
-are restored. The same seed gives the same model, bit for bit, on the same machine with the
-same number of CPU threads (``num_threads``; a different thread count changes float rounding;
-the count used is recorded in the model's ``training`` metadata).
+regret@5, MSE). By default the last epoch's averaged weights ship and the validation problems
+only measure (``early_stopping=False``: on a few dozen validation problems, picking the best
+epoch selected noise, sometimes a barely trained model). With ``early_stopping``, training stops
+after ``patience`` epochs without improvement of ``mean log regret@1 + mean log regret@5 +
+0.001 * MSE`` and the best epoch's averaged weights are restored. The same seed gives the same
+model, bit for bit, on the same machine with the same number of CPU threads (``num_threads``; a
+different thread count changes float rounding; the count used is recorded in the model's
+``training`` metadata).
 """
 
 from __future__ import annotations
@@ -56,14 +63,22 @@ class TrainOptions:
         ensemble_size: number of ensemble members (their spread is the uncertainty).
         batch_size: problems per optimiser step (each contributes up to ``max_choices_per_problem`` rows).
         max_choices_per_problem: choices of a problem sampled per visit (all when fewer).
-        num_epochs: maximum number of passes over the training problems.
+        num_epochs: number of passes over the training problems (the most, with ``early_stopping``).
         learning_rate: AdamW learning rate (cosine-annealed to 1/10 over ``num_epochs``).
         weight_decay: AdamW weight decay.
         seed: seeds the split, the initialisation and the sampling.
-        val_fraction: share of problems held out for validation and early stopping (0: none).
-        patience: epochs without validation improvement before stopping.
+        val_fraction: share of problems held out: their metrics go into the model's metadata (and
+            drive early stopping when it is on); 0: none.
+        patience: with ``early_stopping``, epochs without validation improvement before stopping.
         ranking_weight: weight of the listwise ranking term.
-        ranking_temperature: softmax temperature of the ranking term, in natural-log time units.
+        ranking_temperature: softmax temperature of the ranking term, in natural-log time units;
+            also the scale of the pairwise term and of its weighting of the top choices.
+        pairwise_weight: weight of the top-weighted pairwise term (:func:`_pairwise`): each of a
+            problem's ``pairwise_top`` fastest sampled choices against every slower one.
+        pairwise_top: how many of each problem's fastest sampled choices the pairwise term ranks.
+        early_stopping: keep the best validation epoch and stop after ``patience`` epochs
+            without improvement; False trains ``num_epochs`` and keeps the last epoch (the
+            validation problems then only measure).
         ema_decay: per-step decay of the exponential moving average of the weights that is
             validated and shipped (0 disables it; validation of raw weights is much noisier).
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda[:N]``.
@@ -78,14 +93,17 @@ class TrainOptions:
     ensemble_size: int = 4
     batch_size: int = 64
     max_choices_per_problem: int = 256
-    num_epochs: int = 100
+    num_epochs: int = 160
     learning_rate: float = 1e-3
     weight_decay: float = 1e-5
     seed: int = 0
     val_fraction: float = 0.1
     patience: int = 20
-    ranking_weight: float = 0.3
+    ranking_weight: float = 0.0
     ranking_temperature: float = 0.1
+    pairwise_weight: float = 3.0
+    pairwise_top: int = 32
+    early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
     num_threads: int | None = None
@@ -94,7 +112,8 @@ class TrainOptions:
     def __post_init__(self) -> None:
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type: unknown model type {self.model_type!r}; use one of {', '.join(MODEL_TYPES)}")
-        for name in ("ensemble_size", "batch_size", "max_choices_per_problem", "num_epochs", "patience"):
+        counts = ("ensemble_size", "batch_size", "max_choices_per_problem", "num_epochs", "patience", "pairwise_top")
+        for name in counts:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: must be a positive integer, got {v!r}")
@@ -108,10 +127,12 @@ class TrainOptions:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name}: must be a positive number, got {v!r}")
-        for name in ("weight_decay", "ranking_weight"):
+        for name in ("weight_decay", "ranking_weight", "pairwise_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name}: must be a non-negative number, got {v!r}")
+        if not isinstance(self.early_stopping, bool):
+            raise TypeError(f"early_stopping: must be a bool, got {self.early_stopping!r}")
         if not isinstance(self.ema_decay, (int, float)) or not 0 <= self.ema_decay < 1:
             raise ValueError(f"ema_decay: must be in [0, 1), got {self.ema_decay!r}")
         if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 1:
@@ -251,7 +272,29 @@ def _loss(
     target_ent = -(target * torch.log(target.clamp_min(1e-30))).sum(-1)  # [B]
     ce = -(target.unsqueeze(0) * logp * m).sum(-1) - target_ent.unsqueeze(0)  # [K, B]: KL(target || model)
     rank = (ce * w).sum() / w.sum().clamp_min(1e-12)
-    return mse + opts.ranking_weight * rank, mse, rank
+    loss = mse + opts.ranking_weight * rank
+    if opts.pairwise_weight > 0:
+        loss = loss + opts.pairwise_weight * _pairwise(pred, y, mask, w, scale, opts.pairwise_top)
+    return loss, mse, rank
+
+
+def _pairwise(
+    pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, scale: float, top: int
+) -> torch.Tensor:
+    """Top-weighted pairwise logistic loss: each of a problem's ``top`` fastest choices i against
+    every slower choice j, softplus(-(pred_j - pred_i) * scale), weighted by exp(-(y_i - y_best) * scale)."""
+    big = torch.finfo(y.dtype).max / 4
+    ym = torch.where(mask, y, big)  # [B, C]
+    t = min(top, y.shape[-1])
+    y_top, i_top = torch.topk(ym, t, dim=-1, largest=False)  # [B, T]
+    valid_top = torch.gather(mask, -1, i_top)  # [B, T]
+    gain = torch.exp(-(y_top - y_top[:, :1]) * scale) * valid_top  # [B, T]
+    p_top = torch.gather(pred, -1, i_top.unsqueeze(0).expand(pred.shape[0], -1, -1))  # [K, B, T]
+    pair = (y.unsqueeze(1) > y_top.unsqueeze(-1)) & mask.unsqueeze(1)  # [B, T, C]: j slower than i
+    pw = gain.unsqueeze(-1) * pair  # [B, T, C]
+    sp = torch.nn.functional.softplus(-(pred.unsqueeze(2) - p_top.unsqueeze(-1)) * scale)  # [K, B, T, C]
+    per = (sp * pw).sum((-1, -2)) / pw.sum((-1, -2)).clamp_min(1e-12)  # [K, B]
+    return (per * w).sum() / w.sum().clamp_min(1e-12)
 
 
 class _AdamW:
@@ -437,7 +480,7 @@ def _train(
                 score = entry["loss"]
             entry["score"] = score
             history.append(entry)
-            if score < best_score - 1e-12:
+            if score < best_score - 1e-12 or not opts.early_stopping:
                 best_score, best_epoch, stale = score, epoch, 0
                 best_state = {n: t.detach().clone() for n, t in avg.state_dict().items()}
             else:

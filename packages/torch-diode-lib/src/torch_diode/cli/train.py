@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--max-choices-per-problem", type=int, default=256, help="choices sampled per problem and visit (default: 256)"
     )
-    t.add_argument("--num-epochs", type=int, default=100, help="maximum epochs (default: 100)")
+    t.add_argument("--num-epochs", type=int, default=160, help="maximum epochs (default: 160)")
     t.add_argument("--learning-rate", type=float, default=1e-3, help="AdamW learning rate (default: 1e-3)")
     t.add_argument("--weight-decay", type=float, default=1e-5)
     t.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and sampling (default: 0)")
@@ -43,8 +43,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--ema-decay", type=float, default=0.98, help="per-step decay of the averaged weights that ship (default: 0.98)"
     )
+    t.add_argument("--ranking-weight", type=float, default=0.0, help="weight of the listwise ranking loss (default: 0)")
     t.add_argument(
-        "--ranking-weight", type=float, default=0.3, help="weight of the listwise ranking loss (default: 0.3)"
+        "--pairwise-weight",
+        type=float,
+        default=3.0,
+        help="weight of the top-weighted pairwise ranking loss (default: 3)",
+    )
+    t.add_argument(
+        "--early-stopping",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="keep the best validation epoch and stop after --patience epochs without improvement; with "
+        "--no-early-stopping, train --num-epochs and keep the last (the validation problems only measure)",
     )
     t.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda[:N]")
     t.add_argument(
@@ -165,6 +176,8 @@ def _train(args: argparse.Namespace) -> int:
             val_fraction=args.val_fraction,
             patience=args.patience,
             ranking_weight=args.ranking_weight,
+            pairwise_weight=args.pairwise_weight,
+            early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
             num_threads=args.threads,

@@ -1,0 +1,134 @@
+"""Grouped K-fold cross-validation of the trainer, by problem, plus the held-out validation set.
+
+For each seed, the training file's problems are split into ``--folds`` folds (never rows); a model
+is trained on all but one fold (``torch_diode.train.train``, whose own early-stopping split is
+drawn from those training folds only) and ranks the held-out fold's measured choices (its sampled
+Triton configs plus ATen). The held-out problems of all folds are pooled and summarised with
+``torch_diode.evaluate`` (the numbers ``diode validate-max-autotune`` prints): geomean regret@1,
+regret@5, p95 regret@5, recall@1. With ``--val``, one model per seed is also trained on the whole
+training file and scored on ``val.msgpack`` (full exhaustive spaces) against stock max-autotune's
+picks (``val-stock-picks.json``).
+
+Usage:
+    python scripts/cv_model.py --hardware NVIDIA-H200 --seeds 0 1 --val \
+        --set ranking_weight=1.0 --set ensemble_size=4 [--json out.json]
+
+``--set NAME=VALUE`` overrides any ``TrainOptions`` field (parsed as JSON, else as a string).
+Training runs on one thread by default (``num_threads=1``): results are deterministic per seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from torch_diode.dataset import Dataset, read_dataset
+from torch_diode.evaluate import problem_evals, read_max_autotune_solution, summarize
+from torch_diode.train import TrainOptions, train
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_COST = 131072.0  # DiodeOptions().max_compile_cost (the CLI's default)
+
+
+def fold_of_problems(ds: Dataset, folds: int, seed: int) -> list[list[Any]]:
+    """The problems of ``ds`` in ``folds`` groups (order-independent: problems sorted by their JSON)."""
+    probs = sorted({t.problem for t in ds.by_problem()}, key=lambda p: json.dumps(p.to_dict(), sort_keys=True))
+    perm = np.random.default_rng(1000 + seed).permutation(len(probs))
+    return [[probs[i] for i in perm[f::folds]] for f in range(folds)]
+
+
+def headline(overall: dict[str, Any]) -> dict[str, float]:
+    out = {
+        "problems": overall["problems"],
+        "r1": overall["regret@1"]["geomean"],
+        "r1_p95": overall["regret@1"]["p95"],
+        "r5": overall["regret@5"]["geomean"],
+        "r5_p95": overall["regret@5"]["p95"],
+        "recall1": overall["recall@1"],
+    }
+    vs = overall.get("vs_max_autotune", {})
+    if vs.get("problems"):
+        out["vs_stock"] = vs["geomean"]
+        out["vs_stock_no_slower"] = vs["no_slower_share"]
+    return out
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(TrainOptions)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in names:
+            raise SystemExit(f"--set {item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(names))}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hardware", default="NVIDIA-H200", help="data/<KEY>/ to read (default: NVIDIA-H200)")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--val", action="store_true", help="also train on the whole file and score val.msgpack")
+    ap.add_argument("--no-cv", action="store_true", help="skip the cross-validation (with --val: val only)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a TrainOptions override")
+    ap.add_argument(
+        "--max-compile-cost",
+        type=lambda s: None if s == "none" else float(s),
+        default=DEFAULT_COST,
+        help="rank only the configs the handler would consider (default: the handler's; 'none': all)",
+    )
+    ap.add_argument("--json", metavar="OUT", help="write every figure as JSON")
+    args = ap.parse_args()
+    overrides = {"num_threads": 1, "progress": False, **parse_sets(args.set)}
+    data = ROOT / "data" / args.hardware
+    ds = read_dataset(data / "train.msgpack")
+    result: dict[str, Any] = {"hardware": args.hardware, "overrides": overrides, "cv": {}, "val": {}}
+    t0 = time.perf_counter()
+    if not args.no_cv:
+        for seed in args.seeds:
+            evals = []
+            for fold in fold_of_problems(ds, args.folds, seed):
+                held = set(fold)
+                train_ds = ds.select_problems(p for p in {t.problem for t in ds.by_problem()} if p not in held)
+                model, _ = train(train_ds, TrainOptions(**{**overrides, "seed": seed}))
+                evals += problem_evals(model, ds.select_problems(held), max_compile_cost=args.max_compile_cost)
+            h = headline(summarize(evals, with_tau=False)["overall"])
+            result["cv"][seed] = h
+            print(f"cv seed {seed}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True)
+    if args.val:
+        val = read_dataset(data / "val.msgpack")
+        picks = data / "val-stock-picks.json"
+        stock = read_max_autotune_solution(picks) if picks.exists() else None
+        for seed in args.seeds:
+            model, _ = train(ds, TrainOptions(**{**overrides, "seed": seed}))
+            evals = problem_evals(model, val, stock=stock, max_compile_cost=args.max_compile_cost)
+            h = headline(summarize(evals, with_tau=False)["overall"])
+            result["val"][seed] = h
+            print(f"val seed {seed}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True)
+    for part in ("cv", "val"):
+        rows = list(result[part].values())
+        if rows:
+            keys = [k for k in rows[0] if k != "problems"]
+            mean = {k: float(np.mean([r[k] for r in rows if k in r])) for k in keys}
+            result[f"{part}_mean"] = mean
+            print(f"{part} mean over seeds: " + ", ".join(f"{k} {v:.4f}" for k, v in mean.items()))
+    result["seconds"] = time.perf_counter() - t0
+    print(f"({result['seconds']:.0f} s)", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1, default=lambda o: None if math.isnan(o) else o) + "\n")
+
+
+if __name__ == "__main__":
+    main()
