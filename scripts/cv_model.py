@@ -30,17 +30,18 @@ from typing import Any
 
 import numpy as np
 
+from torch_diode.config import DiodeOptions
 from torch_diode.dataset import Dataset, read_dataset
 from torch_diode.evaluate import problem_evals, read_max_autotune_solution, summarize
 from torch_diode.train import TrainOptions, train
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_COST = 131072.0  # DiodeOptions().max_compile_cost (the CLI's default)
+DEFAULT_COST = DiodeOptions().max_compile_cost  # the handler's (and the CLI's) default
 
 
 def fold_of_problems(ds: Dataset, folds: int, seed: int) -> list[list[Any]]:
     """The problems of ``ds`` in ``folds`` groups (order-independent: problems sorted by their JSON)."""
-    probs = sorted({t.problem for t in ds.by_problem()}, key=lambda p: json.dumps(p.to_dict(), sort_keys=True))
+    probs = sorted(ds.measured_problems(), key=lambda p: json.dumps(p.to_dict(), sort_keys=True))
     perm = np.random.default_rng(1000 + seed).permutation(len(probs))
     return [[probs[i] for i in perm[f::folds]] for f in range(folds)]
 
@@ -97,11 +98,12 @@ def main() -> None:
     result: dict[str, Any] = {"hardware": args.hardware, "overrides": overrides, "cv": {}, "val": {}}
     t0 = time.perf_counter()
     if not args.no_cv:
+        problems = ds.measured_problems()
         for seed in args.seeds:
             evals = []
             for fold in fold_of_problems(ds, args.folds, seed):
                 held = set(fold)
-                train_ds = ds.select_problems(p for p in {t.problem for t in ds.by_problem()} if p not in held)
+                train_ds = ds.select_problems(problems - held)
                 model, _ = train(train_ds, TrainOptions(**{**overrides, "seed": seed}))
                 evals += problem_evals(model, ds.select_problems(held), max_compile_cost=args.max_compile_cost)
             h = headline(summarize(evals, with_tau=False)["overall"])

@@ -79,12 +79,9 @@ def test_validation_problems_have_the_full_exhaustive_space(path: Path, fake_cud
     from torch_diode.collect.sweep import inductor_choices
 
     ds = read_dataset(path)
-    failed: dict = {}
-    for f in ds.failures:
-        if f.choice is not None:
-            failed.setdefault(f.problem, set()).add(f.choice)
+    measured = ds.measured_choices()  # timed or failed, per problem
     for t in ds.by_problem():
-        seen = {ds.choices[i] for i in set(t.choice_idx.tolist())} | failed.get(t.problem, set())
+        seen = measured[t.problem]
         space = {it.choice for it in inductor_choices(t.problem, "EXHAUSTIVE")}
         assert not space - seen, f"{t.problem.key()}: {len(space - seen)} of {len(space)} choices not measured"
         timed_triton = [ds.choices[i] for i in set(t.choice_idx.tolist()) if ds.choices[i].is_triton]
@@ -124,10 +121,7 @@ def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fak
     plan = CampaignPlan.load(path.parent / "plan.json")
     cap = plan.options.train_max_compile_cost
     ds = read_dataset(path)
-    failed: dict = {}
-    for f in ds.failures:
-        if f.choice is not None:
-            failed.setdefault(f.problem, set()).add(f.choice)
+    measured = ds.measured_choices()  # timed or failed, per problem
     short = []
     for t in ds.by_problem():
         timed = {ds.choices[i] for i in set(t.choice_idx.tolist()) if ds.choices[i].is_triton}
@@ -138,6 +132,6 @@ def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fak
             for it in inductor_choices(t.problem, "EXHAUSTIVE")
             if it.kind == "triton" and (cap is None or compile_cost(t.problem, it.choice) <= cap)
         }
-        if len(space) >= 300 or space - timed - failed.get(t.problem, set()):
+        if len(space) >= 300 or space - measured[t.problem]:
             short.append(f"{t.problem.key()}: {len(timed)} timed of a space of {len(space)}")
     assert not short, f"{len(short)} training problem(s) short of configs (run the campaign with --top-up): {short[:5]}"

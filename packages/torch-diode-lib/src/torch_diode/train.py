@@ -480,7 +480,9 @@ def _train(
                 score = entry["loss"]
             entry["score"] = score
             history.append(entry)
-            if score < best_score - 1e-12 or not opts.early_stopping:
+            if not opts.early_stopping:  # the last epoch ships: nothing to snapshot
+                best_score, best_epoch = score, epoch
+            elif score < best_score - 1e-12:
                 best_score, best_epoch, stale = score, epoch, 0
                 best_state = {n: t.detach().clone() for n, t in avg.state_dict().items()}
             else:
@@ -505,7 +507,7 @@ def _train(
     finally:
         if bar is not None:
             bar.close()
-    if best_state is not None:  # None only if every epoch's score was NaN
+    if best_state is not None:  # None without early stopping, or if every epoch's score was NaN
         avg.load_state_dict(best_state)
     net = avg
     net.to("cpu").eval()
