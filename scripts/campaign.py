@@ -23,7 +23,9 @@ same choices, into ``train-repeat.msgpack``: the repeatability check), ``val`` (
 Inductor's DEFAULT candidates of the validation problems: the fastest of these is stock
 max-autotune's pick under the same timings). ``--time-budget`` stops between problems once that
 many seconds have passed (every finished problem is already flushed to disk), so one call fits a
-10-minute GPU command. The logic lives in ``torch_diode.collect``; this is a thin CLI.
+10-minute GPU command; a problem still compiling after ``--checkpoint`` seconds (60) has its timed
+configs saved to ``<split>.msgpack.partial`` as it goes, so a problem longer than one command (a
+full-space fp32 validation problem) is finished over several, never started over. The logic lives in ``torch_diode.collect``; this is a thin CLI.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         time_budget_s=args.time_budget or None,
         workers=args.workers,
         top_up=args.top_up,
+        checkpoint_s=args.checkpoint or None,
     )
     s = collect(problems, options, out)
     print(
@@ -123,6 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from torch_diode.collect import partial_path
+
     plan = CampaignPlan.load(_dir(args) / "plan.json")
     report: dict = {"hardware": args.hardware, "plan": {"train": len(plan.train), "val": len(plan.val)}}
     for split, (fname, _, _) in SPLITS.items():
@@ -143,6 +148,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             "failures": len(ds.failures),
             "mix": problem_mix(probs),
         }
+        side = partial_path(path)
+        if side.exists() and side.stat().st_size > 0:  # checkpointed parts of unfinished problems
+            parts = read_dataset(side, recover=True)
+            report[split]["in_progress"] = {p.key(): len(c) for p, c in parts.measured_choices().items()}
     print(json.dumps(report, indent=1))
     return 0
 
@@ -251,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the sampled configs that problems already in the file lack (after the plan's "
         "train_max_configs was raised); ATen is timed again beside them",
+    )
+    r.add_argument(
+        "--checkpoint",
+        type=float,
+        default=60,
+        help="save what a problem has timed so far after this many seconds of waiting for its compiles, and "
+        "again every as many (data/KEY/<split>.msgpack.partial; a rerun completes the problem); 0: off",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)

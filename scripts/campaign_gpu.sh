@@ -13,8 +13,9 @@
 # 530, so the pack below is made inside the device's 10-minute limit even when one problem runs
 # long: a full-space fp32 validation problem can take several minutes), RUN (log name suffix).
 # The data files are written in place under data/KEY/ (every finished problem is kept, an
-# interrupted run's shards merged) and packed, with the logs, into $OUT/KEY-data.tgz to copy back
-# into the repository. The device tool re-sends the working tree on every call, so whatever this
+# interrupted run's shards merged, the timed part of an unfinished problem kept in
+# <split>.msgpack.partial for the next chunk to complete) and packed, with the logs, into
+# $OUT/KEY-data.tgz to copy back into the repository. The device tool re-sends the working tree on every call, so whatever this
 # chunk wrote is only kept if that pack comes back: copy it in before the next call.
 set -uo pipefail
 KEY=${1:?hardware key}; TRAIN_GPUS=${2-}; VAL_GPUS=${3-}; REPEAT_GPUS=${4-}
@@ -56,11 +57,14 @@ for f in data/"$KEY"/logs/*-literal-"$RUN".log; do echo "== $f"; tail -n 2 "$f";
 python3 - "$KEY" <<'PY' || rc=1
 import glob, sys
 from torch_diode.collect import merge_shards
+from torch_diode.collect import settle_partials
 for split in ("train", "val", "train-repeat"):
     shards = sorted(glob.glob(f"data/{sys.argv[1]}/{split}.rank*.msgpack"))
     if shards:
         print(f"merging {len(shards)} leftover shard(s) into data/{sys.argv[1]}/{split}.msgpack")
         merge_shards(f"data/{sys.argv[1]}/{split}.msgpack", shards)
+    # the checkpointed parts of unfinished problems, the ranks' too, into <split>.msgpack.partial
+    settle_partials(f"data/{sys.argv[1]}/{split}.msgpack")
 PY
 tar czf "$OUT/$KEY-data.tgz" --exclude="data/$KEY/shared-spec" "data/$KEY"
 exit $rc

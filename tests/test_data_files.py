@@ -30,6 +30,22 @@ def test_there_is_collected_data() -> None:
     assert FILES, "no campaign file under data/<KEY>/"
 
 
+def test_checkpointed_parts_are_settled() -> None:
+    """A committed ``<split>.msgpack.partial`` (the timed part of a problem a chunk could not
+    finish) holds only problems its split's file does not, of the plan's split, with valid times."""
+    for side in sorted(DATA.glob("*/*.msgpack.partial")):
+        main = side.with_name(side.name.removesuffix(".partial"))
+        assert main.name in SPLIT_OF_FILE, f"{side}: a sidecar of no campaign file"
+        parts = read_dataset(side)  # strict
+        assert parts.hardware == side.parent.name
+        assert (parts.time_us > 0).all() and np.isfinite(parts.time_us).all()
+        done = read_dataset(main).collected_problems() if main.exists() else set()
+        assert not set(parts.problems) & done, f"{side}: unsettled parts (run settle_partials on {main})"
+        plan = CampaignPlan.load(side.parent / "plan.json")
+        allowed = set(plan.train if SPLIT_OF_FILE[main.name] == "train" else plan.val)
+        assert set(parts.problems) <= allowed
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_campaign_file(path: Path) -> None:
     ds = read_dataset(path)  # strict: a truncated file fails here

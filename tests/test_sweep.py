@@ -379,3 +379,109 @@ def test_runner_top_up_reopens_only_problems_that_lack_sampled_configs(fake_cuda
     with caplog.at_level(logging.INFO, logger="torch_diode.collect.runner"):
         assert run(top_up=True) == 2  # `full` and `failed`; `half` is reopened, `new` was never there
     assert "1 problem(s) already collected lack sampled configs: topping them up" in caplog.text
+
+
+def test_settle_partials_completes_finished_problems_and_keeps_the_rest(tmp_path):
+    """Checkpointed parts (``OUT.partial`` and a rank's ``OUT.rank0.<ext>.partial``) of a problem
+    that ``OUT`` now holds complete move into ``OUT`` with their own provenance; the parts of
+    unfinished problems gather in ``OUT.partial``; settling again changes nothing."""
+    from torch_diode.collect import partial_path, settle_partials
+    from torch_diode.dataset import DatasetWriter, read_dataset
+    from torch_diode.records import FailureRecord, Provenance, TimingRecord
+
+    hw = "NVIDIA-H100"
+    run1, run2 = (Provenance(hardware=hw, collector="sweep", command=f"run {i}") for i in (1, 2))
+    aten = Choice(template="aten::mm")
+    configs = [
+        Choice(template="triton::mm", block_m=16 * i, block_n=32, block_k=32, num_stages=3, num_warps=4)
+        for i in (1, 2, 3)
+    ]
+    done_p, open_p, rank_p = mm(512, 512, 512), mm(256, 512, 4096), mm(64, 64, 64)
+    out = tmp_path / "val.msgpack"
+
+    def rec(p, c, t):
+        return TimingRecord(problem=p, choice=c, time_us=t, hardware=hw)
+
+    with DatasetWriter(partial_path(out), run1) as w:  # an earlier run's parts
+        for r in (
+            rec(done_p, aten, 9.0),
+            rec(done_p, configs[0], 5.0),
+            rec(open_p, aten, 20.0),
+            rec(open_p, configs[0], 30.0),
+        ):
+            w.add(r)
+        w.add_failure(
+            FailureRecord(problem=done_p, choice=configs[1], reason="compile_error", message="x", hardware=hw)
+        )
+    with DatasetWriter(tmp_path / "val.rank0.msgpack.partial", run2, format="msgpack") as w:  # a rank's parts
+        w.add(rec(rank_p, configs[2], 1.0))
+    with DatasetWriter(out, run2) as w:  # the rest of done_p, finished later
+        w.add(rec(done_p, aten, 9.5))
+        w.add(rec(done_p, configs[2], 4.0))
+
+    assert settle_partials(out) == 1
+    main = read_dataset(out)
+    assert set(main.problems) == {done_p}
+    rows = zip(main.choice_idx.tolist(), main.time_us.tolist(), main.source_idx.tolist())
+    times = sorted(((main.choices[c], t, main.sources[s].command) for c, t, s in rows), key=repr)
+    assert times == sorted(
+        [(aten, 9.0, "run 1"), (configs[0], 5.0, "run 1"), (aten, 9.5, "run 2"), (configs[2], 4.0, "run 2")], key=repr
+    )
+    assert main.measured_choices()[done_p] == {aten, *configs}  # the part's failure came along
+    side = read_dataset(partial_path(out), format="msgpack")
+    assert set(side.problems) == {open_p, rank_p} and len(side) == 3
+    assert not (tmp_path / "val.rank0.msgpack.partial").exists()
+
+    assert settle_partials(out) == 0  # nothing new: no duplicates
+    assert read_dataset(out) == main and len(read_dataset(partial_path(out), format="msgpack")) == 3
+
+
+def test_runner_resumes_a_checkpointed_problem_with_the_choices_it_lacks(fake_cuda, tmp_path):
+    """``collect()`` settles the parts a killed run left, skips finished problems, and hands the
+    sweep the parts' choices so a checkpointed problem is timed only where it lacks them (a time
+    budget of 0 stops before measuring: the measuring is tests/test_sweep_gpu.py's)."""
+    from torch_diode.collect import CollectOptions, collect, partial_path
+    from torch_diode.collect.runner import _partial_choices
+    from torch_diode.dataset import DatasetWriter, read_dataset
+    from torch_diode.records import Provenance, TimingRecord
+
+    hw = "NVIDIA-H100"
+    planner = sweep.SweepCollector(hw, sweep.SweepOptions(search_space="EXHAUSTIVE"))
+    finished, halfway = mm(512, 512, 512), mm(384, 640, 1024)
+    out = tmp_path / "val.msgpack"
+    prov = Provenance(hardware=hw, collector="sweep")
+    items = [it for it in planner.choices(halfway) if it.kind == "triton"]
+    with DatasetWriter(out, prov) as w:
+        for i, it in enumerate(planner.choices(finished)):
+            w.add(TimingRecord(problem=finished, choice=it.choice, time_us=10.0 + i, hardware=hw))
+    with DatasetWriter(tmp_path / "val.rank1.msgpack.partial", prov, format="msgpack") as w:
+        for i, it in enumerate(items[: len(items) // 3]):
+            w.add(TimingRecord(problem=halfway, choice=it.choice, time_us=5.0 + i, hardware=hw))
+    opts = CollectOptions(
+        collector="sweep",
+        search_space="EXHAUSTIVE",
+        hardware=hw,
+        progress=False,
+        workers=1,
+        time_budget_s=0.0,
+        checkpoint_s=30,
+    )
+    summary = collect([finished, halfway], opts, out)
+    assert summary.problems_skipped == 1 and summary.problems_measured == 0
+    assert set(read_dataset(out).problems) == {finished}  # halfway stays out of OUT until complete
+    have = _partial_choices(out, None)
+    assert have == {halfway: {it.choice for it in items[: len(items) // 3]}}
+    assert read_dataset(partial_path(out), format="msgpack").hardware == hw
+    planner.skip_measured(have)
+    left = [it.choice for it in planner.choices(halfway) if it.kind == "triton"]
+    assert left == [it.choice for it in items[len(items) // 3 :]]
+
+
+def test_checkpoint_option_is_for_the_sweep_and_positive():
+    from torch_diode.collect import CollectOptions
+
+    with pytest.raises(ValueError, match="checkpoint_s: only the sweep"):
+        CollectOptions(collector="inductor", checkpoint_s=60)
+    with pytest.raises(ValueError, match="checkpoint_s: must be a positive"):
+        CollectOptions(collector="sweep", checkpoint_s=0)
+    assert CollectOptions(collector="sweep", checkpoint_s=60).checkpoint_s == 60

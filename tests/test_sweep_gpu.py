@@ -117,3 +117,25 @@ def test_sampled_sweep_and_runner(tmp_path):
         assert repeated and all(c.is_aten for c in repeated), pt.problem.key()  # only ATen timed twice
         assert len(set(new)) > len(before[pt.problem])
     assert collect(problems, more, out).problems_skipped == 2  # nothing lacks now
+
+
+def test_checkpointed_parts_cover_the_problem_once(tmp_path):
+    """``measure(on_part=...)``: the parts handed over while kernels still compile and the final
+    return cover every sampled choice exactly once (ATen timed in each part). The runner's side
+    (``OUT.partial``, resuming with the choices a problem lacks) is tests/test_sweep.py's."""
+    from torch_diode.collect.sweep import inductor_choices
+
+    problem = Problem(op="mm", m=768, n=640, k=1536, dtype="float32")  # fp32: slow compiles
+    parts: list[tuple[list, list]] = []
+    opts = SweepOptions(search_space="EXHAUSTIVE", max_configs=64, seed=5, workers=2)
+    with SweepCollector(_hw(), opts) as c:
+        records, failures = c.measure(problem, on_part=lambda r, f: parts.append((r, f)), part_s=0.5)
+    assert parts, "two compile processes for 64 fp32 kernels take longer than 0.5 s: expected checkpoints"
+    chunks = [*parts, (records, failures)]
+    triton = [r.choice for rs, _ in chunks for r in rs if r.choice.is_triton]
+    failed = [f.choice for _, fs in chunks for f in fs if f.choice is not None]
+    assert len(triton) == len(set(triton)) and not set(triton) & set(failed)
+    sampled = {it.choice for it in SweepCollector(_hw(), opts).choices(problem) if it.kind == "triton"}
+    assert set(triton) | set(failed) == sampled
+    assert all(any(r.choice.is_aten for r in rs) for rs, _ in chunks), "ATen is timed in every part"
+    assert sampled <= {it.choice for it in inductor_choices(problem, "EXHAUSTIVE")}

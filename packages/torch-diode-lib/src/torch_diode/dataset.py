@@ -59,6 +59,8 @@ def format_for_path(path: str | os.PathLike[str], fmt: str | None = None) -> For
             raise ValueError(f"format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
         return fmt  # type: ignore[return-value]
     suffix = Path(path).suffix.lower()
+    if suffix == ".partial":  # a collection's checkpointed parts, OUT.<ext>.partial: OUT's format
+        suffix = Path(Path(path).stem).suffix.lower()
     if suffix in (".json", ".jsonl"):
         return "json"
     if suffix in (".msgpack", ".mpk", ".msgp"):

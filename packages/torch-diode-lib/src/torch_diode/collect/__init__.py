@@ -11,6 +11,8 @@ from torch_diode.collect.runner import (
     CollectSummary,
     collect,
     merge_shards,
+    partial_path,
+    settle_partials,
     shard,
     shard_path,
 )
@@ -22,6 +24,8 @@ __all__ = [
     "Collector",
     "collect",
     "merge_shards",
+    "partial_path",
+    "settle_partials",
     "shard",
     "shard_path",
 ]

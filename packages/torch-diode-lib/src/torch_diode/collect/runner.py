@@ -72,6 +72,12 @@ class CollectOptions:
         top_up: sweep only. A problem already in the output is measured again for the sampled
             Triton configs it lacks (after ``max_configs`` was raised, say), with ATen timed again
             beside them; a problem that lacks none is skipped as usual.
+        checkpoint_s: sweep only. A problem whose kernels are still compiling after this many
+            seconds has what is timed so far saved (again every ``checkpoint_s``) to the sidecar
+            ``OUT.partial`` (:func:`partial_path`), so an interrupted long problem (a full
+            EXHAUSTIVE space of fp32 compiles for minutes) keeps its timed configs; a rerun times
+            only the rest and the problem enters ``OUT`` once it is complete (:func:`settle_partials`).
+            None: a problem is saved whole or not at all.
     """
 
     collector: str = "inductor"
@@ -90,6 +96,7 @@ class CollectOptions:
     sweep_options: tuple[tuple[str, Any], ...] = ()
     time_budget_s: float | None = None
     top_up: bool = False
+    checkpoint_s: float | None = None
 
     def __post_init__(self) -> None:
         from torch_diode.collect.inductor import SEARCH_MODES, SEARCH_SPACES
@@ -118,6 +125,13 @@ class CollectOptions:
             format_for_path("x", self.format)
         if self.top_up and self.collector != "sweep":
             raise ValueError("top_up: only the sweep collector can add configs to problems already measured")
+        if self.checkpoint_s is not None:
+            if self.collector != "sweep":
+                raise ValueError("checkpoint_s: only the sweep collector saves a problem in parts")
+            if isinstance(self.checkpoint_s, bool) or not self.checkpoint_s > 0:
+                raise ValueError(
+                    f"checkpoint_s: must be a positive number of seconds or None, got {self.checkpoint_s!r}"
+                )
         object.__setattr__(self, "sweep_options", tuple(sorted(dict(self.sweep_options).items())))
 
 
@@ -204,7 +218,61 @@ def merge_shards(
         for s in shards:
             if Path(s).exists() and Path(s) != out:
                 Path(s).unlink()
+    settle_partials(out, format=format)
     return out
+
+
+def partial_path(output: str | os.PathLike[str]) -> Path:
+    """The sidecar ``OUT.partial`` (same format as ``OUT``) holding the timed parts of problems not
+    finished yet (:attr:`CollectOptions.checkpoint_s`). Its name has no dataset extension, so
+    directory scans (``--data-dir``) never take it for a dataset."""
+    p = Path(output)
+    return p.with_name(p.name + ".partial")
+
+
+def _partial_files(output: Path) -> list[Path]:
+    """``OUT.partial`` and the shards' ``OUT.rank{r}.<ext>.partial`` that exist and are not empty."""
+    files = [partial_path(output), *sorted(output.parent.glob(f"{output.stem}.rank*{output.suffix}.partial"))]
+    return [f for f in files if f.is_file() and f.stat().st_size > 0]
+
+
+def settle_partials(output: str | os.PathLike[str], *, format: str | None = None) -> int:
+    """Move the checkpointed parts of every problem that ``output`` now holds complete into it,
+    and gather the parts of unfinished problems into ``OUT.partial`` (the shards' sidecars are
+    folded into it and removed). Safe to repeat: a record already in ``output`` is not added
+    twice. Returns how many problems were completed from their parts."""
+    out = Path(output)
+    fmt = format_for_path(out, format)
+    files = _partial_files(out)
+    if not files:
+        return 0
+    parts = merge_datasets(read_dataset(f, format=fmt, recover=True) for f in files)
+    main = read_dataset(out, format=fmt, recover=True) if out.exists() and out.stat().st_size > 0 else None
+    done = main.collected_problems() if main is not None else set()
+    part_problems = set(parts.problems)
+    finished = part_problems & done
+    if finished and main is not None:
+        write_dataset(merge_datasets([main, parts.select_problems(finished)]), out, format=fmt)
+    rest = parts.select_problems(part_problems - finished)
+    side = partial_path(out)
+    if len(rest) or rest.failures:
+        write_dataset(rest, side, format=fmt)
+    elif side.exists():
+        side.unlink()
+    for f in files:
+        if f != side and f.exists():
+            f.unlink()
+    if finished:
+        log.info("%s: %d problem(s) completed from their checkpointed parts", out, len(finished))
+    return len(finished)
+
+
+def _partial_choices(output: Path, format: str | None) -> dict[Problem, set[Choice]]:
+    """The choices (timed or failed) that ``OUT.partial`` holds per unfinished problem."""
+    side = partial_path(output)
+    if not side.is_file() or side.stat().st_size == 0:
+        return {}
+    return read_dataset(side, format=format_for_path(output, format), recover=True).measured_choices()
 
 
 def _env_int(name: str) -> int | None:
@@ -340,12 +408,15 @@ def _run_rank(
     device: str,
     done: frozenset[Problem] = frozenset(),
     measured: Mapping[Problem, Collection[Choice]] | None = None,
+    partial: Mapping[Problem, Collection[Choice]] | None = None,
     position: int = 0,
 ) -> CollectSummary:
     """Collect ``problems`` into ``path`` (one process, one device), resuming what is there.
 
     ``done``: problems another file (the merged output of sharded runs) already holds;
-    ``measured``: with ``options.top_up``, the choices that file holds per problem."""
+    ``measured``: with ``options.top_up``, the choices that file holds per problem;
+    ``partial``: the choices the output's ``OUT.partial`` holds per unfinished problem (timed
+    again only where missing)."""
     start = time.monotonic()
     hardware = _hardware_key(options)
     summary = CollectSummary(output=path, problems_total=len(problems))
@@ -355,11 +426,14 @@ def _run_rank(
         skip = writer.problems_done | done
         writer.flush()  # write this run's provenance even if it is interrupted before a record
         collector = _make_collector(options, hardware, device)
+        have = {p: set(c) for p, c in (partial or {}).items()}
         if options.top_up:
-            have = {p: set(c) for p, c in (measured or {}).items()}
-            for p, c in writer.choices_done.items():
-                have.setdefault(p, set()).update(c)
+            for src in (measured or {}, writer.choices_done):
+                for p, c in src.items():
+                    have.setdefault(p, set()).update(c)
+        if have and hasattr(collector, "skip_measured"):
             collector.skip_measured(have)
+        if options.top_up:
             again = {p for p in problems if p in skip and p in have and collector.needs_top_up(p)}
             if again:
                 log.info("%s: %d problem(s) already collected lack sampled configs: topping them up", path, len(again))
@@ -378,6 +452,21 @@ def _run_rank(
             len(todo), options.progress, position, desc=f"collect[{position}]" if position else "collect"
         )
         reasons: collections.Counter[str] = collections.Counter()
+        part_writer: DatasetWriter | None = None
+
+        def save_part(records: list[TimingRecord], failures: list[FailureRecord]) -> None:
+            nonlocal part_writer
+            if part_writer is None:
+                part_writer = DatasetWriter(partial_path(path), writer.provenance, format=writer.format)
+            for r in records:
+                part_writer.add(r)
+            for f in failures:
+                part_writer.add_failure(f)
+            part_writer.flush()
+
+        measure_kw: dict[str, Any] = {}
+        if options.checkpoint_s is not None:
+            measure_kw = {"on_part": save_part, "part_s": options.checkpoint_s}
         try:
             with collector if hasattr(collector, "__enter__") else contextlib.nullcontext():
                 # The sweep compiles kernels in the background: keep a few problems ahead queued.
@@ -394,7 +483,7 @@ def _run_rank(
                     if prefetch is not None:
                         prefetch(todo[i : i + 1 + PREFETCH_PROBLEMS])
                     t_problem = time.monotonic()
-                    records, failures = collector.measure(problem)
+                    records, failures = collector.measure(problem, **measure_kw)
                     log.info(
                         "%s: %d records, %d failures in %.1f s",
                         problem.key(),
@@ -416,6 +505,8 @@ def _run_rank(
                         summary.problems_failed += 1
                     progress.update(summary.records)
         finally:
+            if part_writer is not None:
+                part_writer.close()
             progress.close()
             summary.elapsed_s = time.monotonic() - start
             summary.failure_reasons = dict(reasons)
@@ -440,6 +531,7 @@ def _worker_main(
     path: str,
     done: frozenset[Problem],
     measured: Mapping[Problem, Collection[Choice]] | None = None,
+    partial: Mapping[Problem, Collection[Choice]] | None = None,
 ) -> CollectSummary:
     """Entry point of a local worker process (``multiprocessing`` spawn)."""
     logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(message)s")
@@ -450,7 +542,14 @@ def _worker_main(
 
         torch.cuda.set_device(rank)
     return _run_rank(
-        shard(problems, rank, world), options, Path(path), device=device, done=done, measured=measured, position=rank
+        shard(problems, rank, world),
+        options,
+        Path(path),
+        device=device,
+        done=done,
+        measured=measured,
+        partial=partial,
+        position=rank,
     )
 
 
@@ -481,6 +580,7 @@ def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Pat
     from concurrent.futures import ProcessPoolExecutor
 
     done, measured = _problems_done(output, options.format, top_up=options.top_up)
+    partial = _partial_choices(output, options.format)
     shards = [shard_path(output, r) for r in range(workers)]
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
@@ -488,7 +588,7 @@ def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Pat
     errors = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [
-            pool.submit(_worker_main, r, workers, problems, options, str(shards[r]), done, measured)
+            pool.submit(_worker_main, r, workers, problems, options, str(shards[r]), done, measured, partial)
             for r in range(workers)
         ]
         try:
@@ -573,12 +673,20 @@ def collect(
         path = shard_path(output, rank or 0)
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         summary = _run_rank(
-            shard(plist, rank or 0, world), options, path, device=device, done=done, measured=measured, position=0
+            shard(plist, rank or 0, world),
+            options,
+            path,
+            device=device,
+            done=done,
+            measured=measured,
+            partial=_partial_choices(output, options.format),
+            position=0,
         )
         summary.shards = [path]
         log.info("rank %d/%d: %s; join the shards with `diode data merge`", rank, world, summary.line())
         _check_result(summary)
         return summary
+    settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
     workers = options.workers
     if workers is None:
         if options.device == "cuda":
@@ -591,7 +699,16 @@ def collect(
     if workers > 1:
         summary = _spawn_workers(plist, options, output, workers)
     else:
-        summary = _run_rank(plist, replace(options, workers=1), output, device=options.device)
+        try:
+            summary = _run_rank(
+                plist,
+                replace(options, workers=1),
+                output,
+                device=options.device,
+                partial=_partial_choices(output, options.format),
+            )
+        finally:
+            settle_partials(output, format=options.format)  # interrupted too: the parts stay in OUT.partial
     log.debug("%s: %s", output, summary.line())
     _check_result(summary)
     return summary

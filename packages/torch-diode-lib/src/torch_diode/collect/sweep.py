@@ -44,7 +44,7 @@ import multiprocessing
 import os
 import random
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -804,8 +804,20 @@ class SweepCollector:
         return n
 
     # -- measuring ---------------------------------------------------------------------------
-    def measure(self, problem: Problem) -> tuple[list[TimingRecord], list[FailureRecord]]:
-        """Time ATen and every (sampled) Triton config of ``problem``; microseconds."""
+    def measure(
+        self,
+        problem: Problem,
+        *,
+        on_part: Callable[[list[TimingRecord], list[FailureRecord]], None] | None = None,
+        part_s: float = 60.0,
+    ) -> tuple[list[TimingRecord], list[FailureRecord]]:
+        """Time ATen and every (sampled) Triton config of ``problem``; microseconds.
+
+        ``on_part``: checkpoint a long problem. Whenever kernels have waited ``part_s`` seconds for
+        the rest of the problem's compiles, the compiled ones are timed (with ATen beside them) and
+        handed to ``on_part(records, failures)`` to save; the return value then holds only what
+        was not handed over. An interrupted problem thus keeps its timed parts, and a rerun that
+        :meth:`skip_measured` them times only the rest."""
         import torch
 
         if not torch.cuda.is_available():
@@ -829,12 +841,13 @@ class SweepCollector:
             torch.cuda.empty_cache()
             fail(None, "oom", f"allocating the inputs: {str(e).splitlines()[0]}")
             return [], failures
-        runners: list[tuple[Choice, Any]] = []
+        aten: list[tuple[Choice, Any]] = []
+        waiting: dict[cf.Future[tuple[str, str]], list[tuple[Choice, tuple[Any, ...]]]] = {}
         for it in items:
             c = it.choice
             if it.kind == "aten":
                 try:
-                    runners.append((c, self._aten_runner(c, tensors)))
+                    aten.append((c, self._aten_runner(c, tensors)))
                 except ValueError as e:
                     fail(c, "error", str(e))
                 continue
@@ -846,17 +859,66 @@ class SweepCollector:
             except ValueError as e:
                 fail(c, "error", str(e))
                 continue
+            waiting.setdefault(self._futures[key], []).append((c, key))
+
+        records: list[TimingRecord] = []
+        runners: list[tuple[Choice, Any]] = []  # compiled Triton kernels not timed yet
+        part_start = time.perf_counter()
+        while waiting:
             t0 = time.perf_counter()
-            status, msg = self._futures[key].result()
+            timeout = None if on_part is None else max(0.0, part_start + part_s - t0)
+            done, _ = cf.wait(list(waiting), timeout=timeout, return_when=cf.FIRST_COMPLETED)
             self.stats.compile_wait_s += time.perf_counter() - t0
-            if status != "ok":
-                fail(c, "compile_error", msg)
-                continue
-            if key not in self._loaded:
-                self._loaded.add(key)
-                self.stats.kernels_compiled += 1
-                self.stats.compile_cpu_s += float(msg)
-            runners.append((c, self._triton_runner(problem, c, tensors)))
+            for fut in done:
+                status, msg = fut.result()
+                for c, key in waiting.pop(fut):
+                    if status != "ok":
+                        fail(c, "compile_error", msg)
+                        continue
+                    if key not in self._loaded:
+                        self._loaded.add(key)
+                        self.stats.kernels_compiled += 1
+                        self.stats.compile_cpu_s += float(msg)
+                    runners.append((c, self._triton_runner(problem, c, tensors)))
+            if on_part is not None and waiting and time.perf_counter() - part_start >= part_s:
+                if runners:
+                    part = self._time_runners(problem, tensors, aten + runners, fail)
+                    log.info(
+                        "sweep %s: checkpoint of %d timed, %d failed; %d kernel(s) still compiling",
+                        problem.key(), len(part), len(failures), sum(len(v) for v in waiting.values()),
+                    )  # fmt: skip
+                    on_part(part, failures[:])
+                    self.stats.configs_timed += len(part)
+                    self.stats.failures += len(failures)
+                    failures.clear()
+                    runners = []
+                part_start = time.perf_counter()
+        records = self._time_runners(problem, tensors, aten + runners, fail)
+        self.stats.problems += 1
+        self.stats.configs_timed += len(records)
+        self.stats.failures += len(failures)
+        del tensors
+        self._items.pop(problem, None)
+        self._prefetched.discard(problem)
+        s = self.stats
+        log.info(
+            "sweep %s: %d timed, %d failed in %.2fs (compile wait %.2fs, load+check %.2fs, timing %.2fs, %d new kernels)",
+            problem.key(), len(records), len(failures), time.perf_counter() - t_start,
+            s.compile_wait_s - st0.compile_wait_s, s.load_s - st0.load_s, s.measure_s - st0.measure_s,
+            s.kernels_compiled - st0.kernels_compiled,
+        )  # fmt: skip
+        return records, failures
+
+    def _time_runners(
+        self,
+        problem: Problem,
+        tensors: dict[str, Any],
+        runners: Sequence[tuple[Choice, Any]],
+        fail: Callable[[Choice | None, str, str], None],
+    ) -> list[TimingRecord]:
+        """Load, check and time ``runners`` (ATen and compiled Triton kernels of ``problem``);
+        what cannot be run, is wrong or gets no valid time goes to ``fail``."""
+        import torch
 
         # Warm-up: one eager call each (loads the module, surfaces OutOfResources), then check.
         t0 = time.perf_counter()
@@ -906,20 +968,7 @@ class SweepCollector:
                 fail(c, "runtime_error", f"no valid timing ({t})")
                 continue
             records.append(TimingRecord(problem=problem, choice=c, time_us=t, hardware=self.hardware))
-        self.stats.problems += 1
-        self.stats.configs_timed += len(records)
-        self.stats.failures += len(failures)
-        del tensors
-        self._items.pop(problem, None)
-        self._prefetched.discard(problem)
-        s = self.stats
-        log.info(
-            "sweep %s: %d timed, %d failed in %.2fs (compile wait %.2fs, load+check %.2fs, timing %.2fs, %d new kernels)",
-            problem.key(), len(records), len(failures), time.perf_counter() - t_start,
-            s.compile_wait_s - st0.compile_wait_s, s.load_s - st0.load_s, s.measure_s - st0.measure_s,
-            s.kernels_compiled - st0.kernels_compiled,
-        )  # fmt: skip
-        return records, failures
+        return records
 
     # -- internals -------------------------------------------------------------------------
     def example_tensors(self, problem: Problem) -> dict[str, Any]:
