@@ -124,6 +124,15 @@ def test_cli_fails_fast_without_cuda(tmp_path, capsys):
     assert not (tmp_path / "x.msgpack").exists()
 
 
+def test_cli_checkpoint_is_for_the_sweep(tmp_path, capsys):
+    out = tmp_path / "x.msgpack"
+    args = ["collect", "--output", str(out), "-n", "2", "--device", "cpu", "--ops", "bmm"]
+    assert main([*args, "--checkpoint", "30"]) == 2
+    assert "checkpoint_s: only the sweep collector saves a problem in parts" in capsys.readouterr().err
+    assert main([*args, "--checkpoint", "30", "--collector", "sweep"]) == 2  # the sweep needs a GPU first
+    assert not out.exists()
+
+
 def test_create_validation_refuses_the_training_seed(tmp_path, capsys):
     train = tmp_path / "train.json"
     rec = TimingRecord(problem=bmm(16), choice=Choice.aten("bmm"), time_us=5.0, hardware="cpu-test")

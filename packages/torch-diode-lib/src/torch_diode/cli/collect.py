@@ -71,6 +71,13 @@ def _add_collect_args(p: argparse.ArgumentParser, *, default_space: str = "DEFAU
         help="sweep only: problems already in --output get the sampled configs they lack (after raising "
         "--max-configs), with ATen timed again beside them",
     )
+    p.add_argument(
+        "--checkpoint",
+        type=float,
+        metavar="SECONDS",
+        help="sweep only: a problem still compiling after SECONDS has what it timed so far saved to OUTPUT.partial, "
+        "and again every SECONDS; a rerun times only what it lacks and moves it into --output once complete",
+    )
 
 
 def _sampler_args(p: argparse.ArgumentParser) -> None:
@@ -166,6 +173,7 @@ def _options(args: argparse.Namespace, *, seed: int | None = None) -> Any:
             command="diode " + " ".join(sys.argv[1:]),
             sweep_options=(("max_configs", args.max_configs),) if args.max_configs else (),
             top_up=args.top_up,
+            checkpoint_s=args.checkpoint,
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
