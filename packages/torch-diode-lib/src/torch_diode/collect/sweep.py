@@ -861,7 +861,6 @@ class SweepCollector:
                 continue
             waiting.setdefault(self._futures[key], []).append((c, key))
 
-        records: list[TimingRecord] = []
         runners: list[tuple[Choice, Any]] = []  # compiled Triton kernels not timed yet
         part_start = time.perf_counter()
         while waiting:
