@@ -25,7 +25,8 @@ max-autotune's pick under the same timings). ``--time-budget`` stops between pro
 many seconds have passed (every finished problem is already flushed to disk), so one call fits a
 10-minute GPU command; a problem still compiling after ``--checkpoint`` seconds (60) has its timed
 configs saved to ``<split>.msgpack.partial`` as it goes, so a problem longer than one command (a
-full-space fp32 validation problem) is finished over several, never started over. The logic lives in ``torch_diode.collect``; this is a thin CLI.
+full-space fp32 validation problem) is finished over several, never started over. The logic
+lives in ``torch_diode.collect``; this is a thin CLI.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from torch_diode.collect import partial_path
+    from torch_diode.collect import partial_choices
 
     plan = CampaignPlan.load(_dir(args) / "plan.json")
     report: dict = {"hardware": args.hardware, "plan": {"train": len(plan.train), "val": len(plan.val)}}
@@ -148,10 +149,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             "failures": len(ds.failures),
             "mix": problem_mix(probs),
         }
-        side = partial_path(path)
-        if side.exists() and side.stat().st_size > 0:  # checkpointed parts of unfinished problems
-            parts = read_dataset(side, recover=True)
-            report[split]["in_progress"] = {p.key(): len(c) for p, c in parts.measured_choices().items()}
+        parts = partial_choices(path)  # checkpointed parts of unfinished problems
+        if parts:
+            report[split]["in_progress"] = {p.key(): len(c) for p, c in parts.items()}
     print(json.dumps(report, indent=1))
     return 0
 

@@ -15,8 +15,9 @@
 # The data files are written in place under data/KEY/ (every finished problem is kept, an
 # interrupted run's shards merged, the timed part of an unfinished problem kept in
 # <split>.msgpack.partial for the next chunk to complete) and packed, with the logs, into
-# $OUT/KEY-data.tgz to copy back into the repository. The device tool re-sends the working tree on every call, so whatever this
-# chunk wrote is only kept if that pack comes back: copy it in before the next call.
+# $OUT/KEY-data.tgz to copy back into the repository. The device tool re-sends the working tree
+# on every call, so whatever this chunk wrote is only kept if that pack comes back: copy it in
+# before the next call.
 set -uo pipefail
 KEY=${1:?hardware key}; TRAIN_GPUS=${2-}; VAL_GPUS=${3-}; REPEAT_GPUS=${4-}
 BUDGET=${BUDGET:-420}; DEADLINE=${DEADLINE:-530}; RUN=${RUN:-$(date -u +%Y%m%dT%H%M)}
@@ -56,15 +57,15 @@ for f in data/"$KEY"/logs/*-literal-"$RUN".log; do echo "== $f"; tail -n 2 "$f";
 # A run killed after its grace period leaves its ranks' shards: merge them (finished problems only).
 python3 - "$KEY" <<'PY' || rc=1
 import glob, sys
-from torch_diode.collect import merge_shards
-from torch_diode.collect import settle_partials
+from torch_diode.collect import merge_shards, settle_partials
 for split in ("train", "val", "train-repeat"):
+    out = f"data/{sys.argv[1]}/{split}.msgpack"
     shards = sorted(glob.glob(f"data/{sys.argv[1]}/{split}.rank*.msgpack"))
-    if shards:
-        print(f"merging {len(shards)} leftover shard(s) into data/{sys.argv[1]}/{split}.msgpack")
-        merge_shards(f"data/{sys.argv[1]}/{split}.msgpack", shards)
-    # the checkpointed parts of unfinished problems, the ranks' too, into <split>.msgpack.partial
-    settle_partials(f"data/{sys.argv[1]}/{split}.msgpack")
+    if shards:  # merge_shards settles the checkpointed parts too
+        print(f"merging {len(shards)} leftover shard(s) into {out}")
+        merge_shards(out, shards)
+    else:  # the parts of unfinished problems, the ranks' too, into <split>.msgpack.partial
+        settle_partials(out)
 PY
 tar czf "$OUT/$KEY-data.tgz" --exclude="data/$KEY/shared-spec" "data/$KEY"
 exit $rc

@@ -440,8 +440,7 @@ def test_runner_resumes_a_checkpointed_problem_with_the_choices_it_lacks(fake_cu
     """``collect()`` settles the parts a killed run left, skips finished problems, and hands the
     sweep the parts' choices so a checkpointed problem is timed only where it lacks them (a time
     budget of 0 stops before measuring: the measuring is tests/test_sweep_gpu.py's)."""
-    from torch_diode.collect import CollectOptions, collect, partial_path
-    from torch_diode.collect.runner import _partial_choices
+    from torch_diode.collect import CollectOptions, collect, partial_choices, partial_path
     from torch_diode.dataset import DatasetWriter, read_dataset
     from torch_diode.records import Provenance, TimingRecord
 
@@ -469,7 +468,7 @@ def test_runner_resumes_a_checkpointed_problem_with_the_choices_it_lacks(fake_cu
     summary = collect([finished, halfway], opts, out)
     assert summary.problems_skipped == 1 and summary.problems_measured == 0
     assert set(read_dataset(out).problems) == {finished}  # halfway stays out of OUT until complete
-    have = _partial_choices(out, None)
+    have = partial_choices(out)
     assert have == {halfway: {it.choice for it in items[: len(items) // 3]}}
     assert read_dataset(partial_path(out), format="msgpack").hardware == hw
     planner.skip_measured(have)

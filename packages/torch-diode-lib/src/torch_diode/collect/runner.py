@@ -267,7 +267,7 @@ def settle_partials(output: str | os.PathLike[str], *, format: str | None = None
     return len(finished)
 
 
-def _partial_choices(output: Path, format: str | None) -> dict[Problem, set[Choice]]:
+def partial_choices(output: str | os.PathLike[str], format: str | None = None) -> dict[Problem, set[Choice]]:
     """The choices (timed or failed) that ``OUT.partial`` holds per unfinished problem."""
     side = partial_path(output)
     if not side.is_file() or side.stat().st_size == 0:
@@ -426,11 +426,11 @@ def _run_rank(
         skip = writer.problems_done | done
         writer.flush()  # write this run's provenance even if it is interrupted before a record
         collector = _make_collector(options, hardware, device)
-        have = {p: set(c) for p, c in (partial or {}).items()}
-        if options.top_up:
-            for src in (measured or {}, writer.choices_done):
-                for p, c in src.items():
-                    have.setdefault(p, set()).update(c)
+        # Choices not to time again: an unfinished problem's parts, and with top_up what is collected.
+        have: dict[Problem, set[Choice]] = {}
+        for src in (partial or {}, *((measured or {}, writer.choices_done) if options.top_up else ())):
+            for p, c in src.items():
+                have.setdefault(p, set()).update(c)
         if have and hasattr(collector, "skip_measured"):
             collector.skip_measured(have)
         if options.top_up:
@@ -580,7 +580,7 @@ def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Pat
     from concurrent.futures import ProcessPoolExecutor
 
     done, measured = _problems_done(output, options.format, top_up=options.top_up)
-    partial = _partial_choices(output, options.format)
+    partial = partial_choices(output, options.format)
     shards = [shard_path(output, r) for r in range(workers)]
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
@@ -679,7 +679,7 @@ def collect(
             device=device,
             done=done,
             measured=measured,
-            partial=_partial_choices(output, options.format),
+            partial=partial_choices(output, options.format),
             position=0,
         )
         summary.shards = [path]
@@ -705,7 +705,7 @@ def collect(
                 replace(options, workers=1),
                 output,
                 device=options.device,
-                partial=_partial_choices(output, options.format),
+                partial=partial_choices(output, options.format),
             )
         finally:
             settle_partials(output, format=options.format)  # interrupted too: the parts stay in OUT.partial
