@@ -52,8 +52,13 @@ def test_campaign_file(path: Path) -> None:
     assert ds.hardware == path.parent.name
     assert len(ds) > 0
     assert (ds.time_us > 0).all() and np.isfinite(ds.time_us).all()
-    keys = np.stack([ds.problem_idx, ds.choice_idx, ds.time_us.view(np.int64)], axis=1)
-    assert len(np.unique(keys, axis=0)) == len(ds), "duplicate records"
+    # No duplicate records: a Triton config is timed once per problem (top-ups and checkpointed
+    # parts time only what is missing), so a record written twice shows up here. ATen is timed
+    # again beside every part and top-up by design, and its event-timer times (float32 ms) can
+    # coincide exactly, so its repeats are not duplicates.
+    triton = ~np.array([c.is_aten for c in ds.choices], dtype=bool)[ds.choice_idx]
+    keys = np.stack([ds.problem_idx[triton], ds.choice_idx[triton]], axis=1)
+    assert len(np.unique(keys, axis=0)) == int(triton.sum()), "a Triton config recorded twice for one problem"
     for s in ds.sources:
         assert s.torch_version and s.triton_version and s.gpu_name and s.command, s
         # the sweep's kernels must be Inductor's (literal sizes; benchmarks/fidelity/NVIDIA-H100/README.md)
