@@ -103,6 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"--compile-workers: must be at least 1, got {args.compile_workers}", file=sys.stderr)
             return 2
         sweep["workers"] = args.compile_workers
+    if args.compile_timeout:
+        sweep["compile_timeout_s"] = args.compile_timeout
     options = CollectOptions(
         collector="sweep",
         search_space=space,
@@ -267,6 +269,14 @@ def main(argv: list[str] | None = None) -> int:
         default=60,
         help="save what a problem has timed so far after this many seconds of waiting for its compiles, and "
         "again every as many (data/KEY/<split>.msgpack.partial; a rerun completes the problem); 0: off",
+    )
+    r.add_argument(
+        "--compile-timeout",
+        type=float,
+        default=300,
+        help="record a kernel still compiling after this many seconds as a failure (reason timeout) instead of "
+        "letting it hold its problem beyond a chunk: the compiles in flight at a chunk's end start again in the "
+        "next (default 300; 0: no limit)",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)

@@ -133,6 +133,16 @@ def test_cli_checkpoint_is_for_the_sweep(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_cli_compile_timeout_is_for_the_sweep_and_positive(tmp_path, capsys):
+    out = tmp_path / "x.msgpack"
+    args = ["collect", "--output", str(out), "-n", "2", "--device", "cpu", "--ops", "bmm"]
+    assert main([*args, "--compile-timeout", "300"]) == 2
+    assert "--compile-timeout applies to --collector sweep" in capsys.readouterr().err
+    assert main([*args, "--compile-timeout", "0", "--collector", "sweep"]) == 2
+    assert "--compile-timeout: must be a positive number of seconds, got 0" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_create_validation_refuses_the_training_seed(tmp_path, capsys):
     train = tmp_path / "train.json"
     rec = TimingRecord(problem=bmm(16), choice=Choice.aten("bmm"), time_us=5.0, hardware="cpu-test")

@@ -243,6 +243,7 @@ def test_skip_measured_leaves_out_measured_triton_configs_and_keeps_aten(fake_cu
         ({"timing": "wall"}, "timing"),
         ({"min_reps": 5, "max_reps": 2}, "reps"),
         ({"workers": 0}, "workers"),
+        ({"compile_timeout_s": 0}, "compile_timeout_s"),
     ],
 )
 def test_options_validate(kw, match):
@@ -484,3 +485,27 @@ def test_checkpoint_option_is_for_the_sweep_and_positive():
     with pytest.raises(ValueError, match="checkpoint_s: must be a positive"):
         CollectOptions(collector="sweep", checkpoint_s=0)
     assert CollectOptions(collector="sweep", checkpoint_s=60).checkpoint_s == 60
+
+
+def test_time_limit_stops_a_wait_on_a_child_process_and_kills_it():
+    """What a compile worker does with ``compile_timeout_s``: Triton waits on ``ptxas`` through
+    ``subprocess.run``, which the limit interrupts (and which then kills the child)."""
+    import signal
+    import subprocess
+    import time
+
+    before = signal.getsignal(signal.SIGALRM)
+    t0 = time.perf_counter()
+    with pytest.raises(sweep.CompileTimeout, match=r"not compiled within 0.3 s"):
+        with sweep.time_limit(0.3):
+            subprocess.run(["sleep", "30"], check=True)
+    assert time.perf_counter() - t0 < 5
+    assert signal.getsignal(signal.SIGALRM) is before  # the worker's handler is put back
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # and no alarm is left armed
+    out = subprocess.run(["pgrep", "-f", "^sleep 30$"], capture_output=True, text=True)
+    assert not out.stdout.strip(), "the interrupted child was left running"
+    with sweep.time_limit(5):  # a block that ends in time is untouched
+        time.sleep(0.05)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    with sweep.time_limit(None):
+        time.sleep(0.05)

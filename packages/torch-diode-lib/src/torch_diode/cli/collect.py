@@ -72,6 +72,13 @@ def _add_collect_args(p: argparse.ArgumentParser, *, default_space: str = "DEFAU
         "--max-configs), with ATen timed again beside them",
     )
     p.add_argument(
+        "--compile-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="sweep only: a kernel still compiling after SECONDS is stopped and recorded as a failure (reason "
+        "timeout) instead of holding its problem up",
+    )
+    p.add_argument(
         "--checkpoint",
         type=float,
         metavar="SECONDS",
@@ -171,7 +178,11 @@ def _options(args: argparse.Namespace, *, seed: int | None = None) -> Any:
             progress=not args.no_progress,
             seed=seed,
             command="diode " + " ".join(sys.argv[1:]),
-            sweep_options=(("max_configs", args.max_configs),) if args.max_configs else (),
+            sweep_options=tuple(
+                (k, v)
+                for k, v in (("max_configs", args.max_configs), ("compile_timeout_s", args.compile_timeout))
+                if v is not None
+            ),
             top_up=args.top_up,
             checkpoint_s=args.checkpoint,
         )
@@ -207,6 +218,11 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
 
     if not problems:
         raise UsageError("no problems selected: check --split/--ops/--dtypes/--tags")
+    if args.compile_timeout is not None:
+        if args.collector != "sweep":
+            raise UsageError("--compile-timeout applies to --collector sweep (Inductor compiles its own choices)")
+        if not args.compile_timeout > 0:
+            raise UsageError(f"--compile-timeout: must be a positive number of seconds, got {args.compile_timeout:g}")
     _check_device(args, problems)
     if args.max_configs and args.collector != "sweep":
         raise UsageError("--max-configs applies to --collector sweep (Inductor's space is set by --search-space)")

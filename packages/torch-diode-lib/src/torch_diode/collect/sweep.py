@@ -37,14 +37,16 @@ Failures of single configs (Triton's ``OutOfResources``, compile errors, wrong r
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import logging
 import math
 import multiprocessing
 import os
 import random
+import signal
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -527,14 +529,44 @@ def _worker_init(cache_dir: str | None) -> None:
         os.environ["TRITON_CACHE_DIR"] = cache_dir
 
 
+class CompileTimeout(Exception):
+    """Raised inside :func:`time_limit`'s block when its time is up."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`CompileTimeout` in this (main) thread once ``seconds`` have passed (None: no
+    limit), via ``SIGALRM``. The exception is raised when the interpreter next runs: at once
+    while it waits on a child process (``subprocess.run``, as Triton runs ``ptxas``, then kills the
+    child), only after it returns from a long call into C++. Compile workers only: it takes over
+    ``SIGALRM`` and the real-time interval timer for the block."""
+    if seconds is None:
+        yield
+        return
+
+    def _alarm(signum: int, frame: Any) -> None:
+        raise CompileTimeout(f"not compiled within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _compile_task(
     problem_dict: dict[str, Any],
     choice_dict: dict[str, Any],
     revision: int,
     options: dict[str, Any],
     literal: bool = False,
+    timeout_s: float | None = None,
 ) -> tuple[str, str]:
-    """Fill Triton's on-disk cache with the kernel of (problem spec, choice). Runs in a worker."""
+    """Fill Triton's on-disk cache with the kernel of (problem spec, choice). Runs in a worker.
+    Returns ``("ok", seconds)``, ``("timeout", message)`` or ``("error", message)``."""
+    t0 = time.perf_counter()
     try:
         from torch_diode.collect.sweep_kernels import KERNELS
 
@@ -543,10 +575,13 @@ def _compile_task(
         cx = _constexprs_for_triton(launch_constexprs(p, c, revision, literal=literal))
         kernel = KERNELS[kernel_spec(p).kernel]
         t0 = time.perf_counter()
-        kernel.warmup(
-            *_kernel_args(p, None), grid=(1,), num_warps=c.num_warps, num_stages=c.num_stages, **options, **cx
-        )
+        with time_limit(timeout_s):
+            kernel.warmup(
+                *_kernel_args(p, None), grid=(1,), num_warps=c.num_warps, num_stages=c.num_stages, **options, **cx
+            )
         return "ok", f"{time.perf_counter() - t0:.3f}"
+    except CompileTimeout as e:
+        return "timeout", f"compile timeout: {e} (stopped after {time.perf_counter() - t0:.0f} s)"
     except Exception as e:
         return "error", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
 
@@ -580,6 +615,10 @@ class SweepOptions:
     give some configs other register allocations than Inductor's literal ones (up to 8x faster
     than Inductor's kernel for fp32 tiles that spill with a literal K loop): use it only where
     that difference does not matter.
+    ``compile_timeout_s``: a kernel whose compile has not finished after this many seconds is
+    stopped and recorded as a failure (reason ``timeout``) instead of holding its problem up (None,
+    the default: no limit). The limit is checked whenever the compile is in Python or waits for
+    ``ptxas`` (which is then killed), so a single long LLVM pass can overrun it.
     ``max_compile_cost``: leave out, before sampling, the Triton configs whose
     :func:`compile_cost` exceeds this (None, the default: sweep them all). The configs left out are
     counted in ``SweepCollector.skipped["compile_cost"]``, never recorded as failures. An fp32
@@ -603,6 +642,7 @@ class SweepOptions:
     cache_dir: str | None = None
     max_compile_cost: float | None = None
     literal_sizes: bool = True
+    compile_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.search_space not in SEARCH_SPACES:
@@ -619,6 +659,8 @@ class SweepOptions:
             raise ValueError(f"workers: must be a positive integer or None, got {self.workers!r}")
         if self.max_compile_cost is not None and not self.max_compile_cost > 0:
             raise ValueError(f"max_compile_cost: must be a positive number or None, got {self.max_compile_cost!r}")
+        if self.compile_timeout_s is not None and not self.compile_timeout_s > 0:
+            raise ValueError(f"compile_timeout_s: must be a positive number or None, got {self.compile_timeout_s!r}")
 
 
 @dataclass
@@ -798,6 +840,7 @@ class SweepCollector:
                     self.revision,
                     self.compile_options,
                     self.options.literal_sizes,
+                    self.options.compile_timeout_s,
                 )
                 n += 1
             self._prefetched.add(p)
@@ -872,7 +915,7 @@ class SweepCollector:
                 status, msg = fut.result()
                 for c, key in waiting.pop(fut):
                     if status != "ok":
-                        fail(c, "compile_error", msg)
+                        fail(c, "timeout" if status == "timeout" else "compile_error", msg)
                         continue
                     if key not in self._loaded:
                         self._loaded.add(key)
@@ -880,8 +923,8 @@ class SweepCollector:
                         self.stats.compile_cpu_s += float(msg)
                     runners.append((c, self._triton_runner(problem, c, tensors)))
             if on_part is not None and waiting and time.perf_counter() - part_start >= part_s:
-                if runners:
-                    part = self._time_runners(problem, tensors, aten + runners, fail)
+                if runners or failures:  # failed compiles are progress too: they are not retried
+                    part = self._time_runners(problem, tensors, aten + runners, fail) if runners else []
                     log.info(
                         "sweep %s: checkpoint of %d timed, %d failed; %d kernel(s) still compiling",
                         problem.key(), len(part), len(failures), sum(len(v) for v in waiting.values()),
