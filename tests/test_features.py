@@ -105,6 +105,11 @@ def test_layouts_bias_and_batch() -> None:
     p = Problem(op="addmm", m=64, n=128, k=256, stride_b=(1, 256))
     x = featurize(p, [Choice.aten("addmm")], H100)
     assert (col(x, "b_row"), col(x, "b_col"), col(x, "bias_vector"), col(x, "op_addmm")) == (0.0, 1.0, 1.0, 1.0)
+    # ATen's two addmm choices (bias in the epilogue or copied into the output first) differ in
+    # one column only: equal rows would force one prediction on both.
+    z = featurize(p, [Choice.aten("addmm"), Choice.aten("bias_addmm")], H100)
+    assert (col(z, "aten_bias_epilogue", 0), col(z, "aten_bias_epilogue", 1)) == (0.0, 1.0)
+    assert [FEATURE_SPEC.names[i] for i in np.flatnonzero(z[0] != z[1])] == ["aten_bias_epilogue"]
     q = Problem(op="bmm", m=64, n=64, k=64, batch=8)
     y = featurize(q, [tri(32, 32, 32, template="triton::bmm")], H100)
     assert col(y, "log2_batch") == 3.0 and col(y, "kind_triton_bmm") == 1.0

@@ -31,7 +31,7 @@ from torch_diode.records import DTYPE_ITEMSIZE, OPS, Choice, Problem
 log = logging.getLogger(__name__)
 
 #: Bump when any column's meaning, order or computation changes.
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2  # 2: aten_bias_epilogue (aten::addmm and aten::bias_addmm were one row)
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,10 @@ _STATIC: tuple[tuple[str, str], ...] = (
         (f"kind_{k}", f"1 if the template is {k} (aten::*, triton::mm, triton::bmm, other triton::*, other)")
         for k in _KINDS
     ),
+    (
+        "aten_bias_epilogue",
+        "1 if the template is aten::bias_addmm (cuBLASLt, bias added in the GEMM's epilogue), else 0",
+    ),
     ("log2_block_m", "log2(BLOCK_M), 0 for non-Triton"),
     ("log2_block_n", "log2(BLOCK_N), 0 for non-Triton"),
     ("log2_block_k", "log2(BLOCK_K), 0 for non-Triton"),
@@ -242,6 +246,9 @@ def _kind(template: str) -> str:
 def _static_row(c: Choice) -> tuple[list[float], list[float]]:
     kind = _kind(c.template)
     row = [1.0 if kind == k else 0.0 for k in _KINDS]
+    # ATen's two addmm choices differ only here (the op and kind columns are equal): without it
+    # they get one prediction, and aten::addmm copies the bias into the output before the GEMM.
+    row.append(1.0 if c.template == "aten::bias_addmm" else 0.0)
     tri = c.block_m is not None and c.block_n is not None and c.block_k is not None
     bm, bn, bk = (c.block_m or 0), (c.block_n or 0), (c.block_k or 0)
     warps = c.num_warps or 0
