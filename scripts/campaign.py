@@ -37,7 +37,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, problem_mix
+from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, problem_mix, unpack_chunk
 from torch_diode.dataset import read_dataset
 
 SPLITS = {
@@ -230,6 +230,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_unpack(args: argparse.Namespace) -> int:
+    try:
+        written, removed = unpack_chunk(args.pack, args.data_dir, args.hardware)
+    except ValueError as e:
+        print(f"unpack: {e}", file=sys.stderr)
+        return 2
+    for f in removed:
+        print(f"removed {f} (settled by the chunk)")
+    print(f"{args.pack}: {len(written)} file(s) written under {_dir(args)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default="data")
@@ -288,6 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     k.add_argument("--hardware", required=True)
     k.set_defaults(func=cmd_stock)
+    u = sub.add_parser(
+        "unpack",
+        help="copy a chunk's pack ($OUT/KEY-data.tgz of scripts/campaign_gpu.sh) into data/KEY/, all or nothing, "
+        "removing the sidecars the chunk settled",
+    )
+    u.add_argument("--hardware", required=True)
+    u.add_argument("pack")
+    u.set_defaults(func=cmd_unpack)
     g = sub.add_parser("plot", help="plot the plan's problem distribution and what is collected (needs matplotlib)")
     g.add_argument("--hardware", required=True)
     g.add_argument("--output", default=None, help="PNG to write (default: data/<KEY>/problem_mix.png)")

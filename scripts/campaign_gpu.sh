@@ -17,9 +17,10 @@
 # <split>.msgpack.partial for the next chunk to complete) and packed, with the logs, into
 # $OUT/KEY-data.tgz to copy back into the repository. The device tool re-sends the working tree
 # on every call, so whatever this chunk wrote is only kept if that pack comes back: copy it in
-# before the next call, removing the old sidecars first (tar does not delete a file the chunk
-# settled and removed, and a stale one fails tests/test_data_files.py):
-#   rm -f data/KEY/*.partial && tar xzf KEY-data.tgz
+# before the next call with
+#   python scripts/campaign.py unpack --hardware KEY KEY-data.tgz
+# (all or nothing; it also removes the sidecars the chunk settled, which plain `tar x` leaves
+# behind and tests/test_data_files.py then refuses).
 set -uo pipefail
 KEY=${1:?hardware key}; TRAIN_GPUS=${2-}; VAL_GPUS=${3-}; REPEAT_GPUS=${4-}
 BUDGET=${BUDGET:-420}; DEADLINE=${DEADLINE:-530}; RUN=${RUN:-$(date -u +%Y%m%dT%H%M)}

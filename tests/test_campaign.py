@@ -95,3 +95,76 @@ def test_stock_picks_from_the_full_space(fake_cuda) -> None:
     assert first not in picks2 and len(picks2) == len(picks) - 1
     assert len(notes2) == 1 and first.key() in notes2[0] and "not measured" in notes2[0]
     assert np.isfinite([p.time_us for p in picks2.values()]).all()
+
+
+def _dataset_file(path: Path, times: list[float]) -> Path:
+    from torch_diode.dataset import Dataset, write_dataset
+    from torch_diode.records import Choice, Provenance, TimingRecord
+
+    p = Problem(op="mm", m=64, n=64, k=64)
+    recs = [TimingRecord(problem=p, choice=Choice.aten("mm"), time_us=t, hardware="NVIDIA-H200") for t in times]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_dataset(Dataset.from_records(recs, Provenance(hardware="NVIDIA-H200")), path)
+    return path
+
+
+def _pack(src: Path, out: Path, arcroot: str = "data") -> Path:
+    import tarfile
+
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(src, arcname=f"{arcroot}/{src.name}")
+    return out
+
+
+def test_unpack_chunk_writes_the_pack_and_removes_settled_sidecars(tmp_path: Path) -> None:
+    """What `campaign.py unpack` does with a chunk's $OUT/KEY-data.tgz: `tar x` would leave the
+    sidecar the chunk settled and removed; unpacking removes it and keeps the others."""
+    from torch_diode.collect.campaign import unpack_chunk
+    from torch_diode.dataset import read_dataset
+
+    data = tmp_path / "data"
+    _dataset_file(data / "NVIDIA-H200" / "train.msgpack", [1.0])
+    stale = _dataset_file(data / "NVIDIA-H200" / "val.msgpack.partial", [2.0])
+    chunk = tmp_path / "chunk" / "NVIDIA-H200"
+    _dataset_file(chunk / "train.msgpack", [1.0, 3.0])
+    _dataset_file(chunk / "train.msgpack.partial", [4.0])
+    (chunk / "logs").mkdir()
+    (chunk / "logs" / "train-literal-s1.log").write_text("log\n")
+    written, removed = unpack_chunk(_pack(chunk, tmp_path / "NVIDIA-H200-data.tgz"), data, "NVIDIA-H200")
+    assert removed == [stale] and not stale.exists()
+    assert sorted(p.relative_to(data).as_posix() for p in written) == [
+        "NVIDIA-H200/logs/train-literal-s1.log",
+        "NVIDIA-H200/train.msgpack",
+        "NVIDIA-H200/train.msgpack.partial",
+    ]
+    assert sorted(read_dataset(data / "NVIDIA-H200" / "train.msgpack").time_us.tolist()) == [1.0, 3.0]
+    assert (data / "NVIDIA-H200" / "train.msgpack.partial").is_file()
+    assert not list(data.glob(".unpack-*")), "the staging directory is removed"
+
+
+def test_unpack_chunk_refuses_a_bad_pack_and_writes_nothing(tmp_path: Path) -> None:
+    from torch_diode.collect.campaign import unpack_chunk
+
+    data = tmp_path / "data"
+    train = _dataset_file(data / "NVIDIA-H200" / "train.msgpack", [1.0])
+    stale = _dataset_file(data / "NVIDIA-H200" / "val.msgpack.partial", [2.0])
+    before = train.read_bytes()
+    # a truncated dataset in the pack
+    chunk = tmp_path / "chunk" / "NVIDIA-H200"
+    cut = _dataset_file(chunk / "train.msgpack", [1.0, 3.0, 5.0])
+    cut.write_bytes(cut.read_bytes()[:-7])
+    with pytest.raises(ValueError, match=r"train.msgpack is not a complete dataset .*nothing was copied"):
+        unpack_chunk(_pack(chunk, tmp_path / "a.tgz"), data, "NVIDIA-H200")
+    # another GPU's pack
+    other = tmp_path / "other" / "NVIDIA-H100"
+    _dataset_file(other / "train.msgpack", [1.0])
+    with pytest.raises(
+        ValueError, match=r"member 'data/NVIDIA-H100' is not a file or directory under data/NVIDIA-H200/"
+    ):
+        unpack_chunk(_pack(other, tmp_path / "b.tgz"), data, "NVIDIA-H200")
+    # not a tar archive
+    (tmp_path / "c.tgz").write_bytes(b"not a tar")
+    with pytest.raises(ValueError, match=r"c.tgz: not a readable tar archive"):
+        unpack_chunk(tmp_path / "c.tgz", data, "NVIDIA-H200")
+    assert train.read_bytes() == before and stale.exists()
+    assert not list(data.glob(".unpack-*"))

@@ -248,3 +248,66 @@ def stock_picks_from_full_space(dataset: Any, search_space: str = "DEFAULT") -> 
         best = min(timed, key=lambda c: (med[c], c.key()))
         picks[pt.problem] = StockPick(best, float(med[best]))
     return picks, notes
+
+
+def unpack_chunk(
+    pack: str | os.PathLike[str], data_dir: str | os.PathLike[str], hardware: str
+) -> tuple[list[Path], list[Path]]:
+    """Copy one chunk's pack (``scripts/campaign_gpu.sh`` writes ``$OUT/<KEY>-data.tgz`` holding
+    ``data/<KEY>/...``) into ``data_dir/<KEY>/``. Returns (files written, sidecars removed).
+
+    All or nothing: every member must be a regular file or directory under ``data/<KEY>/``, and
+    every dataset in it (``*.msgpack``, ``*.msgpack.partial``) must read strictly; otherwise
+    ``ValueError`` says which and nothing is written. A ``<split>.msgpack.partial`` in the
+    destination that the pack does not hold is removed: the chunk settled it (plain ``tar x``
+    leaves it behind, and a stale sidecar duplicates parts the file already holds).
+    """
+    import shutil
+    import tarfile
+    import tempfile
+
+    from torch_diode.dataset import read_dataset
+
+    prefix = f"data/{hardware}"
+    pack = Path(pack)
+    dest = Path(data_dir) / hardware
+    try:
+        tar = tarfile.open(pack, "r:*")
+    except (OSError, tarfile.TarError) as e:
+        raise ValueError(
+            f"{pack}: not a readable tar archive ({e}); pass the chunk's $OUT/{hardware}-data.tgz"
+        ) from None
+    with tar:
+        members = tar.getmembers()
+        for m in members:
+            name = os.path.normpath(m.name)
+            if not (name == prefix or name.startswith(prefix + "/")) or not (m.isfile() or m.isdir()):
+                raise ValueError(
+                    f"{pack}: member {m.name!r} is not a file or directory under {prefix}/; "
+                    f"is this the pack of another GPU or not a campaign pack? Nothing was copied"
+                )
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".unpack-{hardware}-") as tmp:
+            tar.extractall(tmp, members=members, filter="data")
+            root = Path(tmp) / prefix
+            files = sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+            for f in files:
+                if f.name.endswith((".msgpack", ".msgpack.partial")):
+                    try:
+                        read_dataset(f)
+                    except Exception as e:
+                        raise ValueError(
+                            f"{pack}: {f.relative_to(tmp)} is not a complete dataset ({e}); nothing was copied: "
+                            "take the pack from the chunk again or rerun the chunk"
+                        ) from None
+            kept = {f.relative_to(root) for f in files}
+            removed = [s for s in sorted(dest.glob("*.msgpack.partial")) if s.relative_to(dest) not in kept]
+            written = []
+            for f in files:
+                target = dest / f.relative_to(root)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(f), target)  # same file system: a rename, each file whole or not at all
+                written.append(target)
+    for s in removed:
+        s.unlink()
+    return written, removed
