@@ -566,7 +566,6 @@ def _compile_task(
 ) -> tuple[str, str]:
     """Fill Triton's on-disk cache with the kernel of (problem spec, choice). Runs in a worker.
     Returns ``("ok", seconds)``, ``("timeout", message)`` or ``("error", message)``."""
-    t0 = time.perf_counter()
     try:
         from torch_diode.collect.sweep_kernels import KERNELS
 
