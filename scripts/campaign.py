@@ -25,7 +25,8 @@ max-autotune's pick under the same timings). ``--time-budget`` stops between pro
 many seconds have passed (every finished problem is already flushed to disk), so one call fits a
 10-minute GPU command; a problem still compiling after ``--checkpoint`` seconds (60) has its timed
 configs saved to ``<split>.msgpack.partial`` as it goes, so a problem longer than one command (a
-full-space fp32 validation problem) is finished over several, never started over. The logic
+full-space fp32 validation problem) is finished over several, never started over; a problem whose
+saved parts hold kernels stopped by ``--compile-timeout`` is resumed after every other problem. The logic
 lives in ``torch_diode.collect``; this is a thin CLI.
 """
 
@@ -117,6 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         workers=args.workers,
         top_up=args.top_up,
         checkpoint_s=args.checkpoint or None,
+        defer_stalled=not args.no_defer_stalled,
     )
     s = collect(problems, options, out)
     print(
@@ -129,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from torch_diode.collect import partial_choices
+    from torch_diode.collect import partial_choices, stalled_problems
 
     plan = CampaignPlan.load(_dir(args) / "plan.json")
     report: dict = {"hardware": args.hardware, "plan": {"train": len(plan.train), "val": len(plan.val)}}
@@ -154,6 +156,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         parts = partial_choices(path)  # checkpointed parts of unfinished problems
         if parts:
             report[split]["in_progress"] = {p.key(): len(c) for p, c in parts.items()}
+        stalled = stalled_problems(path)  # resumed after every other problem
+        if stalled:
+            report[split]["compile_timeouts"] = {p.key(): n for p, n in stalled.items()}
     print(json.dumps(report, indent=1))
     return 0
 
@@ -289,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         help="record a kernel still compiling after this many seconds as a failure (reason timeout) instead of "
         "letting it hold its problem beyond a chunk: the compiles in flight at a chunk's end start again in the "
         "next (default 300; 0: no limit)",
+    )
+    r.add_argument(
+        "--no-defer-stalled",
+        action="store_true",
+        help="keep the plan's order for problems whose saved parts hold kernels stopped by --compile-timeout "
+        "(by default they go after every other problem, so one pathological compile does not hold up the rest)",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)

@@ -18,10 +18,19 @@ import pytest
 pytest.importorskip("torch")
 
 from torch_diode.cli import main
-from torch_diode.collect import CollectOptions, collect, merge_shards, shard, shard_path
-from torch_diode.dataset import Dataset, read_dataset, write_dataset
+from torch_diode.collect import (
+    CollectOptions,
+    collect,
+    defer_stalled,
+    merge_shards,
+    partial_path,
+    shard,
+    shard_path,
+    stalled_problems,
+)
+from torch_diode.dataset import Dataset, DatasetWriter, read_dataset, write_dataset
 from torch_diode.errors import CollectionError
-from torch_diode.records import Choice, Problem, Provenance, TimingRecord
+from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 from torch_diode.shapes.shapeset import ShapeEntry, save_shapeset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,6 +236,36 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path):
     again = collect(problems, CollectOptions(**CPU), out)
     assert again.problems_measured == 0 and again.problems_skipped == len(problems)
     assert len(read_dataset(out)) == len(after)
+
+
+def test_problems_stopped_by_the_compile_limit_are_collected_last(tmp_path):
+    """A problem whose saved parts hold compile timeouts (a pathological compile, session 7's
+    validation head) goes after the others; other failures and whole-problem failures do not
+    defer a problem, and ``defer_stalled=False`` keeps the given order."""
+    out = tmp_path / "out.msgpack"
+    a, b, c = bmm(16), bmm(24), bmm(32)
+    tile = Choice(template="triton::bmm", block_m=16, block_n=16, block_k=16, num_stages=2, num_warps=2)
+    big = Choice(template="triton::bmm", block_m=32, block_n=16, block_k=16, num_stages=2, num_warps=2)
+    with DatasetWriter(partial_path(out), Provenance(hardware="cpu-test", collector="sweep")) as w:
+        for ch in (tile, big):
+            w.add_failure(FailureRecord(problem=a, choice=ch, reason="timeout", message="300 s", hardware="cpu-test"))
+        w.add_failure(FailureRecord(problem=b, choice=tile, reason="compile_error", message="x", hardware="cpu-test"))
+        w.add_failure(FailureRecord(problem=c, choice=None, reason="oom", message="x", hardware="cpu-test"))
+    assert stalled_problems(out) == {a: 2}
+    assert defer_stalled([a, b, c], out) == [b, c, a]
+    assert defer_stalled([b, c], out) == [b, c]
+    assert stalled_problems(tmp_path / "none.msgpack") == {}
+
+    kept = tmp_path / "kept.msgpack"
+    partial_path(kept).write_bytes(partial_path(out).read_bytes())
+    collect([a, b], CollectOptions(defer_stalled=False, **CPU), kept)
+    assert read_dataset(kept).problems == [a, b]
+    collect([a, b], CollectOptions(**CPU), out)
+    done = read_dataset(out)
+    assert done.problems == [b, a]
+    # a's saved parts entered the output with it; the sidecar keeps only what is unfinished.
+    assert {(f.problem, f.reason) for f in done.failures if f.choice is not None} >= {(a, "timeout")}
+    assert stalled_problems(out) == {}
 
 
 def test_local_gpu_workers_share_the_compile_cpus():

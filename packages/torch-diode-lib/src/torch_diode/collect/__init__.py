@@ -10,12 +10,14 @@ from torch_diode.collect.runner import (
     Collector,
     CollectSummary,
     collect,
+    defer_stalled,
     merge_shards,
     partial_choices,
     partial_path,
     settle_partials,
     shard,
     shard_path,
+    stalled_problems,
 )
 
 __all__ = [
@@ -24,10 +26,12 @@ __all__ = [
     "CollectSummary",
     "Collector",
     "collect",
+    "defer_stalled",
     "merge_shards",
     "partial_choices",
     "partial_path",
     "settle_partials",
     "shard",
     "shard_path",
+    "stalled_problems",
 ]

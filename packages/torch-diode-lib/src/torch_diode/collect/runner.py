@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from torch_diode.dataset import DatasetWriter, format_for_path, merge_datasets, read_dataset, write_dataset
+from torch_diode.dataset import Dataset, DatasetWriter, format_for_path, merge_datasets, read_dataset, write_dataset
 from torch_diode.errors import CollectionError
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord, unique
 
@@ -78,6 +78,10 @@ class CollectOptions:
             EXHAUSTIVE space of fp32 compiles for minutes) keeps its timed configs; a rerun times
             only the rest and the problem enters ``OUT`` once it is complete (:func:`settle_partials`).
             None: a problem is saved whole or not at all.
+        defer_stalled: a problem whose saved parts (``OUT.partial``) include kernels stopped by
+            the sweep's compile time limit is measured after all the others
+            (:func:`defer_stalled`): such a problem can hold a GPU for that limit per wave of
+            compiles, and a resumed run should not spend its time on it before the rest.
     """
 
     collector: str = "inductor"
@@ -97,6 +101,7 @@ class CollectOptions:
     time_budget_s: float | None = None
     top_up: bool = False
     checkpoint_s: float | None = None
+    defer_stalled: bool = True
 
     def __post_init__(self) -> None:
         from torch_diode.collect.inductor import SEARCH_MODES, SEARCH_SPACES
@@ -267,12 +272,43 @@ def settle_partials(output: str | os.PathLike[str], *, format: str | None = None
     return len(finished)
 
 
-def partial_choices(output: str | os.PathLike[str], format: str | None = None) -> dict[Problem, set[Choice]]:
-    """The choices (timed or failed) that ``OUT.partial`` holds per unfinished problem."""
+def _read_partial(output: str | os.PathLike[str], format: str | None) -> Dataset | None:
     side = partial_path(output)
     if not side.is_file() or side.stat().st_size == 0:
+        return None
+    return read_dataset(side, format=format_for_path(output, format), recover=True)
+
+
+def partial_choices(output: str | os.PathLike[str], format: str | None = None) -> dict[Problem, set[Choice]]:
+    """The choices (timed or failed) that ``OUT.partial`` holds per unfinished problem."""
+    parts = _read_partial(output, format)
+    return {} if parts is None else parts.measured_choices()
+
+
+def stalled_problems(output: str | os.PathLike[str], format: str | None = None) -> dict[Problem, int]:
+    """The unfinished problems whose parts in ``OUT.partial`` include kernels stopped by the
+    compile time limit (reason ``timeout``), with how many such kernels each."""
+    parts = _read_partial(output, format)
+    if parts is None:
         return {}
-    return read_dataset(side, format=format_for_path(output, format), recover=True).measured_choices()
+    return dict(collections.Counter(f.problem for f in parts.failures if f.reason == "timeout" and f.choice))
+
+
+def defer_stalled(problems: list[Problem], output: str | os.PathLike[str], format: str | None = None) -> list[Problem]:
+    """``problems`` with the stalled ones (:func:`stalled_problems`) moved to the end, each
+    group in its given order: a problem whose kernels take longer than the compile limit to
+    compile costs that limit per wave of compiles, so a resumed run measures the rest first."""
+    stalled = stalled_problems(output, format)
+    later = [p for p in problems if p in stalled]
+    if not later:
+        return problems
+    log.info(
+        "%s: %d problem(s) with kernels stopped by the compile time limit go last: %s",
+        output,
+        len(later),
+        "; ".join(f"{p.key()} ({stalled[p]} stopped)" for p in later),
+    )
+    return [p for p in problems if p not in stalled] + later
 
 
 def _env_int(name: str) -> int | None:
@@ -670,6 +706,8 @@ def collect(
             torch.cuda.set_device(local)
             device = f"cuda:{local}"
         done, measured = _problems_done(output, options.format, top_up=options.top_up)
+        if options.defer_stalled:  # before sharding: every rank reads the same OUT.partial
+            plist = defer_stalled(plist, output, options.format)
         path = shard_path(output, rank or 0)
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         summary = _run_rank(
@@ -687,6 +725,8 @@ def collect(
         _check_result(summary)
         return summary
     settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
+    if options.defer_stalled:
+        plist = defer_stalled(plist, output, options.format)
     workers = options.workers
     if workers is None:
         if options.device == "cuda":
