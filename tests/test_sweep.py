@@ -509,3 +509,31 @@ def test_time_limit_stops_a_wait_on_a_child_process_and_kills_it():
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     with sweep.time_limit(None):
         time.sleep(0.05)
+
+
+def test_compile_processes_leave_ctrl_c_to_the_parent():
+    """`timeout --signal=INT` signals the whole process group (session 7: two chunks hung 30 s
+    at their deadline, then were killed): a compile process ignores SIGINT and finishes its
+    kernel, the pool stays usable, and the parent's close() stops the processes."""
+    import os
+    import signal
+    import time
+
+    c = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(workers=2))  # the pool needs no GPU
+    try:
+        pool = c._get_pool()
+        fut = pool.submit(time.sleep, 1.5)
+        deadline = time.monotonic() + 60
+        while len(pool._processes) < 2 and time.monotonic() < deadline:  # spawned on first submit
+            time.sleep(0.05)
+        time.sleep(0.5)  # let the workers run their initializer
+        procs = list(pool._processes.values())
+        for proc in procs:
+            os.kill(proc.pid, signal.SIGINT)
+        assert fut.result(timeout=60) is None  # finished, not interrupted
+        assert pool.submit(sum, [1, 2]).result(timeout=60) == 3  # and the pool is not broken
+    finally:
+        before = signal.getsignal(signal.SIGINT)
+        c.close()
+    assert signal.getsignal(signal.SIGINT) is before  # close() puts the handler back
+    assert not any(p.is_alive() for p in procs)

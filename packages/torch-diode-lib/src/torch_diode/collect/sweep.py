@@ -45,6 +45,7 @@ import multiprocessing
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -525,6 +526,10 @@ def compile_options() -> dict[str, Any]:
 
 
 def _worker_init(cache_dir: str | None) -> None:
+    # Ctrl-C, or `timeout --signal=INT` (which signals the whole process group), is the parent's
+    # to handle: it stops the compile processes itself (close()). A worker interrupted on its own
+    # would break the pool and leave the parent waiting on it at exit.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cache_dir:
         os.environ["TRITON_CACHE_DIR"] = cache_dir
 
@@ -746,12 +751,20 @@ class SweepCollector:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             procs = list(getattr(pool, "_processes", {}).values())  # CPython's worker table
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in procs:
-                if proc.is_alive():
-                    proc.terminate()
-            for proc in procs:
-                proc.join(timeout=10)
+            # A second SIGINT (`timeout` sends one to the process and one to its group) must not
+            # cut this short: a worker left running keeps the interpreter from exiting.
+            main = threading.current_thread() is threading.main_thread()
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+            try:
+                pool.shutdown(wait=False, cancel_futures=True)
+                for proc in procs:
+                    if proc.is_alive():
+                        proc.terminate()
+                for proc in procs:
+                    proc.join(timeout=10)
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, previous)
         self._futures = {k: f for k, f in self._futures.items() if f.done() and not f.cancelled()}
         self._prefetched.clear()  # their cancelled kernels must be submitted again
 
