@@ -18,7 +18,7 @@ import torch_diode
 from torch_diode.dataset import read_dataset
 from torch_diode.evaluate import StockPick, max_autotune_solution_from_dataset, write_max_autotune_solution
 from torch_diode.model import load_model, save_model
-from torch_diode.train import TrainOptions, _validate, dataset_hash, split_problems, train
+from torch_diode.train import TrainOptions, _sample_choices, _validate, dataset_hash, split_problems, train
 
 DATA = Path(__file__).parent / "data" / "small_synthetic.msgpack"
 # The CLI runs in a temp directory: make sure it imports this checkout even with a relative PYTHONPATH.
@@ -232,3 +232,20 @@ def test_pairwise_term_rewards_the_measured_order_at_the_top() -> None:
     padded = y.clone()
     padded[1, 3] = -100.0
     assert torch.equal(_pairwise(padded.unsqueeze(0), y, mask, w, 5.0, 2), right)
+
+
+def test_a_problems_aten_rows_are_always_in_its_sample() -> None:
+    """A problem with more choices than ``max_choices_per_problem`` is subsampled per visit, but
+    its ATen rows (1-2 of ~300) are always kept: they decide ATen against Triton."""
+    rng = np.random.default_rng(0)
+    aten = np.zeros(300, dtype=bool)
+    aten[[5, 211]] = True
+    seen = set()
+    for _ in range(50):
+        sel = _sample_choices(rng, aten, 16)
+        assert len(sel) == 16 and len(set(sel.tolist())) == 16 and sel.max() < 300
+        assert {5, 211} <= set(sel.tolist())
+        seen.update(sel.tolist())
+    assert len(seen) > 200  # the rest is sampled, not fixed
+    np.testing.assert_array_equal(_sample_choices(rng, aten[:10], 16), np.arange(10))  # few: all
+    assert _sample_choices(rng, aten, 1).tolist() == [5]  # a cap below the ATen rows: the first ones

@@ -17,8 +17,9 @@ initialisation and by Bayesian-bootstrap weights (an Exponential(1) weight per m
 training problem), which gives the ensemble its spread.
 
 Each epoch visits every training problem once, in batches of ``batch_size`` problems, with at
-most ``max_choices_per_problem`` of each problem's choices sampled per visit (AdamW, cosine
-learning rate). An exponential moving average of the weights (``ema_decay`` per step) is what
+most ``max_choices_per_problem`` of each problem's choices sampled per visit, its ATen choices
+always among them (they are one or two rows of a problem's ~300, and ATen against the best Triton
+config is the call the handler makes first; AdamW, cosine learning rate). An exponential moving average of the weights (``ema_decay`` per step) is what
 gets validated and shipped. After each epoch the validation problems are scored (regret@1,
 regret@5, MSE). By default the last epoch's averaged weights ship and the validation problems
 only measure (``early_stopping=False``: on a few dozen validation problems, picking the best
@@ -181,14 +182,16 @@ class _Rows:
     y: np.ndarray  # [R] float32, log(time_us)
     starts: np.ndarray  # [P] int64, row offset of each problem
     counts: np.ndarray  # [P] int64
+    aten: np.ndarray  # [R] bool, the row is an ATen choice (always in a problem's sample)
 
 
 def _featurize_problems(dataset: Dataset, groups: list[Any], hardware: str | GpuConstants) -> _Rows:
-    xs, ys, counts = [], [], []
+    xs, ys, counts, aten = [], [], [], []
     for pt in groups:
         med = pt.median_by_choice()
         ids = list(med)
         xs.append(featurize(pt.problem, [dataset.choices[i] for i in ids], hardware))
+        aten.append(np.array([dataset.choices[i].is_aten for i in ids], dtype=bool))
         ys.append(np.log(np.array([med[i] for i in ids], dtype=np.float64)).astype(np.float32))
         counts.append(len(ids))
     c = np.array(counts, dtype=np.int64)
@@ -197,7 +200,18 @@ def _featurize_problems(dataset: Dataset, groups: list[Any], hardware: str | Gpu
         y=np.concatenate(ys) if ys else np.zeros(0, np.float32),
         starts=np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64) if len(c) else c,
         counts=c,
+        aten=np.concatenate(aten) if aten else np.zeros(0, bool),
     )
+
+
+def _sample_choices(rng: np.random.Generator, aten: np.ndarray, cap: int) -> np.ndarray:
+    """The rows of one problem (``aten``: which are ATen choices) to train on in one visit: all of
+    them when there are at most ``cap``, else its ATen rows and a uniform sample of the others."""
+    n = len(aten)
+    if n <= cap:
+        return np.arange(n)
+    keep, rest = np.flatnonzero(aten)[:cap], np.flatnonzero(~aten)
+    return np.concatenate([keep, rng.choice(rest, size=cap - len(keep), replace=False)])
 
 
 def dataset_hash(dataset: Dataset) -> str:
@@ -444,7 +458,7 @@ def _train(
                 mask = np.zeros((len(batch), c), dtype=bool)
                 for j, p in enumerate(batch.tolist()):
                     n = int(rows_tr.counts[p])
-                    sel = rng.choice(n, size=cap, replace=False) if n > cap else np.arange(n)
+                    sel = _sample_choices(rng, rows_tr.aten[rows_tr.starts[p] : rows_tr.starts[p] + n], cap)
                     idx[j, : len(sel)] = rows_tr.starts[p] + sel
                     mask[j, : len(sel)] = True
                     idx[j, len(sel) :] = rows_tr.starts[p]
