@@ -173,7 +173,7 @@ class ModelDemo:
         return lines
 
 
-def _handler_keeps(model: DiodeModel, e: ProblemEval, ks: Sequence[int]) -> dict[int, list[int]]:
+def handler_keeps(model: DiodeModel, e: ProblemEval, ks: Sequence[int]) -> dict[int, list[int]]:
     """Indices into ``e.choices`` that torch-diode's handler keeps with ``top_k_configs=k``, per k in
     ``ks`` (its other options as configured: ``torch_diode.config``, ``TORCH_DIODE_*``); the model
     predicts once for all of them."""
@@ -227,7 +227,7 @@ def evaluate_for_demo(
     problems = []
     for e in evals:
         oracle = float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
-        keeps = _handler_keeps(model, e, TOP_KS)
+        keeps = handler_keeps(model, e, TOP_KS)
         problems.append(
             ProblemDemo(
                 problem=e.problem,
