@@ -26,8 +26,8 @@ many seconds have passed (every finished problem is already flushed to disk), so
 10-minute GPU command; a problem still compiling after ``--checkpoint`` seconds (60) has its timed
 configs saved to ``<split>.msgpack.partial`` as it goes, so a problem longer than one command (a
 full-space fp32 validation problem) is finished over several, never started over; a problem whose
-saved parts hold kernels stopped by ``--compile-timeout`` is resumed after every other problem. The logic
-lives in ``torch_diode.collect``; this is a thin CLI.
+saved parts hold kernels stopped by ``--compile-timeout`` is resumed after every other problem.
+The logic lives in ``torch_diode.collect``; this is a thin CLI.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ import numpy as np
 
 from torch_diode.config import DiodeOptions
 from torch_diode.dataset import Dataset, read_dataset
-from torch_diode.demo import handler_keeps
+from torch_diode.demo import best_measured_us, handler_keeps
 from torch_diode.evaluate import problem_evals, read_max_autotune_solution, summarize
 from torch_diode.train import TrainOptions, train
 
@@ -70,9 +70,8 @@ def kept_regrets(model: Any, evals: list[Any]) -> list[tuple[float, float]]:
     (``top_k_configs`` 1 and 3, ATen included; ``diode demo``'s figure) over the best measured."""
     out = []
     for e in evals:
-        oracle = float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
         keeps = handler_keeps(model, e, (1, 3))
-        out.append(tuple(float(e.measured_us[keeps[k]].min()) / oracle for k in (1, 3)))
+        out.append(tuple(float(e.measured_us[keeps[k]].min()) / best_measured_us(e) for k in (1, 3)))
     return out
 
 

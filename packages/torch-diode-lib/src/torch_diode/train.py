@@ -16,19 +16,19 @@ ranks best, so ListNet is off by default (``ranking_weight=0``). Members differ 
 initialisation and by Bayesian-bootstrap weights (an Exponential(1) weight per member and
 training problem), which gives the ensemble its spread.
 
-Each epoch visits every training problem once, in batches of ``batch_size`` problems, with at
-most ``max_choices_per_problem`` of each problem's choices sampled per visit, its ATen choices
-always among them (they are one or two rows of a problem's ~300, and ATen against the best Triton
-config is the call the handler makes first; AdamW, cosine learning rate). An exponential moving
-average of the weights (``ema_decay`` per step) is what gets validated and shipped. After each epoch the validation problems are scored (regret@1,
-regret@5, MSE). By default the last epoch's averaged weights ship and the validation problems
-only measure (``early_stopping=False``: on a few dozen validation problems, picking the best
-epoch selected noise, sometimes a barely trained model). With ``early_stopping``, training stops
-after ``patience`` epochs without improvement of ``mean log regret@1 + mean log regret@5 +
-0.001 * MSE`` and the best epoch's averaged weights are restored. The same seed gives the same
-model, bit for bit, on the same machine with the same number of CPU threads (``num_threads``; a
-different thread count changes float rounding; the count used is recorded in the model's
-``training`` metadata).
+Each epoch visits every training problem once, in batches of ``batch_size`` problems, with at most
+``max_choices_per_problem`` of each problem's choices sampled per visit, its ATen choices always
+among them (they are one or two rows of a problem's ~300, and ATen against the best Triton config
+is the call the handler makes first; AdamW, cosine learning rate). An exponential moving average of
+the weights (``ema_decay`` per step) is what gets validated and shipped. After each epoch the
+validation problems are scored (regret@1, regret@5, MSE). By default the last epoch's averaged
+weights ship and the validation problems only measure (``early_stopping=False``: on a few dozen
+validation problems, picking the best epoch selected noise, sometimes a barely trained model). With
+``early_stopping``, training stops after ``patience`` epochs without improvement of ``mean log
+regret@1 + mean log regret@5 + 0.001 * MSE`` and the best epoch's averaged weights are restored.
+The same seed gives the same model, bit for bit, on the same machine with the same number of CPU
+threads (``num_threads``; a different thread count changes float rounding; the count used is
+recorded in the model's ``training`` metadata).
 """
 
 from __future__ import annotations

@@ -285,20 +285,26 @@ def partial_choices(output: str | os.PathLike[str], format: str | None = None) -
     return {} if parts is None else parts.measured_choices()
 
 
-def stalled_problems(output: str | os.PathLike[str], format: str | None = None) -> dict[Problem, int]:
-    """The unfinished problems whose parts in ``OUT.partial`` include kernels stopped by the
-    compile time limit (reason ``timeout``), with how many such kernels each."""
-    parts = _read_partial(output, format)
+def _timeouts(parts: Dataset | None) -> dict[Problem, int]:
     if parts is None:
         return {}
     return dict(collections.Counter(f.problem for f in parts.failures if f.reason == "timeout" and f.choice))
+
+
+def stalled_problems(output: str | os.PathLike[str], format: str | None = None) -> dict[Problem, int]:
+    """The unfinished problems whose parts in ``OUT.partial`` include kernels stopped by the
+    compile time limit (reason ``timeout``), with how many such kernels each."""
+    return _timeouts(_read_partial(output, format))
 
 
 def defer_stalled(problems: list[Problem], output: str | os.PathLike[str], format: str | None = None) -> list[Problem]:
     """``problems`` with the stalled ones (:func:`stalled_problems`) moved to the end, each
     group in its given order: a problem whose kernels take longer than the compile limit to
     compile costs that limit per wave of compiles, so a resumed run measures the rest first."""
-    stalled = stalled_problems(output, format)
+    return _deferred(problems, stalled_problems(output, format), output)
+
+
+def _deferred(problems: list[Problem], stalled: Mapping[Problem, int], output: str | os.PathLike[str]) -> list[Problem]:
     later = [p for p in problems if p in stalled]
     if not later:
         return problems
@@ -611,12 +617,17 @@ def _problems_done(
     return frozenset(ds.collected_problems()), (ds.measured_choices() if top_up else None)
 
 
-def _spawn_workers(problems: list[Problem], options: CollectOptions, output: Path, workers: int) -> CollectSummary:
+def _spawn_workers(
+    problems: list[Problem],
+    options: CollectOptions,
+    output: Path,
+    workers: int,
+    partial: Mapping[Problem, Collection[Choice]],
+) -> CollectSummary:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     done, measured = _problems_done(output, options.format, top_up=options.top_up)
-    partial = partial_choices(output, options.format)
     shards = [shard_path(output, r) for r in range(workers)]
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
@@ -706,8 +717,9 @@ def collect(
             torch.cuda.set_device(local)
             device = f"cuda:{local}"
         done, measured = _problems_done(output, options.format, top_up=options.top_up)
+        parts = _read_partial(output, options.format)
         if options.defer_stalled:  # before sharding: every rank reads the same OUT.partial
-            plist = defer_stalled(plist, output, options.format)
+            plist = _deferred(plist, _timeouts(parts), output)
         path = shard_path(output, rank or 0)
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         summary = _run_rank(
@@ -717,7 +729,7 @@ def collect(
             device=device,
             done=done,
             measured=measured,
-            partial=partial_choices(output, options.format),
+            partial={} if parts is None else parts.measured_choices(),
             position=0,
         )
         summary.shards = [path]
@@ -725,8 +737,10 @@ def collect(
         _check_result(summary)
         return summary
     settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
+    parts = _read_partial(output, options.format)
+    partial = {} if parts is None else parts.measured_choices()
     if options.defer_stalled:
-        plist = defer_stalled(plist, output, options.format)
+        plist = _deferred(plist, _timeouts(parts), output)
     workers = options.workers
     if workers is None:
         if options.device == "cuda":
@@ -737,7 +751,7 @@ def collect(
             workers = 1
     workers = min(workers, len(plist))
     if workers > 1:
-        summary = _spawn_workers(plist, options, output, workers)
+        summary = _spawn_workers(plist, options, output, workers, partial)
     else:
         try:
             summary = _run_rank(
@@ -745,7 +759,7 @@ def collect(
                 replace(options, workers=1),
                 output,
                 device=options.device,
-                partial=partial_choices(output, options.format),
+                partial=partial,
             )
         finally:
             settle_partials(output, format=options.format)  # interrupted too: the parts stay in OUT.partial
