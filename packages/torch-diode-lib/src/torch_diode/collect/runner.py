@@ -25,7 +25,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -646,9 +646,12 @@ def _spawn_workers(
                     errors.append(f"rank {r}: {type(e).__name__}: {e}")
         except KeyboardInterrupt:
             # Ctrl-C or `timeout --signal=INT`: stop the workers, then merge what they flushed (every
-            # finished problem) so the output holds it even if the run is never resumed.
-            _stop_workers(pool, futures)
-            merge_shards(output, shards, format=options.format)
+            # finished problem) so the output holds it even if the run is never resumed. A second
+            # SIGINT (`timeout` signals the process and then its group; session 8's x4 chunk) must
+            # not cut this short: it left the shards unmerged and the ranks to be SIGKILLed.
+            with sigint_ignored():
+                _stop_workers(pool, futures)
+                merge_shards(output, shards, format=options.format)
             log.warning("%s: interrupted; the finished problems of every rank are merged into it", output)
             raise
     total.elapsed_s = time.monotonic() - start
@@ -658,6 +661,24 @@ def _spawn_workers(
             "; ".join(errors) + f" (the other ranks' records were merged into {output}; rerun to resume)"
         )
     return total
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT (Ctrl-C, ``timeout --signal=INT``) for the block, in the main thread (signal
+    handlers can only be set there; elsewhere the block runs unchanged), then put the previous
+    handler back. For clean-up that a second interrupt must not cut short."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _stop_workers(pool: Any, futures: Sequence[Any], grace_s: float = 10.0) -> None:

@@ -45,13 +45,13 @@ import multiprocessing
 import os
 import random
 import signal
-import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from torch_diode.collect.inductor import SEARCH_SPACES
+from torch_diode.collect.runner import sigint_ignored
 from torch_diode.records import (
     BATCHED_OPS,
     BIAS_OPS,
@@ -753,18 +753,13 @@ class SweepCollector:
             procs = list(getattr(pool, "_processes", {}).values())  # CPython's worker table
             # A second SIGINT (`timeout` sends one to the process and one to its group) must not
             # cut this short: a worker left running keeps the interpreter from exiting.
-            main = threading.current_thread() is threading.main_thread()
-            previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-            try:
+            with sigint_ignored():
                 pool.shutdown(wait=False, cancel_futures=True)
                 for proc in procs:
                     if proc.is_alive():
                         proc.terminate()
                 for proc in procs:
                     proc.join(timeout=10)
-            finally:
-                if main:
-                    signal.signal(signal.SIGINT, previous)
         self._futures = {k: f for k, f in self._futures.items() if f.done() and not f.cancelled()}
         self._prefetched.clear()  # their cancelled kernels must be submitted again
 
