@@ -234,6 +234,43 @@ def test_pairwise_term_rewards_the_measured_order_at_the_top() -> None:
     assert torch.equal(_pairwise(padded.unsqueeze(0), y, mask, w, 5.0, 2), right)
 
 
+def test_aten_weight_scales_the_aten_rows_and_pairs() -> None:
+    """``aten_weight`` w: an ATen row counts w times in the MSE mean, and a pair with an ATen
+    choice w times in the pairwise mean; 1 is the unweighted loss, bit for bit."""
+    import torch
+
+    from torch_diode.train import TrainOptions, _loss, _pairwise
+
+    y, mask, w = _loss_inputs()
+    pred = torch.tensor([[[0.3, 0.1, 1.5, 1.0], [0.2, 0.4, 2.0, 9.0]]])  # [K=1, B, C]
+    aten = torch.tensor([[False, True, False, False], [False, False, False, False]])  # problem 1, row 1
+    one = TrainOptions(pairwise_weight=0.0, aten_weight=1.0)
+    plain = _loss(pred, y, mask, w, 1.0, one)
+    assert all(torch.equal(a, b) for a, b in zip(plain, _loss(pred, y, mask, w, 1.0, one, aten)))
+    _, mse, _ = _loss(pred, y, mask, w, 1.0, TrainOptions(pairwise_weight=0.0, aten_weight=4.0), aten)
+    sq = (pred[0] - y) ** 2
+    rw = torch.tensor([[1.0, 4.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]])  # masked row: 0
+    assert torch.allclose(mse, (sq * rw).sum() / rw.sum())
+
+    # pairwise, by hand for problem 1 alone (top 2: rows 0 and 1; row 1 is ATen)
+    scale = 5.0
+    y1, p1, m1, a1 = y[:1], pred[:, :1], mask[:1], aten[:1]
+    row_w = 1 + 3.0 * a1.float()
+    got = _pairwise(p1, y1, m1, w[:, :1], scale, 2, row_w)
+    num = den = 0.0
+    for i in (0, 1):
+        gain = math.exp(-(float(y1[0, i]) - float(y1[0, 0])) * scale)
+        for j in range(4):
+            if y1[0, j] > y1[0, i]:
+                pw = gain * (4.0 if 1 in (i, j) else 1.0)
+                num += pw * math.log1p(math.exp(-(float(p1[0, 0, j]) - float(p1[0, 0, i])) * scale))
+                den += pw
+    assert math.isclose(float(got), num / den, rel_tol=1e-5)
+    assert not math.isclose(float(got), float(_pairwise(p1, y1, m1, w[:, :1], scale, 2)), rel_tol=1e-3)
+    with pytest.raises(ValueError, match="aten_weight"):
+        TrainOptions(aten_weight=0)
+
+
 def test_a_problems_aten_rows_are_always_in_its_sample() -> None:
     """A problem with more choices than ``max_choices_per_problem`` is subsampled per visit, but
     its ATen rows (1-2 of ~300) are always kept: they decide ATen against Triton."""

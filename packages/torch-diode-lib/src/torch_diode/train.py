@@ -77,6 +77,12 @@ class TrainOptions:
         pairwise_weight: weight of the top-weighted pairwise term (:func:`_pairwise`): each of a
             problem's ``pairwise_top`` fastest sampled choices against every slower one.
         pairwise_top: how many of each problem's fastest sampled choices the pairwise term ranks.
+        aten_weight: weight of a problem's ATen rows in the MSE term and of the pairs with an ATen
+            choice in the pairwise term, relative to Triton rows (1: equal). A problem has one or
+            two ATen rows beside hundreds of Triton configs, yet ATen-or-Triton is the call that
+            costs most when it goes wrong. 3 (the default since session 8) makes what the choices
+            handler keeps for Inductor to benchmark better on both GPUs in paired cross-validation
+            (``benchmarks/models/cv-session8.md``).
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -104,6 +110,7 @@ class TrainOptions:
     ranking_temperature: float = 0.1
     pairwise_weight: float = 3.0
     pairwise_top: int = 32
+    aten_weight: float = 3.0
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -128,6 +135,12 @@ class TrainOptions:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name}: must be a positive number, got {v!r}")
+        if (
+            not isinstance(self.aten_weight, (int, float))
+            or not math.isfinite(self.aten_weight)
+            or self.aten_weight <= 0
+        ):
+            raise ValueError(f"aten_weight: must be a positive number, got {self.aten_weight!r}")
         for name in ("weight_decay", "ranking_weight", "pairwise_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -273,11 +286,19 @@ def split_problems(problems: list[Any], val_fraction: float, seed: int) -> tuple
 
 
 def _loss(
-    pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, y_std: float, opts: TrainOptions
+    pred: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    w: torch.Tensor,
+    y_std: float,
+    opts: TrainOptions,
+    aten: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """pred [K, B, C] and y [B, C] normalised log time; mask [B, C]; w [K, B] member weights."""
+    """pred [K, B, C] and y [B, C] normalised log time; mask [B, C]; w [K, B] member weights;
+    aten [B, C]: which rows are ATen choices (weighted by ``opts.aten_weight``)."""
     m = mask.unsqueeze(0)  # [1, B, C]
-    wm = w.unsqueeze(-1) * m  # [K, B, C]
+    rw = None if aten is None or opts.aten_weight == 1 else 1 + (opts.aten_weight - 1) * aten.to(pred.dtype)
+    wm = w.unsqueeze(-1) * m * (1 if rw is None else rw.unsqueeze(0))  # [K, B, C]
     mse = ((pred - y.unsqueeze(0)) ** 2 * wm).sum() / wm.sum().clamp_min(1e-12)
     scale = y_std / opts.ranking_temperature
     neg = torch.finfo(pred.dtype).min / 4
@@ -288,15 +309,22 @@ def _loss(
     rank = (ce * w).sum() / w.sum().clamp_min(1e-12)
     loss = mse + opts.ranking_weight * rank
     if opts.pairwise_weight > 0:
-        loss = loss + opts.pairwise_weight * _pairwise(pred, y, mask, w, scale, opts.pairwise_top)
+        loss = loss + opts.pairwise_weight * _pairwise(pred, y, mask, w, scale, opts.pairwise_top, rw)
     return loss, mse, rank
 
 
 def _pairwise(
-    pred: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, scale: float, top: int
+    pred: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    w: torch.Tensor,
+    scale: float,
+    top: int,
+    row_w: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Top-weighted pairwise logistic loss: each of a problem's ``top`` fastest choices i against
-    every slower choice j, softplus(-(pred_j - pred_i) * scale), weighted by exp(-(y_i - y_best) * scale)."""
+    every slower choice j, softplus(-(pred_j - pred_i) * scale), weighted by exp(-(y_i - y_best) * scale)
+    and, with ``row_w`` [B, C], by the larger of the two rows' weights."""
     big = torch.finfo(y.dtype).max / 4
     ym = torch.where(mask, y, big)  # [B, C]
     t = min(top, y.shape[-1])
@@ -306,6 +334,8 @@ def _pairwise(
     p_top = torch.gather(pred, -1, i_top.unsqueeze(0).expand(pred.shape[0], -1, -1))  # [K, B, T]
     pair = (y.unsqueeze(1) > y_top.unsqueeze(-1)) & mask.unsqueeze(1)  # [B, T, C]: j slower than i
     pw = gain.unsqueeze(-1) * pair  # [B, T, C]
+    if row_w is not None:
+        pw = pw * torch.maximum(torch.gather(row_w, -1, i_top).unsqueeze(-1), row_w.unsqueeze(1))
     sp = torch.nn.functional.softplus(-(pred.unsqueeze(2) - p_top.unsqueeze(-1)) * scale)  # [K, B, T, C]
     per = (sp * pw).sum((-1, -2)) / pw.sum((-1, -2)).clamp_min(1e-12)  # [K, B]
     return (per * w).sum() / w.sum().clamp_min(1e-12)
@@ -466,8 +496,9 @@ def _train(
                 mask_t = torch.from_numpy(mask).to(device)
                 xb = x_tr[idx_t.view(-1)]  # [B*C, F]
                 pred = net(xb).view(k, len(batch), c)  # [K, B, C]
+                aten_t = torch.from_numpy(rows_tr.aten[idx] & mask).to(device)
                 loss, mse, rank = _loss(
-                    pred, y_tr[idx_t], mask_t, member_w[:, torch.from_numpy(batch).to(device)], norm.y_std, opts
+                    pred, y_tr[idx_t], mask_t, member_w[:, torch.from_numpy(batch).to(device)], norm.y_std, opts, aten_t
                 )
                 optim.zero_grad()
                 loss.backward()

@@ -51,6 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="weight of the top-weighted pairwise ranking loss (default: 3)",
     )
     t.add_argument(
+        "--aten-weight",
+        type=float,
+        default=3.0,
+        help="weight of ATen rows (MSE) and of pairs with an ATen choice (pairwise) against Triton's (default: 3)",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -177,6 +183,7 @@ def _train(args: argparse.Namespace) -> int:
             patience=args.patience,
             ranking_weight=args.ranking_weight,
             pairwise_weight=args.pairwise_weight,
+            aten_weight=args.aten_weight,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
