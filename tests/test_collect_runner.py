@@ -303,7 +303,17 @@ def test_interrupted_workers_merge_what_they_finished(tmp_path):
     cmd += ["--hardware", "cpu-test", "--output", str(out), "--workers", "2", "--no-progress"]
     log = open(tmp_path / "stderr.txt", "wb")  # closed in the finally below
     # Its own session: the signal reaches the main process only, so the workers must be stopped by it.
-    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    # SIGINT's default action restored: a shell's background job (a CI runner's `cmd &`) inherits it
+    # ignored, and Python then installs no KeyboardInterrupt handler.
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
