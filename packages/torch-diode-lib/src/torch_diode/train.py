@@ -6,6 +6,7 @@ and minimises, per ensemble member,
 
     MSE(normalised log time) + ranking_weight * ListNet(problem) + pairwise_weight * Pairwise(problem)
 
+(a problem's ATen rows, and the pairs with an ATen choice, weighted ``aten_weight`` times),
 where the ListNet term is the KL divergence between softmax(-log t / T) of the measured and of
 the predicted times over the choices of each problem (``T`` = ``ranking_temperature``), and the
 pairwise term is a logistic loss on every (fast, slower) pair of a problem's choices whose fast
@@ -131,16 +132,10 @@ class TrainOptions:
                 raise ValueError(f"{name}: must be a positive integer or None, got {v!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed: must be an integer, got {self.seed!r}")
-        for name in ("learning_rate", "ranking_temperature"):
+        for name in ("learning_rate", "ranking_temperature", "aten_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name}: must be a positive number, got {v!r}")
-        if (
-            not isinstance(self.aten_weight, (int, float))
-            or not math.isfinite(self.aten_weight)
-            or self.aten_weight <= 0
-        ):
-            raise ValueError(f"aten_weight: must be a positive number, got {self.aten_weight!r}")
         for name in ("weight_decay", "ranking_weight", "pairwise_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -297,8 +292,11 @@ def _loss(
     """pred [K, B, C] and y [B, C] normalised log time; mask [B, C]; w [K, B] member weights;
     aten [B, C]: which rows are ATen choices (weighted by ``opts.aten_weight``)."""
     m = mask.unsqueeze(0)  # [1, B, C]
-    rw = None if aten is None or opts.aten_weight == 1 else 1 + (opts.aten_weight - 1) * aten.to(pred.dtype)
-    wm = w.unsqueeze(-1) * m * (1 if rw is None else rw.unsqueeze(0))  # [K, B, C]
+    wm = w.unsqueeze(-1) * m  # [K, B, C]
+    rw = None  # [B, C] row weights
+    if aten is not None and opts.aten_weight != 1:
+        rw = 1 + (opts.aten_weight - 1) * aten.to(pred.dtype)
+        wm = wm * rw.unsqueeze(0)
     mse = ((pred - y.unsqueeze(0)) ** 2 * wm).sum() / wm.sum().clamp_min(1e-12)
     scale = y_std / opts.ranking_temperature
     neg = torch.finfo(pred.dtype).min / 4
@@ -460,6 +458,7 @@ def _train(
 
     x_tr = norm_x(rows_tr.x)  # [R, F]
     y_tr = torch.from_numpy((rows_tr.y - norm.y_mean) / norm.y_std).to(device)  # [R]
+    aten_tr = torch.from_numpy(rows_tr.aten).to(device)  # [R]
     x_va = norm_x(rows_va.x)
     rng = np.random.default_rng(opts.seed + 1)
     k = arch.members
@@ -496,9 +495,14 @@ def _train(
                 mask_t = torch.from_numpy(mask).to(device)
                 xb = x_tr[idx_t.view(-1)]  # [B*C, F]
                 pred = net(xb).view(k, len(batch), c)  # [K, B, C]
-                aten_t = torch.from_numpy(rows_tr.aten[idx] & mask).to(device)
                 loss, mse, rank = _loss(
-                    pred, y_tr[idx_t], mask_t, member_w[:, torch.from_numpy(batch).to(device)], norm.y_std, opts, aten_t
+                    pred,
+                    y_tr[idx_t],
+                    mask_t,
+                    member_w[:, torch.from_numpy(batch).to(device)],
+                    norm.y_std,
+                    opts,
+                    aten_tr[idx_t] & mask_t,
                 )
                 optim.zero_grad()
                 loss.backward()

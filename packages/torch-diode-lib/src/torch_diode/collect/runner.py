@@ -304,6 +304,19 @@ def defer_stalled(problems: list[Problem], output: str | os.PathLike[str], forma
     return _deferred(problems, stalled_problems(output, format), output)
 
 
+def _resume_partial(
+    problems: list[Problem], output: Path, options: CollectOptions
+) -> tuple[list[Problem], dict[Problem, set[Choice]]]:
+    """One read of ``OUT.partial`` for a run: ``problems`` (the stalled ones last when
+    ``options.defer_stalled``) and the choices already saved per unfinished problem."""
+    parts = _read_partial(output, options.format)
+    if parts is None:
+        return problems, {}
+    if options.defer_stalled:
+        problems = _deferred(problems, _timeouts(parts), output)
+    return problems, parts.measured_choices()
+
+
 def _deferred(problems: list[Problem], stalled: Mapping[Problem, int], output: str | os.PathLike[str]) -> list[Problem]:
     later = [p for p in problems if p in stalled]
     if not later:
@@ -738,9 +751,7 @@ def collect(
             torch.cuda.set_device(local)
             device = f"cuda:{local}"
         done, measured = _problems_done(output, options.format, top_up=options.top_up)
-        parts = _read_partial(output, options.format)
-        if options.defer_stalled:  # before sharding: every rank reads the same OUT.partial
-            plist = _deferred(plist, _timeouts(parts), output)
+        plist, partial = _resume_partial(plist, output, options)  # before sharding: every rank reads the same
         path = shard_path(output, rank or 0)
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         summary = _run_rank(
@@ -750,7 +761,7 @@ def collect(
             device=device,
             done=done,
             measured=measured,
-            partial={} if parts is None else parts.measured_choices(),
+            partial=partial,
             position=0,
         )
         summary.shards = [path]
@@ -758,10 +769,7 @@ def collect(
         _check_result(summary)
         return summary
     settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
-    parts = _read_partial(output, options.format)
-    partial = {} if parts is None else parts.measured_choices()
-    if options.defer_stalled:
-        plist = _deferred(plist, _timeouts(parts), output)
+    plist, partial = _resume_partial(plist, output, options)
     workers = options.workers
     if workers is None:
         if options.device == "cuda":
