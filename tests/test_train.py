@@ -137,8 +137,14 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
         "--report", str(tmp_path / "train.json"), check=True, env=ENV,
     )  # fmt: skip
     assert "wrote" in r.stdout and "held out: regret@1" in r.stdout
-    assert load_model(model).arch.model_type == "base"
+    assert load_model(model).arch.model_type == "base" and load_model(model).memory is not None
     assert json.loads((tmp_path / "train.json").read_text())["epochs_run"] == 3
+    plain = tmp_path / "plain.safetensors"
+    run_diode(
+        "train", "--dataset", str(DATA), "--model", str(plain), "--num-epochs", "1", "--ensemble-size", "1",
+        "--threads", "1", "--neighbours", "0", check=True, env=ENV,
+    )  # fmt: skip
+    assert load_model(plain).memory is None
 
     r = run_diode(
         "validate-model", "--model", str(model), "--dataset", str(DATA), "--top-n-worst", "3", check=True, env=ENV
@@ -169,6 +175,10 @@ def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:
     assert r.returncode == 2 and "no such model file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = run_diode("train", "--data-dir", str(tmp_path), "--model", str(tmp_path / "m.safetensors"), env=ENV)
     assert r.returncode == 2 and "no files with extension" in r.stderr
+    r = run_diode(
+        "train", "--dataset", str(DATA), "--model", str(tmp_path / "m.safetensors"), "--neighbours", "-1", env=ENV
+    )
+    assert r.returncode == 2 and "neighbours" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 # -- real GPU data ---------------------------------------------------------------------------------

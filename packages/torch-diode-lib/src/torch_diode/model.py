@@ -10,11 +10,13 @@ Architectures (``model_type``):
 * ``base``: input -> ``hidden`` -> ReLU -> (``depth`` plain ReLU layers) -> 1;
 * ``deep``: input -> ``hidden`` -> ReLU -> ``depth`` residual blocks ``h + ReLU(W h + b)`` -> 1.
 
-File format (``format`` = ``torch-diode-model``, ``format_version`` = 1): a safetensors file whose
-tensors are the network weights (float32) and whose ``__metadata__`` (str -> str, JSON-encoded
+File format (``format`` = ``torch-diode-model``, ``format_version`` = 2): a safetensors file whose
+tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``:
+:mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), and whose ``__metadata__`` (str -> str, JSON-encoded
 values) holds the hardware key and figures, the feature spec, normalisation statistics,
 architecture, training-data hash, torch/triton versions, training options and held-out metrics,
-plus ``tensors_sha256`` over the tensor bytes. The header is written with sorted keys so a model
+plus ``tensors_sha256`` over the tensor bytes, and ``neighbour_memory`` (its options and sizes) when
+the file has a memory. Version 1 files (network only, written before session 9) still load. The header is written with sorted keys so a model
 always serialises to the same bytes (``model_hash`` is the sha256 of the file).
 :func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
 otherwise; it never unpickles anything.
@@ -39,10 +41,12 @@ from torch import nn
 
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize_split
+from torch_diode.neighbours import NeighbourMemory
 from torch_diode.records import Choice, Problem
 
 FORMAT_NAME = "torch-diode-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: optional neighbour memory (memory.* tensors, int32 rel_flat)
+_READABLE_VERSIONS = ("1", "2")
 MODEL_TYPES: tuple[str, ...] = ("base", "deep")
 #: Default architecture per model type (``hidden``, ``depth``). Sized for the compile path: with a
 #: 4-member ensemble, featurizing and scoring 1,500 candidates takes ~1.6 ms of one CPU core
@@ -248,6 +252,7 @@ class DiodeModel:
         hardware: the hardware key it was trained for (``NVIDIA-H100`` ...).
         model_hash: sha256 (hex) of the model file's bytes (of the bytes ``save_model`` writes).
         metadata: the decoded metadata (every value parsed from its JSON string).
+        memory: the neighbour memory blended into :meth:`predict` (None: the network alone).
     """
 
     def __init__(
@@ -258,8 +263,10 @@ class DiodeModel:
         gpu: GpuConstants,
         normalization: Normalization,
         metadata: Mapping[str, Any],
+        memory: NeighbourMemory | None = None,
     ) -> None:
         self.net = net.eval()
+        self.memory = memory
         self.arch = net.arch
         self.hardware = hardware
         self.gpu = gpu
@@ -302,8 +309,10 @@ class DiodeModel:
         """Predicted log time and uncertainty of every choice of ``problem`` (one batched call).
 
         The problem's features are the same on every row, so their share of the first layer is
-        computed once (``EnsembleMLP.forward_shared``); the result equals ``predict_features`` on
-        the same matrix up to float rounding.
+        computed once (``EnsembleMLP.forward_shared``); the network's result equals
+        ``predict_features`` on the same matrix up to float rounding. With a neighbour ``memory``,
+        the mean log time is then blended with what the nearest training problems measured
+        (:mod:`torch_diode.neighbours`); the uncertainty stays the network's.
         """
         x_shared, x_rest = featurize_split(problem, choices, self.gpu)  # [S], [N, F-S]
         if len(choices) == 0:
@@ -317,7 +326,10 @@ class DiodeModel:
             if self._inference_weights is None:
                 self._inference_weights = self.net.inference_weights(s)
             out = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(xr), self._inference_weights)  # [K, N]
-            return self._summarise(out)
+            pred = self._summarise(out)
+        if self.memory is not None:
+            pred = Prediction(self.memory.blend(problem, x_rest, pred.log_time_us), pred.std)
+        return pred
 
     def _summarise(self, out: torch.Tensor) -> Prediction:
         # (torch.std over a [4, 1500] tensor costs ~0.2 ms on CPU, numpy ~0.02 ms)
@@ -327,7 +339,8 @@ class DiodeModel:
         return Prediction(mean, std)
 
     def predict_features(self, x: np.ndarray) -> Prediction:
-        """Predict from a feature matrix ``[N, F]`` computed by ``featurize``."""
+        """The network's prediction from a feature matrix ``[N, F]`` computed by ``featurize``
+        (no neighbour memory: the rows need not be one problem's)."""
         xn = (x - self.normalization.x_mean) * self._inv_std  # [N, F] float32
         with torch.inference_mode():
             out = self.net(torch.from_numpy(np.ascontiguousarray(xn, dtype=np.float32)))  # [K, N]
@@ -339,6 +352,10 @@ class DiodeModel:
         if self._bytes is None:
             tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in self.net.state_dict().items()}
             meta = dict(self.metadata)
+            meta.pop("neighbour_memory", None)
+            if self.memory is not None:
+                tensors.update({k: torch.from_numpy(v) for k, v in self.memory.to_tensors().items()})
+                meta["neighbour_memory"] = self.memory.metadata()
             meta.update(
                 format=FORMAT_NAME,
                 format_version=FORMAT_VERSION,
@@ -384,13 +401,14 @@ def _encode_safetensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[s
         for k, v in metadata.items()
     }
     names = sorted(tensors)
-    blobs = [tensors[n].numpy().astype("<f4", copy=False).tobytes() for n in names]
+    kinds = {n: ("I32", "<i4") if tensors[n].dtype == torch.int32 else ("F32", "<f4") for n in names}
+    blobs = [tensors[n].numpy().astype(kinds[n][1], copy=False).tobytes() for n in names]
     data = b"".join(blobs)
     meta_str["tensors_sha256"] = hashlib.sha256(data).hexdigest()
     header: dict[str, Any] = {"__metadata__": dict(sorted(meta_str.items()))}
     off = 0
     for n, b in zip(names, blobs):
-        header[n] = {"dtype": "F32", "shape": list(tensors[n].shape), "data_offsets": [off, off + len(b)]}
+        header[n] = {"dtype": kinds[n][0], "shape": list(tensors[n].shape), "data_offsets": [off, off + len(b)]}
         off += len(b)
     hbytes = json.dumps(header, separators=(",", ":"), sort_keys=False).encode()
     hbytes += b" " * (-len(hbytes) % 8)
@@ -451,11 +469,11 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     meta_raw = header.get("__metadata__")
     if not isinstance(meta_raw, dict) or meta_raw.get("format") != FORMAT_NAME:
         raise _bad(source, f'not a torch-diode model (safetensors metadata has no "format": "{FORMAT_NAME}")')
-    if meta_raw.get("format_version") != str(FORMAT_VERSION):
+    if meta_raw.get("format_version") not in _READABLE_VERSIONS:
         raise _bad(
             source,
             f"model format version {meta_raw.get('format_version')!r} is not supported (this torch-diode reads "
-            f"version {FORMAT_VERSION}); upgrade torch-diode-lib or retrain the model with `diode train`",
+            f"versions {', '.join(_READABLE_VERSIONS)}); upgrade torch-diode-lib or retrain the model with `diode train`",
         )
     missing = [k for k in _REQUIRED_META if k not in meta_raw]
     if missing:
@@ -510,15 +528,27 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     except (SafetensorError, ValueError, RuntimeError) as e:
         raise _bad(source, f"safetensors could not read the tensors ({e}); the file is corrupt") from None
     for name, t in tensors.items():
-        if t.dtype != torch.float32 or not torch.isfinite(t).all():
+        if name == "memory.rel_flat":
+            if t.dtype != torch.int32:
+                raise _bad(source, f"tensor {name!r} is not int32")
+        elif t.dtype != torch.float32 or not torch.isfinite(t).all():
             raise _bad(source, f"tensor {name!r} is not finite float32")
+    mem_tensors = {n: tensors.pop(n).numpy() for n in [n for n in tensors if n.startswith("memory.")]}
+    memory = None
+    if mem_tensors or "neighbour_memory" in meta:
+        try:
+            memory = NeighbourMemory.from_tensors(mem_tensors, meta["neighbour_memory"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise _bad(
+                source, f"neighbour memory is malformed ({type(e).__name__}: {e}); the file is corrupt"
+            ) from None
     with torch.device("meta"):
         net = EnsembleMLP(arch)
     try:
         net.load_state_dict(tensors, strict=True, assign=True)
     except RuntimeError as e:
         raise _bad(source, f"weights do not fit the recorded architecture: {e}") from None
-    model = DiodeModel(net, hardware=meta["hardware"], gpu=gpu, normalization=norm, metadata=meta)
+    model = DiodeModel(net, hardware=meta["hardware"], gpu=gpu, normalization=norm, metadata=meta, memory=memory)
     model._bytes = bytes(data)
     return model
 

@@ -51,6 +51,7 @@ from torch_diode.dataset import Dataset
 from torch_diode.evaluate import problem_evals, regret_at_k, summarize
 from torch_diode.features import FEATURE_SPEC, GpuConstants, featurize, gpu_constants
 from torch_diode.model import ARCH_PRESETS, MODEL_TYPES, Architecture, DiodeModel, Normalization, build_model, versions
+from torch_diode.neighbours import NeighbourMemory, NeighbourOptions
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,11 @@ class TrainOptions:
             costs most when it goes wrong. 3 (the default since session 8) makes what the choices
             handler keeps for Inductor to benchmark better on both GPUs in paired cross-validation
             (``benchmarks/models/cv-session8.md``).
+        neighbours: how many nearest training problems vote on a new problem's order (the
+            neighbour memory saved in the model file, :mod:`torch_diode.neighbours`); 0: none,
+            the network alone. 8 since session 9 (``benchmarks/models/cv-session9.md``).
+        neighbour_bandwidth: distance scale of a neighbour's weight ``exp(-d² / bandwidth²)``.
+        neighbour_prior: how many votes the network's own order counts for.
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -112,6 +118,9 @@ class TrainOptions:
     pairwise_weight: float = 3.0
     pairwise_top: int = 32
     aten_weight: float = 3.0
+    neighbours: int = 8
+    neighbour_bandwidth: float = 3.0
+    neighbour_prior: float = 1.0
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -146,8 +155,14 @@ class TrainOptions:
             raise ValueError(f"ema_decay: must be in [0, 1), got {self.ema_decay!r}")
         if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction: must be in [0, 1), got {self.val_fraction!r}")
+        self.neighbour_options()  # raises on a bad neighbours / bandwidth / prior
         if not isinstance(self.device, str) or not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ValueError(f"device: must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
+
+    def neighbour_options(self) -> NeighbourOptions:
+        return NeighbourOptions(
+            k=self.neighbours, bandwidth=self.neighbour_bandwidth, prior_weight=self.neighbour_prior
+        )
 
     def architecture(self) -> Architecture:
         preset = ARCH_PRESETS[self.model_type]
@@ -561,10 +576,15 @@ def _train(
     net = avg
     net.to("cpu").eval()
     model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={})
+    nopts = opts.neighbour_options()
     held_out: dict[str, Any] = {}
     if val_ids:
         val_ds = dataset.select_problems(problems[i] for i in val_ids)
+        if nopts.k:  # the held-out problems are measured against a memory that lacks them
+            model.memory = NeighbourMemory.build(dataset.select_problems(problems[i] for i in train_ids), gpu, nopts)
         held_out = summarize(problem_evals(model, val_ds), with_tau=True)
+    if nopts.k:  # the shipped memory has every problem
+        model.memory = NeighbourMemory.build(dataset, gpu, nopts)
     meta: dict[str, Any] = {
         "feature_spec": FEATURE_SPEC.to_dict(),
         "training_data_hash": dataset_hash(dataset),
@@ -572,7 +592,9 @@ def _train(
             "options": asdict(opts),
             "train_problems": len(train_ids),
             "val_problems": len(val_ids),
-            "held_out_metrics_are_from": "the validation problems of the split (also used for early stopping)",
+            "held_out_metrics_are_from": "the validation problems of the split (also used for early stopping); "
+            "with a neighbour memory, one built from the training problems of the split only "
+            "(the memory in this file also has the validation problems)",
             "train_rows": len(rows_tr.y),
             "best_epoch": best_epoch,
             "threads": torch.get_num_threads(),

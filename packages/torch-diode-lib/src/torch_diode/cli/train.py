@@ -57,6 +57,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="weight of ATen rows (MSE) and of pairs with an ATen choice (pairwise) against Triton's (default: 3)",
     )
     t.add_argument(
+        "--neighbours",
+        type=int,
+        default=8,
+        help="nearest training problems whose measured order is blended into a prediction (the neighbour "
+        "memory saved in the model file); 0: the network alone (default: 8)",
+    )
+    t.add_argument(
+        "--neighbour-bandwidth",
+        type=float,
+        default=3.0,
+        help="distance scale of a neighbour's weight exp(-d^2/bandwidth^2) (default: 3)",
+    )
+    t.add_argument(
+        "--neighbour-prior",
+        type=float,
+        default=1.0,
+        help="how many neighbour votes the network's own order counts for (default: 1)",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -184,6 +203,9 @@ def _train(args: argparse.Namespace) -> int:
             ranking_weight=args.ranking_weight,
             pairwise_weight=args.pairwise_weight,
             aten_weight=args.aten_weight,
+            neighbours=args.neighbours,
+            neighbour_bandwidth=args.neighbour_bandwidth,
+            neighbour_prior=args.neighbour_prior,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
