@@ -13,7 +13,7 @@ from test_model import CHOICES, H100, PROBLEM, _rewrite, make_model
 
 from torch_diode.dataset import read_dataset
 from torch_diode.errors import ModelFormatError
-from torch_diode.features import featurize_split, gpu_constants
+from torch_diode.features import featurize_split, featurize_split_indexed, gpu_constants
 from torch_diode.model import _encode_safetensors, load_model, save_model
 from torch_diode.neighbours import CAP, NeighbourMemory, NeighbourOptions, problem_row, signatures
 from torch_diode.records import Choice, Problem
@@ -71,6 +71,11 @@ def test_blend_by_hand() -> None:
     want[1] = (1.0 * 0.0 + 0.5 * mlp[1]) / (1.0 + 0.5)
     want[2] = (w2 * CAP + 0.5 * mlp[2]) / (w2 + 0.5)  # 7.0 is capped
     np.testing.assert_allclose(out, want + 2.0, rtol=1e-6, atol=1e-6)
+    # looked up through the choice table (once per choice, then cached): the same columns and blend
+    _, rest_i, index = featurize_split_indexed(PROBLEM, CHOICES, GPU)
+    for _ in range(2):
+        assert mem.columns_indexed(PROBLEM, rest_i, index).tolist() == mem.columns(PROBLEM, rest).tolist()
+        np.testing.assert_array_equal(mem.blend(PROBLEM, rest_i, log_t, index), out)
     # a configuration no training problem measured maps to no column; k = 0 or no rows: unchanged
     odd = Choice(template="triton::mm", block_m=16, block_n=16, block_k=16, group_m=8, num_stages=1, num_warps=1)
     _, rest_odd = featurize_split(PROBLEM, [odd], GPU)
@@ -82,6 +87,8 @@ def test_blend_by_hand() -> None:
     bmm_choices = [Choice.aten("bmm"), dataclasses.replace(CHOICES[0], template="triton::bmm")]
     _, rest_bmm = featurize_split(bmm, bmm_choices, GPU)
     assert mem.columns(bmm, rest_bmm).tolist() == [-1, 0]
+    _, rest_bmm, index_bmm = featurize_split_indexed(bmm, bmm_choices, GPU)
+    assert mem.columns_indexed(bmm, rest_bmm, index_bmm).tolist() == [-1, 0]
     assert mem.columns(PROBLEM, featurize_split(PROBLEM, [Choice.aten("mm")], GPU)[1]).tolist() == [len(CHOICES) - 1]
     off = NeighbourMemory(mem.problems, mem.configs, mem.rel, NeighbourOptions(k=0))
     assert off.blend(PROBLEM, rest, log_t) is log_t

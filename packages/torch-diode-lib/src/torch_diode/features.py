@@ -295,12 +295,17 @@ class _ChoiceCache:
         self._alive: list[Choice] = []
         self._static = np.zeros((1024, _NS), dtype=np.float32)
         self._raw = np.zeros((_RAW, 1024), dtype=np.float64)  # field-major: rows of a lookup are contiguous
+        #: Bumped whenever row indices are reused for other choices (the table was cleared).
+        self.generation = 0
 
-    def lookup(self, choices: Sequence[Choice]) -> tuple[np.ndarray, np.ndarray]:
+    def lookup(self, choices: Sequence[Choice]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Static rows ``[N, S]``, raw columns ``[7, N]``, the table rows (indices) of ``choices``
+        and the generation in which those indices are valid."""
         with self._lock:
             ids = list(map(self._by_id.get, map(id, choices)))
             if None in ids:
                 if len(self._index) + len(choices) > self.MAX:
+                    self.generation += 1
                     self._index.clear()
                     self._by_id.clear()
                     self._alive.clear()
@@ -318,7 +323,7 @@ class _ChoiceCache:
                         self._alive.append(c)
                         ids[i] = j
             idx = np.array(ids, dtype=np.intp)
-            return self._static[idx], self._raw[:, idx]
+            return self._static[idx], self._raw[:, idx], idx, self.generation
 
     def _add(self, c: Choice) -> int:
         j = len(self._index)
@@ -401,6 +406,16 @@ def featurize_split(
     """:func:`featurize` in two parts: the problem columns once (``[N_PROBLEM_FEATURES]``) and the
     remaining columns per choice (``[N, F - N_PROBLEM_FEATURES]``); both float32, the same numbers
     as ``featurize``. Scoring uses this to skip writing the problem columns on every row."""
+    shared, rest, _ = featurize_split_indexed(problem, choices, hardware)
+    return shared, rest
+
+
+def featurize_split_indexed(
+    problem: Problem, choices: Sequence[Choice], hardware: str | GpuConstants
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, int]]:
+    """:func:`featurize_split`, plus each choice's row in this process's choice table and the
+    table's generation (``ChoiceIndex``): equal indices in one generation are equal choices, so a
+    caller can cache per-choice results by index (the neighbour memory does)."""
     if isinstance(hardware, GpuConstants):
         hw = hardware
     else:
@@ -410,8 +425,8 @@ def featurize_split(
     shared = np.asarray(prow, dtype=np.float32)  # [S]
     out = np.empty((n_rows, _NS + _NI), dtype=np.float32)  # [N, F - S]
     if n_rows == 0:
-        return shared, out
-    static, raw = _CACHE.lookup(choices)  # [N, S], [7, N]
+        return shared, out, (np.zeros(0, dtype=np.intp), _CACHE.generation)
+    static, raw, idx, generation = _CACHE.lookup(choices)  # [N, S], [7, N], [N]
     out[:, :_NS] = static
     tri, bm, bn, bk, stages, warps, tf32 = raw  # each [N] float64
     isz = float(DTYPE_ITEMSIZE[problem.dtype])
@@ -463,4 +478,4 @@ def featurize_split(
     )  # [I, N]
     cols *= tri  # non-Triton rows get zeros
     out[:, _NS:] = cols.T
-    return shared, out
+    return shared, out, (idx, generation)

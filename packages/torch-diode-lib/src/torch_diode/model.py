@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from torch_diode.errors import ModelFormatError
-from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize_split
+from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize_split_indexed
 from torch_diode.neighbours import NeighbourMemory
 from torch_diode.records import Choice, Problem
 
@@ -49,8 +49,9 @@ FORMAT_VERSION = 2  # 2: optional neighbour memory (memory.* tensors, int32 rel_
 _READABLE_VERSIONS = ("1", "2")
 MODEL_TYPES: tuple[str, ...] = ("base", "deep")
 #: Default architecture per model type (``hidden``, ``depth``). Sized for the compile path: with a
-#: 4-member ensemble, featurizing and scoring 1,500 candidates takes ~1.6 ms of one CPU core
-#: (scripts/bench_scoring.py); the network forward is ~1 ms of that. On CPU, cost grows with
+#: 4-member ensemble, featurizing and scoring 1,500 candidates takes ~1.5 ms of one CPU core, and
+#: 1.6-1.9 ms with a 365-problem neighbour memory (scripts/bench_scoring.py, session 9); the
+#: network forward is ~1 ms of that. On CPU, cost grows with
 #: members x hidden^2 x depth, so wider or deeper presets break the 2 ms budget.
 ARCH_PRESETS: Mapping[str, Mapping[str, int]] = {
     "base": {"hidden": 48, "depth": 1},
@@ -314,7 +315,7 @@ class DiodeModel:
         the mean log time is then blended with what the nearest training problems measured
         (:mod:`torch_diode.neighbours`); the uncertainty stays the network's.
         """
-        x_shared, x_rest = featurize_split(problem, choices, self.gpu)  # [S], [N, F-S]
+        x_shared, x_rest, index = featurize_split_indexed(problem, choices, self.gpu)  # [S], [N, F-S]
         if len(choices) == 0:
             z = np.zeros(0, dtype=np.float32)
             return Prediction(z, z.copy())
@@ -328,7 +329,7 @@ class DiodeModel:
             out = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(xr), self._inference_weights)  # [K, N]
             pred = self._summarise(out)
         if self.memory is not None:
-            pred = Prediction(self.memory.blend(problem, x_rest, pred.log_time_us), pred.std)
+            pred = Prediction(self.memory.blend(problem, x_rest, pred.log_time_us, index), pred.std)
         return pred
 
     def _summarise(self, out: torch.Tensor) -> Prediction:

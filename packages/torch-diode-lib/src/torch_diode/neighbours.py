@@ -34,6 +34,7 @@ improve on both GPUs with ``k`` = 8, ``bandwidth`` = 3, ``prior_weight`` = 1.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -151,6 +152,18 @@ class NeighbourMemory:
         self.configs = np.ascontiguousarray(configs, dtype=np.float32)
         self.rel = np.ascontiguousarray(rel, dtype=np.float32)
         self.options = options
+        # For the blend: capped votes and 1/0 "measured" weights, with an all-zero last column
+        # that choices unknown to the memory point at.
+        pad = np.zeros((len(self.rel), 1), dtype=np.float32)
+        have = ~np.isnan(self.rel)
+        self._votes = np.hstack([np.where(have, np.minimum(self.rel, CAP), 0.0).astype(np.float32), pad])
+        self._have = np.hstack([have.astype(np.float32), pad])
+        # choice-table row (features.featurize_split_indexed) -> column; -2: not looked up yet,
+        # -3: an ATen choice, whose column depends on the problem's op: (row, op) -> column
+        self._lock = threading.Lock()
+        self._col_of_row = np.zeros(0, dtype=np.intp)
+        self._aten_cols: dict[tuple[int, str], int] = {}
+        self._generation = -1
         h = _hash_rows(self.configs)
         self._order = np.argsort(h, kind="stable")
         self._sorted_hash = h[self._order]
@@ -246,6 +259,33 @@ class NeighbourMemory:
         ok = (self._sorted_hash[pos] == h) & (self.configs[col] == sig).all(axis=1)
         return np.where(ok, col, -1)
 
+    def columns_indexed(self, problem: Problem, x_rest: np.ndarray, index: tuple[np.ndarray, int]) -> np.ndarray:
+        """:meth:`columns`, cached by choice-table row (``index`` from
+        ``features.featurize_split_indexed``): each Triton choice is looked up once per process."""
+        idx, generation = index
+        with self._lock:
+            if generation != self._generation:
+                self._col_of_row = np.zeros(0, dtype=np.intp)
+                self._aten_cols.clear()
+                self._generation = generation
+            if len(idx) and idx.max() >= len(self._col_of_row):
+                grow = max(int(idx.max()) + 1, 2 * len(self._col_of_row))
+                self._col_of_row = np.concatenate(
+                    [self._col_of_row, np.full(grow - len(self._col_of_row), -2, dtype=np.intp)]
+                )
+            cols = self._col_of_row[idx]  # (a copy)
+            for i in np.flatnonzero(cols == -3).tolist():
+                cols[i] = self._aten_cols.get((int(idx[i]), problem.op), -2)
+            todo = cols == -2
+            if todo.any():
+                found = self.columns(problem, x_rest[todo])
+                cols[todo] = found
+                aten = x_rest[todo, _ATEN_COL] > 0
+                self._col_of_row[idx[todo]] = np.where(aten, -3, found)
+                for j, c in zip(idx[todo][aten].tolist(), found[aten].tolist()):
+                    self._aten_cols[(j, problem.op)] = c
+            return cols
+
     def neighbours(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest training problems (memory rows) and their weights."""
         q = np.asarray(problem_row(problem), dtype=np.float32)
@@ -253,7 +293,7 @@ class NeighbourMemory:
         d = mem[:, :4] - q[:4]
         d2 = (d * d).sum(axis=1)
         same_dtype = mem[:, 4] == q[4]
-        half = np.isin(mem[:, 4], (0.0, 1.0)) & (q[4] in (0.0, 1.0))
+        half = (mem[:, 4] <= 1.0) & (q[4] <= 1.0)  # fp16 and bf16 (codes 0 and 1)
         d2 += np.where(same_dtype, 0.0, np.where(half, 1.0, 4.0))
         d2 += 0.5 * (mem[:, 5] != q[5]) + 0.5 * (mem[:, 6] != q[6])
         d2 += 0.3 * (mem[:, 7] != q[7]) + 0.3 * (mem[:, 8] != q[8])
@@ -261,19 +301,23 @@ class NeighbourMemory:
         nb = np.argpartition(d2, k - 1)[:k] if k < len(d2) else np.arange(len(d2))
         return nb, np.exp(-d2[nb] / self.options.bandwidth**2).astype(np.float32)
 
-    def blend(self, problem: Problem, x_rest: np.ndarray, log_t: np.ndarray) -> np.ndarray:
+    def blend(
+        self,
+        problem: Problem,
+        x_rest: np.ndarray,
+        log_t: np.ndarray,
+        index: tuple[np.ndarray, int] | None = None,
+    ) -> np.ndarray:
         """The network's ``log_t [N]`` for the choices whose features are ``x_rest``, reordered by
-        the neighbours' votes (module docstring). Returns float32 ``[N]``."""
+        the neighbours' votes (module docstring). ``index``: the choices' rows from
+        ``features.featurize_split_indexed``, to look each choice up once. Returns float32 ``[N]``."""
         if len(log_t) == 0 or self.options.k == 0 or len(self.problems) == 0:
             return log_t
         nb, w = self.neighbours(problem)
-        cols = self.columns(problem, x_rest)
-        votes = self.rel[nb][:, np.maximum(cols, 0)]  # [k, N]
-        votes[:, cols < 0] = np.nan
-        have = ~np.isnan(votes)
-        wv = np.where(have, w[:, None], 0.0)  # [k, N]
-        num = (wv * np.where(have, np.minimum(votes, CAP), 0.0)).sum(axis=0)
-        den = wv.sum(axis=0)
+        cols = self.columns(problem, x_rest) if index is None else self.columns_indexed(problem, x_rest, index)
+        cols = np.where(cols < 0, self.rel.shape[1], cols)  # the all-zero column
+        num = (w @ self._votes[nb])[cols]  # the k rows summed first ([C + 1]), then read per choice
+        den = (w @ self._have[nb])[cols]
         base = log_t.min()
         prior = self.options.prior_weight
         return ((num + prior * (log_t - base)) / (den + prior) + base).astype(np.float32)
