@@ -78,7 +78,14 @@ PROBLEM_COLUMNS: tuple[str, ...] = (
     "bias",
     "batched",
 )
-_DTYPE_CODE = {"float16": 0.0, "bfloat16": 1.0, "float32": 2.0}  # anything else: 3 + its own code
+# Stored in model files: append only. fp16 and bf16 must stay 0 and 1 (``neighbours``' half-precision test).
+_DTYPE_CODE = {
+    d: float(i)
+    for i, d in enumerate(
+        ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2", "int8", "int32")
+    )
+}
+_OTHER_DTYPE = 99.0  # a dtype added to records later: unlike every one above
 CAP = 3.0  # a neighbour's vote for one choice is at most e^3 ~ 20x slower than its best
 
 
@@ -101,9 +108,7 @@ class NeighbourOptions:
 
 def problem_row(p: Problem) -> list[float]:
     """The descriptor of ``p`` (``PROBLEM_COLUMNS``)."""
-    code = _DTYPE_CODE.get(p.dtype)
-    if code is None:
-        code = 3.0 + sum(map(ord, p.dtype)) % 997  # distinct codes for fp8 variants and others
+    code = _DTYPE_CODE.get(p.dtype, _OTHER_DTYPE)
     return [
         math.log2(p.m),
         math.log2(p.n),
@@ -198,6 +203,8 @@ class NeighbourMemory:
     # -- serialisation (model file) ---------------------------------------------------------------
     def to_tensors(self) -> dict[str, np.ndarray]:
         """The memory as arrays for the model file: the measured entries of ``rel`` in coordinate form."""
+        if self.rel.size >= 2**31:
+            raise ValueError(f"neighbour memory of {self.rel.shape} entries is too large for int32 indices")
         p_idx, c_idx = np.nonzero(~np.isnan(self.rel))
         return {
             "memory.problems": self.problems,
