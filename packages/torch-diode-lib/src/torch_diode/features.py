@@ -413,9 +413,9 @@ def featurize_split(
 def featurize_split_indexed(
     problem: Problem, choices: Sequence[Choice], hardware: str | GpuConstants
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, int]]:
-    """:func:`featurize_split`, plus each choice's row in this process's choice table and the
-    table's generation (``ChoiceIndex``): equal indices in one generation are equal choices, so a
-    caller can cache per-choice results by index (the neighbour memory does)."""
+    """:func:`featurize_split`, plus ``(rows, generation)``: each choice's row in this process's
+    choice table and the table's generation. Equal rows in one generation are equal choices, so a
+    caller can cache per-choice results by row (the neighbour memory does)."""
     if isinstance(hardware, GpuConstants):
         hw = hardware
     else:

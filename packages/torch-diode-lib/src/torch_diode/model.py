@@ -11,12 +11,13 @@ Architectures (``model_type``):
 * ``deep``: input -> ``hidden`` -> ReLU -> ``depth`` residual blocks ``h + ReLU(W h + b)`` -> 1.
 
 File format (``format`` = ``torch-diode-model``, ``format_version`` = 2): a safetensors file whose
-tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``:
-:mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), and whose ``__metadata__`` (str -> str, JSON-encoded
-values) holds the hardware key and figures, the feature spec, normalisation statistics,
-architecture, training-data hash, torch/triton versions, training options and held-out metrics,
-plus ``tensors_sha256`` over the tensor bytes, and ``neighbour_memory`` (its options and sizes) when
-the file has a memory. Version 1 files (network only, written before session 9) still load. The header is written with sorted keys so a model
+tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``,
+:mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), and
+whose ``__metadata__`` (str -> str, JSON-encoded values) holds the hardware key and figures, the
+feature spec, normalisation statistics, architecture, training-data hash, torch/triton versions,
+training options and held-out metrics, plus ``tensors_sha256`` over the tensor bytes, and
+``neighbour_memory`` (its options and sizes) when the file has a memory. Version 1 files (network
+only, written before session 9) still load. The header is written with sorted keys so a model
 always serialises to the same bytes (``model_hash`` is the sha256 of the file).
 :func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
 otherwise; it never unpickles anything.

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -179,26 +179,43 @@ class NeighbourMemory:
     @classmethod
     def build(cls, dataset: Dataset, gpu: GpuConstants, options: NeighbourOptions) -> NeighbourMemory:
         """The memory of every measured problem of ``dataset`` (repeated measurements: their median)."""
+
+        def measured() -> Iterator[tuple[Problem, np.ndarray, np.ndarray]]:
+            for pt in dataset.by_problem():
+                med = pt.median_by_choice()
+                _, rest = featurize_split(pt.problem, [dataset.choices[i] for i in med], gpu)
+                yield pt.problem, rest, np.log(np.array(list(med.values()), dtype=np.float64))
+
+        return cls.from_measurements(measured(), options)
+
+    @classmethod
+    def from_measurements(
+        cls, measured: Iterable[tuple[Problem, np.ndarray, np.ndarray]], options: NeighbourOptions
+    ) -> NeighbourMemory:
+        """The memory of problems given as ``(problem, x_rest [N, F - N_PROBLEM_FEATURES], log
+        time [N])``: the non-problem feature columns of its measured choices (``featurize_split``)
+        and their log times. The trainer passes the rows it has already featurized."""
         rows: list[list[float]] = []
-        entries: list[tuple[int, np.ndarray, np.ndarray]] = []  # (problem row, config signature rows, rel)
-        for pt in dataset.by_problem():
-            med = pt.median_by_choice()
-            choices = [dataset.choices[i] for i in med]
-            _, rest = featurize_split(pt.problem, choices, gpu)
-            log_t = np.log(np.array(list(med.values()), dtype=np.float64))
-            entries.append((len(rows), signatures(pt.problem, rest), (log_t - log_t.min()).astype(np.float32)))
-            rows.append(problem_row(pt.problem))
-        sigs = np.concatenate([e[1] for e in entries]) if entries else np.zeros((0, len(SIGNATURE)), np.float32)
+        entries: list[tuple[np.ndarray, np.ndarray]] = []  # per problem: config signatures, rel
+        for problem, x_rest, log_t in measured:
+            entries.append((signatures(problem, x_rest), (log_t - log_t.min()).astype(np.float32)))
+            rows.append(problem_row(problem))
+        sigs = np.concatenate([e[0] for e in entries]) if entries else np.zeros((0, len(SIGNATURE)), np.float32)
         configs, inverse = np.unique(sigs, axis=0, return_inverse=True)
         rel = np.full((len(rows), len(configs)), np.nan, dtype=np.float32)
         off = 0
-        for p, sig, r in entries:
+        for p, (sig, r) in enumerate(entries):
             cols = inverse.reshape(-1)[off : off + len(sig)]
             off += len(sig)
             # Two choices with one signature in a problem (not seen in practice): the faster votes.
             cur = rel[p, cols]
             rel[p, cols] = np.where(np.isnan(cur), r, np.fmin(cur, r))
         return cls(np.array(rows, dtype=np.float32).reshape(-1, len(PROBLEM_COLUMNS)), configs, rel, options)
+
+    def select(self, rows: Sequence[int] | np.ndarray) -> NeighbourMemory:
+        """The memory of the training problems ``rows`` only (the same configuration columns)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        return NeighbourMemory(self.problems[rows], self.configs, self.rel[rows], self.options)
 
     # -- serialisation (model file) ---------------------------------------------------------------
     def to_tensors(self) -> dict[str, np.ndarray]:

@@ -40,7 +40,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -49,7 +49,7 @@ import torch
 
 from torch_diode.dataset import Dataset
 from torch_diode.evaluate import problem_evals, regret_at_k, summarize
-from torch_diode.features import FEATURE_SPEC, GpuConstants, featurize, gpu_constants
+from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, GpuConstants, featurize, gpu_constants
 from torch_diode.model import ARCH_PRESETS, MODEL_TYPES, Architecture, DiodeModel, Normalization, build_model, versions
 from torch_diode.neighbours import NeighbourMemory, NeighbourOptions
 
@@ -225,6 +225,13 @@ def _featurize_problems(dataset: Dataset, groups: list[Any], hardware: str | Gpu
         counts=c,
         aten=np.concatenate(aten) if aten else np.zeros(0, bool),
     )
+
+
+def _measured(rows: _Rows, problems: list[Any]) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+    """Per problem of ``rows``: the problem, its non-problem feature columns and its log times
+    (what ``NeighbourMemory.from_measurements`` takes)."""
+    for p, s, n in zip(problems, rows.starts.tolist(), rows.counts.tolist()):
+        yield p, rows.x[s : s + n, N_PROBLEM_FEATURES:], rows.y[s : s + n]
 
 
 def _sample_choices(rng: np.random.Generator, aten: np.ndarray, cap: int) -> np.ndarray:
@@ -577,14 +584,25 @@ def _train(
     net.to("cpu").eval()
     model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={})
     nopts = opts.neighbour_options()
+    # The shipped memory has every problem, from the rows featurized above (training split first).
+    memory = (
+        NeighbourMemory.from_measurements(
+            [
+                *_measured(rows_tr, [problems[i] for i in train_ids]),
+                *_measured(rows_va, [problems[i] for i in val_ids]),
+            ],
+            nopts,
+        )
+        if nopts.k
+        else None
+    )
     held_out: dict[str, Any] = {}
     if val_ids:
         val_ds = dataset.select_problems(problems[i] for i in val_ids)
-        if nopts.k:  # the held-out problems are measured against a memory that lacks them
-            model.memory = NeighbourMemory.build(dataset.select_problems(problems[i] for i in train_ids), gpu, nopts)
+        if memory is not None:  # the held-out problems are measured against a memory that lacks them
+            model.memory = memory.select(range(len(train_ids)))
         held_out = summarize(problem_evals(model, val_ds), with_tau=True)
-    if nopts.k:  # the shipped memory has every problem
-        model.memory = NeighbourMemory.build(dataset, gpu, nopts)
+    model.memory = memory
     meta: dict[str, Any] = {
         "feature_spec": FEATURE_SPEC.to_dict(),
         "training_data_hash": dataset_hash(dataset),
