@@ -537,3 +537,92 @@ def test_compile_processes_leave_ctrl_c_to_the_parent():
         c.close()
     assert signal.getsignal(signal.SIGINT) is before  # close() puts the handler back
     assert not any(p.is_alive() for p in procs)
+
+
+_GROUP_SCRIPT = """
+import os, subprocess, sys, time
+from torch_diode.collect import sweep
+c = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(workers=1))
+pool = c._get_pool()
+print("pgrp", os.getpgrp(), pool.submit(os.getpgrp).result(), flush=True)
+fut = pool.submit(subprocess.call, ["sleep", "2"])  # a stand-in for the ptxas a compile runs
+time.sleep(0.7)
+print("ready", flush=True)
+try:
+    time.sleep(30)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+print("child", fut.result(timeout=60), flush=True)
+c.close()
+"""
+
+
+def _script(code: str, **kw):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True, **kw
+    )
+
+
+def test_a_signal_to_the_parents_group_does_not_reach_what_a_compile_process_runs():
+    """Session 10's chunk s10f: the deadline's SIGINT to the process group killed seven `ptxas`
+    (each printed its PTX into the log; a killed `ptxas` reads as the config's compile error).
+    A compile process has its own group: the parent is interrupted, the child process runs on."""
+    import os
+    import signal
+
+    proc = _script(_GROUP_SCRIPT)
+    try:
+        pgrp, parent_group, worker_group = proc.stdout.readline().split()
+        assert pgrp == "pgrp" and worker_group != parent_group
+        assert proc.stdout.readline().strip() == "ready"
+        os.killpg(int(parent_group), signal.SIGINT)  # what `timeout --signal=INT` does
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        proc.kill()
+    assert "interrupted" in out
+    assert "child 0" in out, out  # `sleep` finished (a SIGINT would have given -2)
+
+
+def test_a_killed_ptxas_is_told_apart_from_a_compile_error():
+    assert sweep._killed_by_signal("PTXASError: `ptxas` failed with error code -2")
+    assert sweep._killed_by_signal("PTXASError: `ptxas` failed with error code -9")
+    assert not sweep._killed_by_signal("PTXASError: `ptxas` failed with error code 255")
+    assert not sweep._killed_by_signal("OutOfResources: out of resource: shared memory, Required: 262144")
+    assert not sweep._killed_by_signal("CompilationError: error code -2 in user code")
+
+
+def test_compile_processes_end_with_their_parent():
+    """Out of the parent's group, a compile process would outlive a SIGKILLed parent (the
+    deadline's `--kill-after`); it watches the parent and ends with it, even inside a task."""
+    import os
+    import signal
+    import time
+
+    code = (
+        "import time\nfrom torch_diode.collect import sweep\n"
+        "c = sweep.SweepCollector('NVIDIA-H100', sweep.SweepOptions(workers=1))\n"
+        "pool = c._get_pool(); pool.submit(time.sleep, 60)\n"
+        "time.sleep(1.0); print(list(pool._processes), flush=True); time.sleep(60)\n"
+    )
+    proc = _script(code)
+    try:
+        (worker,) = eval(proc.stdout.readline())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.kill(worker, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(worker, signal.SIGKILL)
+            raise AssertionError("the compile process outlived its parent by 20 s")
+    finally:
+        proc.kill()

@@ -44,6 +44,7 @@ import math
 import multiprocessing
 import os
 import random
+import re
 import signal
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -530,8 +531,34 @@ def _worker_init(cache_dir: str | None) -> None:
     # to handle: it stops the compile processes itself (close()). A worker interrupted on its own
     # would break the pool and leave the parent waiting on it at exit.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Its own process group, so that a signal to the parent's group does not reach the `ptxas`
+    # this process runs either: session 10's chunk s10f had seven `ptxas` killed by the deadline's
+    # SIGINT (each printed its whole PTX into the log, and a killed `ptxas` is no compile error of
+    # the config). The parent stops the workers itself; if it dies first (SIGKILL), they follow.
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
+        _exit_with_parent(os.getppid())
     if cache_dir:
         os.environ["TRITON_CACHE_DIR"] = cache_dir
+
+
+def _exit_with_parent(parent: int, every_s: float = 0.5) -> None:
+    """End this process (a compile worker) as soon as ``parent`` is gone: out of the parent's
+    process group, it no longer dies with it by a signal to the group."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="diode-parent-watch", daemon=True).start()
+
+
+def _killed_by_signal(message: str) -> bool:
+    """Whether a compile error is Triton's report of ``ptxas`` ended by a signal (a negative exit
+    status: "`ptxas` failed with error code -2"): an interrupted compile, not the config's error."""
+    return "PTXASError" in message and re.search(r"failed with error code -\d+", message) is not None
 
 
 class CompileTimeout(Exception):
@@ -570,7 +597,8 @@ def _compile_task(
     timeout_s: float | None = None,
 ) -> tuple[str, str]:
     """Fill Triton's on-disk cache with the kernel of (problem spec, choice). Runs in a worker.
-    Returns ``("ok", seconds)``, ``("timeout", message)`` or ``("error", message)``."""
+    Returns ``("ok", seconds)``, ``("timeout", message)``, ``("error", message)`` or, when
+    ``ptxas`` was ended by a signal, ``("killed", message)`` (the collector compiles it again)."""
     try:
         from torch_diode.collect.sweep_kernels import KERNELS
 
@@ -587,7 +615,8 @@ def _compile_task(
     except CompileTimeout as e:
         return "timeout", f"compile timeout: {e} (stopped after {time.perf_counter() - t0:.0f} s)"
     except Exception as e:
-        return "error", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+        message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+        return ("killed" if _killed_by_signal(message) else "error"), message
 
 
 # ------------------------------------------------------------------------------------------------
@@ -719,6 +748,7 @@ class SweepCollector:
         self._pool: cf.ProcessPoolExecutor | None = None
         self._flush: Any = None
         self._loaded: set[tuple[Any, ...]] = set()
+        self._recompiled: set[tuple[Any, ...]] = set()  # kernels compiled again after a killed `ptxas`
         self._prefetched: set[Problem] = set()  # problems whose kernels are all submitted
         self._measured: dict[Problem, frozenset[Choice]] = {}  # top-up: Triton configs not to measure again
 
@@ -840,18 +870,23 @@ class SweepCollector:
             # Most expensive first (longest-processing-time order): a problem waits for its last
             # kernel, and one large fp32 FMA kernel submitted last would hold it up alone.
             for key, c in sorted(new.items(), key=lambda kv: -compile_cost(p, kv[1])):
-                self._futures[key] = self._get_pool().submit(
-                    _compile_task,
-                    p.to_dict(),
-                    c.to_dict(),
-                    self.revision,
-                    self.compile_options,
-                    self.options.literal_sizes,
-                    self.options.compile_timeout_s,
-                )
+                self._submit(p, c, key)
                 n += 1
             self._prefetched.add(p)
         return n
+
+    def _submit(self, problem: Problem, choice: Choice, key: tuple[Any, ...]) -> cf.Future[tuple[str, str]]:
+        fut = self._get_pool().submit(
+            _compile_task,
+            problem.to_dict(),
+            choice.to_dict(),
+            self.revision,
+            self.compile_options,
+            self.options.literal_sizes,
+            self.options.compile_timeout_s,
+        )
+        self._futures[key] = fut
+        return fut
 
     # -- measuring ---------------------------------------------------------------------------
     def measure(
@@ -920,7 +955,16 @@ class SweepCollector:
             self.stats.compile_wait_s += time.perf_counter() - t0
             for fut in done:
                 status, msg = fut.result()
-                for c, key in waiting.pop(fut):
+                entries = waiting.pop(fut)
+                if status == "killed" and entries[0][1] not in self._recompiled:
+                    # `ptxas` ended by a signal (not this config's error): compile it once more;
+                    # a second such end is recorded as the compile error it then looks like.
+                    key = entries[0][1]
+                    self._recompiled.add(key)
+                    log.warning("sweep %s: %s; compiling it again", problem.key(), msg)
+                    waiting[self._submit(problem, entries[0][0], key)] = entries
+                    continue
+                for c, key in entries:
                     if status != "ok":
                         fail(c, "timeout" if status == "timeout" else "compile_error", msg)
                         continue
