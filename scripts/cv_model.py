@@ -16,6 +16,9 @@ Usage:
         --set ranking_weight=1.0 --set ensemble_size=4 [--json out.json]
 
 ``--set NAME=VALUE`` overrides any ``TrainOptions`` field (parsed as JSON, else as a string).
+``--aten-margin M [M ...]`` also scores the same predictions with every ATen choice's predicted log
+time raised by M (so the top-1 pick is ATen only when it is predicted faster than the best Triton
+config by more than M; negative M favours ATen): the ATen-decision rule of ``cv-session10.md``.
 Training runs on one thread by default (``num_threads=1``): results are deterministic per seed.
 """
 
@@ -95,6 +98,24 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def with_aten_margin(evals: list[Any], margin: float) -> list[Any]:
+    """The same evaluations with every ATen choice's predicted log time raised by ``margin``."""
+    out = []
+    for e in evals:
+        is_aten = np.array([c.template.startswith("aten::") for c in e.choices])
+        out.append(dataclasses.replace(e, predicted_log_us=e.predicted_log_us + margin * is_aten))
+    return out
+
+
+def report_margins(result: dict[str, Any], part: str, seed: int, evals: list[Any], margins: list[float]) -> None:
+    for m in margins:
+        h = headline(summarize(with_aten_margin(evals, m), with_tau=False)["overall"])
+        result.setdefault(f"{part}_aten_margin", {}).setdefault(str(m), {})[seed] = h
+        print(
+            f"{part} seed {seed} aten-margin {m:+g}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hardware", default="NVIDIA-H200", help="data/<KEY>/ to read (default: NVIDIA-H200)")
@@ -110,6 +131,9 @@ def main() -> None:
         help="rank only the configs the handler would consider (default: the handler's; 'none': all)",
     )
     ap.add_argument("--json", metavar="OUT", help="write every figure as JSON")
+    ap.add_argument(
+        "--aten-margin", type=float, nargs="+", default=[], metavar="M", help="also score with ATen's log time + M"
+    )
     args = ap.parse_args()
     overrides = {"num_threads": 1, "progress": False, **parse_sets(args.set)}
     data = ROOT / "data" / args.hardware
@@ -130,6 +154,7 @@ def main() -> None:
             h = with_kept(headline(summarize(evals, with_tau=False)["overall"]), kept)
             result["cv"][seed] = h
             print(f"cv seed {seed}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True)
+            report_margins(result, "cv", seed, evals, args.aten_margin)
     if args.val:
         val = read_dataset(data / "val.msgpack")
         picks = data / "val-stock-picks.json"
@@ -140,6 +165,7 @@ def main() -> None:
             h = with_kept(headline(summarize(evals, with_tau=False)["overall"]), kept_regrets(model, evals))
             result["val"][seed] = h
             print(f"val seed {seed}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True)
+            report_margins(result, "val", seed, evals, args.aten_margin)
     for part in ("cv", "val"):
         rows = list(result[part].values())
         if rows:
