@@ -596,6 +596,26 @@ def test_a_killed_ptxas_is_told_apart_from_a_compile_error():
     assert not sweep._killed_by_signal("CompilationError: error code -2 in user code")
 
 
+def test_a_compile_process_whose_parent_died_while_it_started_ends():
+    """The parent's pid comes from the parent: a process that starts after its parent died (a
+    SIGKILL during the seconds a spawned interpreter takes to import) ends at once."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import os, sys, time\nfrom torch_diode.collect import sweep\n"
+        "sweep._worker_init(None, parent=os.getppid() + 10**7)\n"  # a pid that is not its parent
+        "time.sleep(30); sys.exit(0)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], env=env, timeout=60, capture_output=True, text=True)
+    assert "Traceback" not in out.stderr, out.stderr  # _worker_init took the parent's pid and ran
+    assert out.returncode == 1 and time.monotonic() - t0 < 25  # ended by the watch, not after its sleep
+
+
 def test_compile_processes_end_with_their_parent():
     """Out of the parent's group, a compile process would outlive a SIGKILLed parent (the
     deadline's `--kill-after`); it watches the parent and ends with it, even inside a task."""
@@ -606,8 +626,9 @@ def test_compile_processes_end_with_their_parent():
     code = (
         "import time\nfrom torch_diode.collect import sweep\n"
         "c = sweep.SweepCollector('NVIDIA-H100', sweep.SweepOptions(workers=1))\n"
-        "pool = c._get_pool(); pool.submit(time.sleep, 60)\n"
-        "time.sleep(1.0); print(list(pool._processes), flush=True); time.sleep(60)\n"
+        "pool = c._get_pool(); pool.submit(sum, [1]).result()\n"  # started and initialised
+        "pool.submit(time.sleep, 60); time.sleep(0.5)\n"
+        "print(list(pool._processes), flush=True); time.sleep(60)\n"
     )
     proc = _script(code)
     try:

@@ -526,7 +526,7 @@ def compile_options() -> dict[str, Any]:
     return {"debug": bool(inductor_config.assert_indirect_indexing), "sanitize_overflow": False}
 
 
-def _worker_init(cache_dir: str | None) -> None:
+def _worker_init(cache_dir: str | None, parent: int | None = None) -> None:
     # Ctrl-C, or `timeout --signal=INT` (which signals the whole process group), is the parent's
     # to handle: it stops the compile processes itself (close()). A worker interrupted on its own
     # would break the pool and leave the parent waiting on it at exit.
@@ -537,7 +537,8 @@ def _worker_init(cache_dir: str | None) -> None:
     # the config). The parent stops the workers itself; if it dies first (SIGKILL), they follow.
     if hasattr(os, "setpgrp"):
         os.setpgrp()
-        _exit_with_parent(os.getppid())
+        # The parent's pid as the parent sent it: it may have died while this process started.
+        _exit_with_parent(os.getppid() if parent is None else parent)
     if cache_dir:
         os.environ["TRITON_CACHE_DIR"] = cache_dir
 
@@ -798,7 +799,7 @@ class SweepCollector:
             n = self.options.workers or max(1, (os.cpu_count() or 2) - 1)
             ctx = multiprocessing.get_context("spawn")
             self._pool = cf.ProcessPoolExecutor(
-                max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=(self.options.cache_dir,)
+                max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=(self.options.cache_dir, os.getpid())
             )
         return self._pool
 
