@@ -117,7 +117,12 @@ def test_memory_of_real_timings_recovers_their_order() -> None:
     real = read_dataset(REAL)
     groups = real.by_problem()[:5]
     sub = real.select_problems(g.problem for g in groups)
-    mem = NeighbourMemory.build(sub, gpu_constants("NVIDIA-H200"), NeighbourOptions(k=1, prior_weight=1e-6))
+    per_problem = []  # its measured choices' features and log median times, as the trainer gives them
+    for pt in sub.by_problem():
+        med = pt.median_by_choice()
+        _, rest = featurize_split(pt.problem, [sub.choices[i] for i in med], gpu_constants("NVIDIA-H200"))
+        per_problem.append((pt.problem, rest, np.log(np.array(list(med.values()), dtype=np.float64))))
+    mem = NeighbourMemory.from_measurements(per_problem, NeighbourOptions(k=1, prior_weight=1e-6))
     assert mem.rel.shape[0] == 5 and (np.nanmin(mem.rel, axis=1) == 0).all()
     g = groups[3]
     med = g.median_by_choice()

@@ -35,17 +35,14 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, GpuConstants, featurize_split
+from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, OPS, Problem
-
-if TYPE_CHECKING:
-    from torch_diode.dataset import Dataset
 
 #: What identifies a choice in the memory: feature columns (``FEATURE_SPEC`` names), then
 #: ``aten_op`` (1 + the problem's index in ``OPS`` for an ATen choice, 0 otherwise).
@@ -163,11 +160,10 @@ class NeighbourMemory:
         have = ~np.isnan(self.rel)
         self._votes = np.hstack([np.where(have, np.minimum(self.rel, CAP), 0.0).astype(np.float32), pad])
         self._have = np.hstack([have.astype(np.float32), pad])
-        # choice-table row (features.featurize_split_indexed) -> column; -2: not looked up yet,
-        # -3: an ATen choice, whose column depends on the problem's op: (row, op) -> column
+        # Per problem op (an ATen choice's signature has it), choice-table row
+        # (features.featurize_split_indexed) -> column; -2: not looked up yet.
         self._lock = threading.Lock()
-        self._col_of_row = np.zeros(0, dtype=np.intp)
-        self._aten_cols: dict[tuple[int, str], int] = {}
+        self._col_of_row: dict[str, np.ndarray] = {}
         self._generation = -1
         h = _hash_rows(self.configs)
         self._order = np.argsort(h, kind="stable")
@@ -176,18 +172,6 @@ class NeighbourMemory:
             raise ValueError("neighbour memory: two configurations share a signature hash (duplicate configs?)")
 
     # -- building -------------------------------------------------------------------------------
-    @classmethod
-    def build(cls, dataset: Dataset, gpu: GpuConstants, options: NeighbourOptions) -> NeighbourMemory:
-        """The memory of every measured problem of ``dataset`` (repeated measurements: their median)."""
-
-        def measured() -> Iterator[tuple[Problem, np.ndarray, np.ndarray]]:
-            for pt in dataset.by_problem():
-                med = pt.median_by_choice()
-                _, rest = featurize_split(pt.problem, [dataset.choices[i] for i in med], gpu)
-                yield pt.problem, rest, np.log(np.array(list(med.values()), dtype=np.float64))
-
-        return cls.from_measurements(measured(), options)
-
     @classmethod
     def from_measurements(
         cls, measured: Iterable[tuple[Problem, np.ndarray, np.ndarray]], options: NeighbourOptions
@@ -275,39 +259,31 @@ class NeighbourMemory:
         it), from its non-problem feature columns ``x_rest [N, F - N_PROBLEM_FEATURES]``
         (``featurize_split``)."""
         sig = signatures(problem, x_rest)
-        h = _hash_rows(sig)
-        pos = np.searchsorted(self._sorted_hash, h).clip(0, max(len(self._sorted_hash) - 1, 0))
         if len(self._sorted_hash) == 0:
             return np.full(len(sig), -1, dtype=np.intp)
+        h = _hash_rows(sig)
+        pos = np.searchsorted(self._sorted_hash, h).clip(0, len(self._sorted_hash) - 1)
         col = self._order[pos]
         ok = (self._sorted_hash[pos] == h) & (self.configs[col] == sig).all(axis=1)
         return np.where(ok, col, -1)
 
     def columns_indexed(self, problem: Problem, x_rest: np.ndarray, index: tuple[np.ndarray, int]) -> np.ndarray:
-        """:meth:`columns`, cached by choice-table row (``index`` from
-        ``features.featurize_split_indexed``): each Triton choice is looked up once per process."""
+        """:meth:`columns`, cached by problem op and choice-table row (``index`` from
+        ``features.featurize_split_indexed``): each choice is looked up once per op and process."""
         idx, generation = index
         with self._lock:
             if generation != self._generation:
-                self._col_of_row = np.zeros(0, dtype=np.intp)
-                self._aten_cols.clear()
+                self._col_of_row.clear()
                 self._generation = generation
-            if len(idx) and idx.max() >= len(self._col_of_row):
-                grow = max(int(idx.max()) + 1, 2 * len(self._col_of_row))
-                self._col_of_row = np.concatenate(
-                    [self._col_of_row, np.full(grow - len(self._col_of_row), -2, dtype=np.intp)]
-                )
-            cols = self._col_of_row[idx]  # (a copy)
-            for i in np.flatnonzero(cols == -3).tolist():
-                cols[i] = self._aten_cols.get((int(idx[i]), problem.op), -2)
+            table = self._col_of_row.get(problem.op, np.zeros(0, dtype=np.intp))
+            if len(idx) and idx.max() >= len(table):
+                grow = max(int(idx.max()) + 1, 2 * len(table))
+                table = np.concatenate([table, np.full(grow - len(table), -2, dtype=np.intp)])
+                self._col_of_row[problem.op] = table
+            cols = table[idx]  # (a copy)
             todo = cols == -2
             if todo.any():
-                found = self.columns(problem, x_rest[todo])
-                cols[todo] = found
-                aten = x_rest[todo, _ATEN_COL] > 0
-                self._col_of_row[idx[todo]] = np.where(aten, -3, found)
-                for j, c in zip(idx[todo][aten].tolist(), found[aten].tolist()):
-                    self._aten_cols[(j, problem.op)] = c
+                cols[todo] = table[idx[todo]] = self.columns(problem, x_rest[todo])
             return cols
 
     def neighbours(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:

@@ -956,14 +956,14 @@ class SweepCollector:
             self.stats.compile_wait_s += time.perf_counter() - t0
             for fut in done:
                 status, msg = fut.result()
-                entries = waiting.pop(fut)
-                if status == "killed" and entries[0][1] not in self._recompiled:
+                entries = waiting.pop(fut)  # the choices of one compile key
+                first, key = entries[0]
+                if status == "killed" and key not in self._recompiled:
                     # `ptxas` ended by a signal (not this config's error): compile it once more;
                     # a second such end is recorded as the compile error it then looks like.
-                    key = entries[0][1]
                     self._recompiled.add(key)
                     log.warning("sweep %s: %s; compiling it again", problem.key(), msg)
-                    waiting[self._submit(problem, entries[0][0], key)] = entries
+                    waiting[self._submit(problem, first, key)] = entries
                     continue
                 for c, key in entries:
                     if status != "ok":
