@@ -782,6 +782,7 @@ class SweepCollector:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             procs = list(getattr(pool, "_processes", {}).values())  # CPython's worker table
+            manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
             # A second SIGINT (`timeout` sends one to the process and one to its group) must not
             # cut this short: a worker left running keeps the interpreter from exiting.
             with sigint_ignored():
@@ -789,8 +790,14 @@ class SweepCollector:
                 for proc in procs:
                     if proc.is_alive():
                         proc.terminate()
+                deadline = time.monotonic() + 10
                 for proc in procs:
-                    proc.join(timeout=10)
+                    proc.join(timeout=max(0.0, deadline - time.monotonic()))
+                # CPython's pool thread reaps the workers too: a join here can lose that race (its
+                # wait finds no child) and return while the thread is still recording the exit
+                # status, so a worker would still read as alive after close(). Wait for the thread.
+                if manager is not None:
+                    manager.join(timeout=max(0.1, deadline - time.monotonic()))
         self._futures = {k: f for k, f in self._futures.items() if f.done() and not f.cancelled()}
         self._prefetched.clear()  # their cancelled kernels must be submitted again
 
