@@ -7,6 +7,7 @@ GPU behaviour (timing, failures, fidelity against Inductor) is in tests/test_swe
 from __future__ import annotations
 
 import importlib.util
+import time
 
 import pytest
 import torch
@@ -244,6 +245,8 @@ def test_skip_measured_leaves_out_measured_triton_configs_and_keeps_aten(fake_cu
         ({"min_reps": 5, "max_reps": 2}, "reps"),
         ({"workers": 0}, "workers"),
         ({"compile_timeout_s": 0}, "compile_timeout_s"),
+        ({"graph_chunk": 0}, "graph_chunk"),
+        ({"max_queued_us": 0.0}, "max_queued_us"),
     ],
 )
 def test_options_validate(kw, match):
@@ -668,3 +671,58 @@ def test_compile_processes_end_with_their_parent():
             raise AssertionError("the compile process outlived its parent by 20 s")
     finally:
         proc.kill()
+
+
+def test_graph_parts_hold_about_the_gpu_time_asked_for():
+    assert sweep.graph_part(None, 0, 5e5, 64) == sweep.FIRST_GRAPH_CONFIGS  # times not known yet
+    assert sweep.graph_part(None, 0, 5e5, 3) == 3
+    cost = [100.0] * 10 + [3e5, 3e5, 9e5, 10.0]
+    assert sweep.graph_part(cost, 0, 500.0, 64) == 5  # 5 x 100 µs
+    assert sweep.graph_part(cost, 0, 5e5, 4) == 4  # at most `most`
+    assert sweep.graph_part(cost, 10, 5e5, 64) == 1  # a second 3e5 would pass 5e5
+    assert sweep.graph_part(cost, 12, 5e5, 64) == 1  # one config over the target still goes alone
+    assert sweep.graph_part(cost, 13, 5e5, 64) == 1
+    assert sweep.graph_part(cost, 14, 5e5, 64) == 0  # nothing left
+    parts, pos = [], 0
+    while pos < len(cost):
+        n = sweep.graph_part(cost, pos, 5e5, 64)
+        parts.append(n)
+        pos += n
+    assert sum(parts) == len(cost) and parts == [11, 1, 1, 1]
+
+
+class _GpuStandIn:
+    """The outside world of :func:`sweep.wait_for_gpu` on a machine without one: a CUDA event
+    whose kernels end at ``ends`` (monotonic seconds)."""
+
+    def __init__(self, ends: float) -> None:
+        self.ends = ends
+        self.queries = 0
+
+    def query(self) -> bool:
+        self.queries += 1
+        return time.monotonic() >= self.ends
+
+
+def test_waiting_for_the_gpu_returns_when_it_is_done():
+    ev = _GpuStandIn(time.monotonic() + 0.3)
+    sweep.wait_for_gpu(ev)
+    assert time.monotonic() >= ev.ends and ev.queries < 200  # it sleeps between queries
+
+
+def test_an_interrupt_while_waiting_for_the_gpu_is_handled_at_once():
+    """Session 10's chunk s10f: the deadline's SIGINT waited 30 s for a synchronize() on queued
+    fp32 kernels, then the run was killed. Waiting in Python, the interrupt lands within a poll."""
+    import os
+    import signal
+    import threading
+
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.wait_for_gpu(_GpuStandIn(t0 + 60))  # a minute of queued kernels
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 2.0

@@ -158,3 +158,33 @@ def test_a_compile_over_the_time_limit_is_a_timeout_failure(tmp_path, monkeypatc
     )
     assert any(r.choice.is_aten for r in records)
     assert not {r.choice for r in records} & {f.choice for f in timeouts}
+
+
+def test_an_interrupt_during_timing_is_handled_within_a_graph():
+    """Session 10's chunk s10f: with every graph of a large fp32 problem queued and then one
+    synchronize(), the deadline's SIGINT waited 30 s and the run was killed. The timing passes now
+    queue at most two graphs of about `max_queued_us` each and wait in Python."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import torch
+
+    a = torch.randn(8192, 8192, device="cuda")  # fp32 without TF32: ~15-20 ms a product on Hopper
+    b = torch.randn(8192, 8192, device="cuda")
+    c = torch.empty(8192, 8192, device="cuda")
+    fns = [lambda: torch.mm(a, b, out=c)] * 150  # the estimating pass alone: 300 products, 5 s or more
+    with SweepCollector(_hw(), SweepOptions(workers=1)) as col:
+        col.time_callables(fns[:2])  # warm up (cuBLAS handle, workspace, the L2 flush buffer)
+        timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                col.time_callables(fns)
+            waited = time.monotonic() - t0 - 1.0
+        finally:
+            timer.cancel()
+            torch.cuda.synchronize()
+    assert waited < 1.5, f"the interrupt was handled {waited:.2f} s after it came"

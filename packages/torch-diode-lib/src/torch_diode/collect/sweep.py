@@ -36,6 +36,7 @@ Failures of single configs (Triton's ``OutOfResources``, compile errors, wrong r
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import contextlib
 import hashlib
@@ -562,6 +563,48 @@ def _killed_by_signal(message: str) -> bool:
     return "PTXASError" in message and re.search(r"failed with error code -\d+", message) is not None
 
 
+#: Configs in the first graphs of a timing pass whose kernel times are not known yet.
+FIRST_GRAPH_CONFIGS = 8
+#: Warm-up calls (one per config, each with its result check) queued on the GPU at most.
+WARMUP_QUEUE = 4
+
+
+def graph_part(cost_us: Sequence[float] | None, pos: int, target_us: float, most: int) -> int:
+    """How many configs from ``pos`` on go into the next graph of a timing pass: as many as keep
+    its GPU time (``cost_us``: each config's runs, in µs) within ``target_us``, at least one and
+    at most ``most``; :data:`FIRST_GRAPH_CONFIGS` while the costs are unknown (None)."""
+    if cost_us is None:
+        return min(most, FIRST_GRAPH_CONFIGS)
+    n, total = 0, 0.0
+    while pos + n < len(cost_us) and n < most:
+        c = max(0.0, float(cost_us[pos + n]))
+        if n and total + c > target_us:
+            break
+        total, n = total + c, n + 1
+    return max(n, 1) if pos < len(cost_us) else 0
+
+
+def _record_event() -> Any:
+    import torch
+
+    ev = torch.cuda.Event()
+    ev.record()
+    return ev
+
+
+def wait_for_gpu(event: Any, poll_s: float = 0.002) -> None:
+    """Wait until the GPU has passed ``event`` (a CUDA event: ``query()``), sleeping in Python
+    between queries (from 50 µs, doubling up to ``poll_s``), so that a signal's handler runs at
+    once: Ctrl-C, or the campaign's deadline SIGINT. ``torch.cuda.synchronize()`` keeps the main
+    thread in C until the GPU is idle, and a handler waits for it (session 10's chunk s10f: a
+    large fp32 problem's queued kernels kept the runner from its deadline's SIGINT for 30 s,
+    then it was killed and lost the problem in hand)."""
+    delay = 5e-5
+    while not event.query():
+        time.sleep(delay)
+        delay = min(2 * delay, poll_s)
+
+
 class CompileTimeout(Exception):
     """Raised inside :func:`time_limit`'s block when its time is up."""
 
@@ -641,6 +684,9 @@ class SweepOptions:
     launch, exactly as max-autotune times; slower, for comparisons).
     ``budget_us``: GPU time for the timed repetitions of one config (at least ``min_reps``, at most
     ``max_reps``) after ``estimate_reps`` estimating runs.
+    ``graph_chunk``, ``max_queued_us``: the configs of one CUDA graph of a timing pass, at most
+    (count, and GPU time once their kernels' times are estimated); two graphs are queued at most,
+    so an interrupt (Ctrl-C, a deadline) is handled within about a second.
     ``check``: compare each Triton kernel's output with a float64 reference and record mismatches.
     ``literal_sizes``: compile every kernel with the problem's sizes and strides as literals, as
     Inductor renders its template (True, the default): the kernel timed is Inductor's, register
@@ -672,6 +718,7 @@ class SweepOptions:
     max_reps: int = 25
     estimate_reps: int = 2
     graph_chunk: int = 64
+    max_queued_us: float = 500_000.0
     check: bool = True
     cache_dir: str | None = None
     max_compile_cost: float | None = None
@@ -691,6 +738,10 @@ class SweepOptions:
             raise ValueError("reps: need 1 <= min_reps <= max_reps and estimate_reps >= 1")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers: must be a positive integer or None, got {self.workers!r}")
+        if isinstance(self.graph_chunk, bool) or not isinstance(self.graph_chunk, int) or self.graph_chunk < 1:
+            raise ValueError(f"graph_chunk: must be a positive integer, got {self.graph_chunk!r}")
+        if not self.max_queued_us > 0:
+            raise ValueError(f"max_queued_us: must be a positive number of µs, got {self.max_queued_us!r}")
         if self.max_compile_cost is not None and not self.max_compile_cost > 0:
             raise ValueError(f"max_compile_cost: must be a positive number or None, got {self.max_compile_cost!r}")
         if self.compile_timeout_s is not None and not self.compile_timeout_s > 0:
@@ -1026,8 +1077,11 @@ class SweepCollector:
         ok: list[tuple[Choice, Any]] = []
         errs: list[tuple[Choice, Any]] = []
         ref, scale = tensors["ref"], tensors["ref_scale"]
+        queued: collections.deque[Any] = collections.deque()  # one event per warm-up call
         for c, run in runners:
             try:
+                if len(queued) >= WARMUP_QUEUE:  # not minutes of slow kernels ahead of an interrupt
+                    wait_for_gpu(queued.popleft())
                 tensors["c"].fill_(float("nan"))
                 t1 = time.perf_counter()
                 run()
@@ -1037,6 +1091,7 @@ class SweepCollector:
                     self.stats.slow_first_calls_s += dt
                 if self.options.check and not c.is_aten:
                     errs.append((c, (tensors["c"].float() - ref).abs().max() / scale))
+                queued.append(_record_event())
                 ok.append((c, run))
             except Exception as e:
                 torch.cuda.synchronize()
@@ -1045,6 +1100,8 @@ class SweepCollector:
                     "compile_error" if name in ("OutOfResources", "CompilationError", "PTXASError") else "runtime_error"
                 )
                 fail(c, reason, f"{name}: {str(e).splitlines()[0] if str(e) else ''}"[:500])
+        if queued:
+            wait_for_gpu(queued[-1])
         torch.cuda.synchronize()
         bad: set[Choice] = set()
         if errs:
@@ -1186,7 +1243,7 @@ class SweepCollector:
                 continue
             e = min(samples)
             reps.append(int(max(opts.min_reps, min(opts.max_reps, opts.budget_us // max(e + 20.0, 1.0)))))
-        second = self._pass(runners, reps, stream)
+        second = self._pass(runners, reps, stream, [min(x) if x else 0.0 for x in est])
         out: list[float | None] = []
         for s1, s2 in zip(est, second):
             s = [x for x in (*s1, *s2) if x > 0]
@@ -1194,37 +1251,79 @@ class SweepCollector:
         return out
 
     def _pass(
-        self, runners: Sequence[tuple[Choice, Any]], reps: Sequence[int], stream: Any = None
+        self,
+        runners: Sequence[tuple[Choice, Any]],
+        reps: Sequence[int],
+        stream: Any = None,
+        est_us: Sequence[float] | None = None,
     ) -> list[list[float]]:
+        """Run each of ``runners`` ``reps`` times in CUDA graphs; the times of its runs (µs).
+
+        A graph holds about ``max_queued_us`` of GPU time (from ``est_us``, each runner's
+        estimate, or from the runs timed so far: :func:`graph_part`), and at most two graphs are
+        queued: the host waits in Python (:func:`wait_for_gpu`) for the older one before
+        launching a third. So an interrupt is handled within about a graph's time, where one
+        ``torch.cuda.synchronize()`` after queueing every graph of a problem held the main thread
+        in C for as long as they ran (up to minutes for slow fp32 kernels)."""
         import torch
 
         flush = self._flush
+        opts = self.options
         results: list[list[float]] = [[] for _ in runners]
-        pending: list[tuple[Any, list[tuple[int, Any, Any]]]] = []
         stream = stream if stream is not None else torch.cuda.Stream()
-        chunk = self.options.graph_chunk
         idx = [i for i, r in enumerate(reps) if r > 0]
-        for start in range(0, len(idx), chunk):
-            part = idx[start : start + chunk]
-            try:
-                g = self._capture(runners, reps, part, flush, stream)
-                g[0].replay()
-                pending.append(g)
-            except Exception:
-                torch.cuda.synchronize()
-                for i in part:
-                    try:
-                        g = self._capture(runners, reps, [i], flush, stream)
-                        g[0].replay()
-                        pending.append(g)
-                    except Exception as exc:
-                        torch.cuda.synchronize()
-                        log.warning("sweep: %s failed in graph capture: %s", runners[i][0].key(), exc)
+        cost = [float(reps[i]) * est_us[i] for i in idx] if est_us is not None else None
+        per_run: float | None = None  # mean GPU µs of one run so far, without estimates
+        in_flight: collections.deque[tuple[list[tuple[Any, list[tuple[int, Any, Any]]]], Any]] = collections.deque()
+        pos = 0
+        while pos < len(idx) or in_flight:
+            if pos < len(idx):
+                if cost is None:
+                    c = None if per_run is None else [float(reps[i]) * per_run for i in idx[pos:]]
+                    n = graph_part(c, 0, opts.max_queued_us, opts.graph_chunk)
+                else:
+                    n = graph_part(cost, pos, opts.max_queued_us, opts.graph_chunk)
+                part = idx[pos : pos + n]
+                pos += n
+                in_flight.append((self._launch(runners, reps, part, flush, stream), _record_event()))
+            if len(in_flight) < 2 and pos < len(idx):
+                continue  # one graph runs while the next is captured
+            graphs, done = in_flight.popleft()
+            wait_for_gpu(done)
+            total, runs = 0.0, 0
+            for _, evs in graphs:
+                for i, start, end in evs:
+                    t = start.elapsed_time(end) * 1000.0
+                    results[i].append(t)
+                    total, runs = total + t, runs + 1
+            if runs:
+                per_run = total / runs
         torch.cuda.synchronize()
-        for _, evs in pending:
-            for i, start, end in evs:
-                results[i].append(start.elapsed_time(end) * 1000.0)
         return results
+
+    def _launch(
+        self, runners: Sequence[tuple[Choice, Any]], reps: Sequence[int], part: Sequence[int], flush: Any, stream: Any
+    ) -> list[tuple[Any, list[tuple[int, Any, Any]]]]:
+        """Capture ``part`` of ``runners`` in one graph and replay it; a part that fails to
+        capture is captured config by config, and a config that fails alone is left out (logged)."""
+        import torch
+
+        try:
+            g = self._capture(runners, reps, part, flush, stream)
+            g[0].replay()
+            return [g]
+        except Exception:
+            torch.cuda.synchronize()
+        out = []
+        for i in part:
+            try:
+                g = self._capture(runners, reps, [i], flush, stream)
+                g[0].replay()
+                out.append(g)
+            except Exception as exc:
+                torch.cuda.synchronize()
+                log.warning("sweep: %s failed in graph capture: %s", runners[i][0].key(), exc)
+        return out
 
     @staticmethod
     def _capture(
