@@ -12,32 +12,29 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import time
 from typing import Any
 
-import numpy as np
-from cv_model import DEFAULT_COST, ROOT, fold_of_problems
+from cv_model import DEFAULT_COST, ROOT, fold_of_problems, headline
 
 from torch_diode.dataset import read_dataset
-from torch_diode.evaluate import problem_evals, read_max_autotune_solution
+from torch_diode.evaluate import problem_evals, read_max_autotune_solution, summarize
 from torch_diode.neighbours import NeighbourOptions
 from torch_diode.train import TrainOptions, train
 
 
-def _geomean(a: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(a))))
+def repredicted(model: Any, evals: list[Any]) -> list[Any]:
+    """``evals`` with ``model``'s predictions as it predicts now (its memory's options as set)."""
+    return [dataclasses.replace(e, predicted_log_us=model.predict(e.problem, e.choices).log_time_us) for e in evals]
 
 
-def _score(model: Any, evals: list[Any]) -> tuple[list[float], list[float]]:
-    r1, r5 = [], []
-    for e in evals:
-        order = np.argsort(model.predict(e.problem, e.choices).log_time_us)
-        best = float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
-        r1.append(float(e.measured_us[order[0]]) / best)
-        r5.append(float(np.nanmin(e.measured_us[order[:5]])) / best)
-    return r1, r5
+def regrets(evals: list[Any]) -> tuple[float, float]:
+    """Geomean regret@1 and regret@5 (``torch_diode.evaluate.summarize``, as ``cv_model.py``)."""
+    h = headline(summarize(evals, with_tau=False)["overall"])
+    return h["r1"], h["r5"]
 
 
 def main() -> None:
@@ -70,16 +67,14 @@ def main() -> None:
         full, _ = train(ds, opts)
         val_evals = problem_evals(full, val, stock=stock, max_compile_cost=DEFAULT_COST)
         for o in grid:
-            r1: list[float] = []
-            r5: list[float] = []
+            cv: list[Any] = []
             for model, evals in folds:
                 model.memory.options = o
-                a, b = _score(model, evals)
-                r1, r5 = r1 + a, r5 + b
+                cv += repredicted(model, evals)
             full.memory.options = o
-            va, vb = _score(full, val_evals)
+            (cv1, cv5), (v1, v5) = regrets(cv), regrets(repredicted(full, val_evals))
             key = f"{seed} {o.k} {o.bandwidth} {o.prior_weight}"
-            out[key] = {"cv_r1": _geomean(r1), "cv_r5": _geomean(r5), "val_r1": _geomean(va), "val_r5": _geomean(vb)}
+            out[key] = {"cv_r1": cv1, "cv_r5": cv5, "val_r1": v1, "val_r5": v5}
             print(key, {k: round(v, 4) for k, v in out[key].items()}, f"{time.time() - t0:.0f} s", flush=True)
     with open(args.json, "w") as f:
         json.dump(out, f, indent=1)

@@ -1236,14 +1236,12 @@ class SweepCollector:
         if not runners:
             return []
         est = self._pass(runners, [opts.estimate_reps] * len(runners), stream)
-        reps = []
-        for samples in est:
-            if not samples:
-                reps.append(0)
-                continue
-            e = min(samples)
-            reps.append(int(max(opts.min_reps, min(opts.max_reps, opts.budget_us // max(e + 20.0, 1.0)))))
-        second = self._pass(runners, reps, stream, [min(x) if x else 0.0 for x in est])
+        est_us = [min(samples) if samples else 0.0 for samples in est]
+        reps = [
+            int(max(opts.min_reps, min(opts.max_reps, opts.budget_us // max(e + 20.0, 1.0)))) if samples else 0
+            for samples, e in zip(est, est_us)
+        ]
+        second = self._pass(runners, reps, stream, est_us)
         out: list[float | None] = []
         for s1, s2 in zip(est, second):
             s = [x for x in (*s1, *s2) if x > 0]
@@ -1278,11 +1276,12 @@ class SweepCollector:
         pos = 0
         while pos < len(idx) or in_flight:
             if pos < len(idx):
-                if cost is None:
-                    c = None if per_run is None else [float(reps[i]) * per_run for i in idx[pos:]]
-                    n = graph_part(c, 0, opts.max_queued_us, opts.graph_chunk)
-                else:
+                if cost is not None:
                     n = graph_part(cost, pos, opts.max_queued_us, opts.graph_chunk)
+                else:  # the next configs at the mean time of the runs timed so far
+                    window = idx[pos : pos + opts.graph_chunk]
+                    guess = None if per_run is None else [float(reps[i]) * per_run for i in window]
+                    n = graph_part(guess, 0, opts.max_queued_us, opts.graph_chunk)
                 part = idx[pos : pos + n]
                 pos += n
                 in_flight.append((self._launch(runners, reps, part, flush, stream), _record_event()))
