@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run every pytest test marked `gpu` (all areas) on the GPU machine, from the repository root.
-#   bash scripts/run_gpu_tests.sh [extra pytest args]
+# Run the pytest tests marked `gpu` on the GPU machine, from the repository root: all of them
+# (every area: ~10 minutes on an H100), or those of the test files or node ids given.
+#   bash scripts/run_gpu_tests.sh [test paths] [extra pytest args]
+#   bash scripts/run_gpu_tests.sh tests/test_sweep_gpu.py -x     # the sweep's alone (~2 minutes)
 # Results go to $OUT (the device tool's output folder) or ./gpu-test-results:
 #   gpu-tests.log (full output), gpu-tests.xml (JUnit), env.txt (GPU, torch, triton).
 set -uo pipefail
@@ -17,5 +19,8 @@ mkdir -p "$RESULTS"
 } > "$RESULTS/env.txt" 2>&1
 cat "$RESULTS/env.txt"
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' || { echo "no CUDA GPU visible: the gpu tests would all be skipped" >&2; exit 3; }
-python3 -m pytest tests -m gpu -p no:cacheprovider -q -rA --junitxml="$RESULTS/gpu-tests.xml" "$@" 2>&1 | tee "$RESULTS/gpu-tests.log"
+# Paths given replace `tests` (pytest would otherwise collect both and run every gpu test).
+paths=(); for a in "$@"; do case "$a" in -*) ;; *) [ -e "${a%%::*}" ] && paths+=("$a") ;; esac; done
+[ ${#paths[@]} -gt 0 ] || set -- tests "$@"
+python3 -m pytest -m gpu -p no:cacheprovider -q -rA --junitxml="$RESULTS/gpu-tests.xml" "$@" 2>&1 | tee "$RESULTS/gpu-tests.log"
 exit "${PIPESTATUS[0]}"
