@@ -5,8 +5,9 @@ This is the work the Inductor choices handler does per GEMM lowering: ``DiodeMod
 call (a handler that keeps its choices), and fresh but equal ``Choice`` objects every call.
 
 Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
-Without --model, an untrained model of the default architecture is timed (speed does not
-depend on the weights).
+                                      [--members 4] [--hidden H] [--depth D]
+Without --model, an untrained model of the preset architecture (or of --hidden / --depth) is
+timed (speed does not depend on the weights).
 """
 
 from __future__ import annotations
@@ -49,9 +50,13 @@ def main() -> None:
     ap.add_argument("--model", help="a model file (default: an untrained model of --model-type)")
     ap.add_argument("--model-type", default="deep", choices=sorted(ARCH_PRESETS))
     ap.add_argument("--members", type=int, default=4)
+    ap.add_argument("--hidden", type=int, help="width instead of the preset's (without --model)")
+    ap.add_argument("--depth", type=int, help="hidden layers or blocks instead of the preset's (without --model)")
     ap.add_argument("--candidates", type=int, default=1500)
     ap.add_argument("--repeat", type=int, default=300)
     args = ap.parse_args()
+    if args.model and (args.hidden or args.depth):
+        ap.error("--hidden and --depth shape an untrained model: give them without --model")
     torch.set_num_threads(1)
     problem = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
     choices = exhaustive_choices(args.candidates)
@@ -63,7 +68,8 @@ def main() -> None:
             model_type=args.model_type,
             input_dim=len(FEATURE_SPEC),
             members=args.members,
-            **ARCH_PRESETS[args.model_type],
+            hidden=args.hidden or ARCH_PRESETS[args.model_type]["hidden"],
+            depth=args.depth or ARCH_PRESETS[args.model_type]["depth"],
         )
         model = build_model(
             arch,
