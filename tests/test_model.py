@@ -79,15 +79,18 @@ def test_round_trip_reproduces_predictions_exactly(tmp_path: Path, model_type: s
     assert save_model(loaded, tmp_path / "again.safetensors").read_bytes() == path.read_bytes()
 
 
-def test_prediction_shapes_uncertainty_and_batched_path() -> None:
-    m = make_model(members=3)
+@pytest.mark.parametrize("model_type", ["base", "deep"])
+def test_prediction_shapes_uncertainty_and_batched_path(model_type: str) -> None:
+    """``predict`` (the problem's columns once, members one at a time) equals the training
+    forward on the full feature matrix (all members batched), plain and residual networks."""
+    m = make_model(model_type, members=3)
     p = m.predict(PROBLEM, CHOICES)
     assert p.log_time_us.shape == p.std.shape == (len(CHOICES),)
     assert (p.std > 0).all()
     full = m.predict_features(featurize(PROBLEM, CHOICES, H100))
     np.testing.assert_allclose(full.log_time_us, p.log_time_us, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(full.std, p.std, rtol=1e-4, atol=1e-5)
-    single = make_model(members=1).predict(PROBLEM, CHOICES)
+    single = make_model(model_type, members=1).predict(PROBLEM, CHOICES)
     assert not single.std.any()
     empty = m.predict(PROBLEM, [])
     assert empty.log_time_us.shape == (0,)

@@ -52,7 +52,8 @@ MODEL_TYPES: tuple[str, ...] = ("base", "deep")
 #: Default architecture per model type (``hidden``, ``depth``). Sized for the compile path: with a
 #: 4-member ensemble, featurizing and scoring 1,500 candidates takes ~1.5 ms of one CPU core, and
 #: 1.6-1.9 ms with a 365-problem neighbour memory (scripts/bench_scoring.py, session 9); the
-#: network forward is ~1 ms of that. On CPU, cost grows with
+#: network forward is ~1 ms of that. On session 12's CPU (an AMD EPYC core) the same is 2.0-2.2 ms
+#: with a 425-problem memory: at the budget. On CPU, cost grows with
 #: members x hidden^2 x depth, so wider or deeper presets break the 2 ms budget.
 ARCH_PRESETS: Mapping[str, Mapping[str, int]] = {
     "base": {"hidden": 48, "depth": 1},
@@ -161,38 +162,44 @@ class EnsembleMLP(nn.Module):
             h = h + z if self.arch.residual else z
         return torch.baddbmm(self.b_out, h, self.w_out).squeeze(-1)  # [K, N]
 
-    def inference_weights(self, shared: int) -> tuple[torch.Tensor, ...]:
-        """Detached, contiguous weights for :meth:`forward_shared` (the first ``shared`` inputs split off)."""
+    def inference_weights(self, shared: int) -> tuple[tuple[torch.Tensor, ...], ...]:
+        """Detached, contiguous weights for :meth:`forward_shared`, one tuple per member: the
+        first layer split into its first ``shared`` inputs and the rest, then the hidden layers'
+        weights and biases, then the output layer's."""
+        d = self.arch.depth
         with torch.no_grad():
-            w = [self.w_in[:, :shared, :], self.w_in[:, shared:, :], self.b_in, self.w_out, self.b_out]
-            w += [self.w_hidden[i] for i in range(self.arch.depth)] + [self.b_hidden[i] for i in range(self.arch.depth)]
-            return tuple(t.detach().contiguous() for t in w)
+            out = []
+            for k in range(self.arch.members):
+                w = [self.w_in[k, :shared, :], self.w_in[k, shared:, :], self.b_in[k, 0]]
+                w += [self.w_hidden[i, k] for i in range(d)] + [self.b_hidden[i, k, 0] for i in range(d)]
+                w += [self.w_out[k], self.b_out[k, 0]]
+                out.append(tuple(t.detach().contiguous() for t in w))
+            return tuple(out)
 
     def forward_shared(
-        self, x_shared: torch.Tensor, x_rest: torch.Tensor, weights: tuple[torch.Tensor, ...]
+        self, x_shared: torch.Tensor, x_rest: torch.Tensor, weights: tuple[tuple[torch.Tensor, ...], ...]
     ) -> torch.Tensor:
         """Inference-only ``forward`` for rows that share their first ``S`` features (one problem).
 
         ``x_shared [S]``, ``x_rest [N, F-S]``, ``weights`` from :meth:`inference_weights`. The shared
-        part of the first layer is computed once. Rows go through in chunks of ``CHUNK`` with
-        in-place activations, which keeps the working set in the CPU's L2 cache; on CPU each torch
-        call costs ~5-10 us, so the op count per chunk is kept minimal. Returns ``[K, N]``.
+        part of the first layer is computed once per member. Members go one at a time through 2-D
+        matmuls with in-place activations: a member's activations (``N x H`` floats, ~190 KB for
+        1,500 candidates of a 32-wide network) stay in the CPU's L2 cache, and on CPU each torch
+        call costs ~5-10 us, so the op count is kept minimal (session 12, an AMD EPYC core: 0.98
+        ms for 4 members x 1,500 candidates against 1.14 ms batched over members in row chunks
+        of 512). Returns ``[K, N]``.
         """
-        k, s, d = self.arch.members, x_shared.shape[0], self.arch.depth
-        w_sh, w_rest, b_in, w_out, b_out = weights[:5]
-        w_h, b_h = weights[5 : 5 + d], weights[5 + d :]
-        residual = self.arch.residual
-        b0 = torch.baddbmm(b_in, x_shared.view(1, 1, s).expand(k, 1, s), w_sh)  # [K, 1, H]
-        outs = []
-        for xc in x_rest.split(self.CHUNK):
-            h = torch.baddbmm(b0, xc.expand(k, -1, -1), w_rest).relu_()  # [K, n, H]
+        d, residual = self.arch.depth, self.arch.residual
+        out = torch.empty(self.arch.members, x_rest.shape[0], dtype=x_rest.dtype)
+        for k, w in enumerate(weights):
+            w_sh, w_rest, b_in = w[:3]
+            w_h, b_h, (w_out, b_out) = w[3 : 3 + d], w[3 + d : 3 + 2 * d], w[3 + 2 * d :]
+            h = torch.addmm(torch.addmv(b_in, w_sh.t(), x_shared), x_rest, w_rest).relu_()  # [N, H]
             for i in range(d):
-                z = torch.baddbmm(b_h[i], h, w_h[i]).relu_()  # [K, n, H]
+                z = torch.addmm(b_h[i], h, w_h[i]).relu_()  # [N, H]
                 h = h.add_(z) if residual else z
-            outs.append(torch.baddbmm(b_out, h, w_out))  # [K, n, 1]
-        return torch.cat(outs, dim=1).squeeze(-1)  # [K, N]
-
-    CHUNK = 512
+            torch.addmm(b_out, h, w_out, out=out[k].unsqueeze(1))  # [N, 1]
+        return out
 
 
 @dataclass(frozen=True)
@@ -274,7 +281,7 @@ class DiodeModel:
         self.gpu = gpu
         self.normalization = normalization
         self._inv_std = (1.0 / normalization.x_std).astype(np.float32)
-        self._inference_weights: tuple[torch.Tensor, ...] | None = None
+        self._inference_weights: tuple[tuple[torch.Tensor, ...], ...] | None = None
         self.metadata: dict[str, Any] = dict(metadata)
         self._bytes: bytes | None = None
         self._hash: str | None = None
