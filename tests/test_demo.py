@@ -22,8 +22,8 @@ import pytest
 import torch_diode
 from torch_diode.config import config
 from torch_diode.dataset import read_dataset, write_dataset
-from torch_diode.demo import DemoOptions, evaluate_for_demo, run_demo, shipped_models
-from torch_diode.evaluate import evaluate_model
+from torch_diode.demo import DemoOptions, best_measured_us, evaluate_for_demo, handler_keeps, run_demo, shipped_models
+from torch_diode.evaluate import evaluate_model, read_max_autotune_solution
 from torch_diode.model import load_model, save_model
 from torch_diode.train import TrainOptions, split_problems, train
 from torch_diode.weights import entry_for_model_file, write_manifest
@@ -147,6 +147,27 @@ def test_demo_compares_with_stock_max_autotune(h100_setup: tuple[Path, Path], tm
     assert len(stock) == 1, lines
     assert re.search(rf"\(geomean over {n} problems\), no slower on \d+% of them$", stock[0]), stock[0]
     assert (tmp_path / "NVIDIA-H100-tiny.png").is_file()
+    # What a compile gets: stock's pick against the winner, and the fastest of what the handler
+    # keeps against stock's pick, recomputed here from the evaluation and the handler's rule.
+    got = [ln for ln in lines if ln.startswith("  what a compile gets:")]
+    assert len(got) == 1, lines
+    m = re.fullmatch(
+        r"  what a compile gets: stock max-autotune's pick is (\d\.\d{3})x the winner; the fastest of what "
+        rf"torch-diode has Inductor benchmark is (\d\.\d{{3}})x / (\d\.\d{{3}})x stock's pick \(top-1 / top-3; "
+        rf"geomean over {n} problems\)",
+        got[0],
+    )
+    assert m, got[0]
+    model = load_model(model_path)
+    val = read_dataset(data_dir / "NVIDIA-H100" / "val.msgpack")
+    stock_picks = read_max_autotune_solution(data_dir / "NVIDIA-H100" / "val-stock.msgpack")
+    _, evals = evaluate_model(model, val, stock=stock_picks, max_compile_cost=config.options().max_compile_cost)
+    stock_log = [math.log(e.stock_us / best_measured_us(e)) for e in evals]
+    assert len(stock_log) == n and all(x >= 0 for x in stock_log)
+    assert m[1] == f"{math.exp(sum(stock_log) / n):.3f}"
+    for k, figure in zip((1, 3), (m[2], m[3])):
+        kept = [min(e.measured_us[i] for i in handler_keeps(model, e, (k,))[k]) / e.stock_us for e in evals]
+        assert figure == f"{math.exp(sum(math.log(r) for r in kept) / n):.3f}"
 
 
 def test_demo_reads_stock_picks_from_a_solution_file(h200_model: Path, h200_val_small: Path, tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ fast the best of those choices is. Like the handler, the model ranks only the Tr
 handler would consider (``max_compile_cost``, from :mod:`torch_diode.config`), while regret is
 measured against the winner of the whole measured space. When ``<hardware key>/val-stock-picks.json``
 or ``val-stock.msgpack`` (stock max-autotune's picks of the same problems) exists, the top-1 pick
-is also compared with stock max-autotune's pick. One PNG per model shows the regret distribution and the choices
+is also compared with stock max-autotune's pick, and so is what a compile gets (stock's pick
+against the fastest of what the handler has Inductor benchmark). One PNG per model shows the regret distribution and the choices
 benchmarked per problem.
 
 **On a GPU** it then compiles a small real module, a 2-layer MLP in bf16, cold (fresh caches),
@@ -111,6 +112,7 @@ class ProblemDemo:
     regret: Mapping[int, float]  # k -> fastest of the model's top k / the winner
     benchmarked: Mapping[int, int]  # k -> choices the handler keeps for Inductor to benchmark
     kept_regret: Mapping[int, float]  # k -> fastest of those / the winner
+    stock_regret: float | None = None  # stock max-autotune's pick / the winner, when known
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,19 @@ class ModelDemo:
 
     def kept_regret_geomean(self, k: int) -> float:
         return float(np.exp(np.mean(np.log([p.kept_regret[k] for p in self.problems]))))
+
+    def stock_geomeans(self) -> tuple[int, float, dict[int, float]] | None:
+        """Over the problems with stock max-autotune's pick: their count, the geomean of stock's
+        pick over the winner, and per k the geomean of the fastest of what the handler keeps over
+        stock's pick (what a compile gets with torch-diode against what it gets stock)."""
+        with_stock = [(p, p.stock_regret) for p in self.problems if p.stock_regret is not None]
+        if not with_stock:
+            return None
+        stock_log = np.log([r for _, r in with_stock])
+        kept = {
+            k: float(np.exp(np.mean(np.log([p.kept_regret[k] for p, _ in with_stock]) - stock_log))) for k in TOP_KS
+        }
+        return len(with_stock), float(np.exp(np.mean(stock_log))), kept
 
     def median_measured(self) -> float:
         return float(np.median([p.measured for p in self.problems]))
@@ -167,6 +182,15 @@ class ModelDemo:
             lines.append(
                 f"  against stock max-autotune: the top-1 pick's kernel time is {vs['geomean']:.3f}x its pick's "
                 f"(geomean over {vs['problems']} problems), no slower on {vs['no_slower_share']:.0%} of them"
+            )
+        stock = self.stock_geomeans()
+        if stock is not None:
+            n_stock, stock_regret, kept = stock
+            lines.append(
+                f"  what a compile gets: stock max-autotune's pick is {stock_regret:.3f}x the winner; the fastest of "
+                "what torch-diode has Inductor benchmark is "
+                + " / ".join(f"{kept[k]:.3f}x" for k in TOP_KS)
+                + f" stock's pick ({' / '.join(f'top-{k}' for k in TOP_KS)}; geomean over {n_stock} problems)"
             )
         if self.plot is not None:
             lines.append(f"  plot: {self.plot}")
@@ -242,6 +266,7 @@ def evaluate_for_demo(
                 regret=regret_at_k(e.measured_us, e.predicted_log_us, TOP_KS, oracle_us=e.oracle_us),
                 benchmarked={k: len(v) for k, v in keeps.items()},
                 kept_regret={k: float(e.measured_us[v].min()) / oracle for k, v in keeps.items()},
+                stock_regret=None if e.stock_us is None else e.stock_us / oracle,
             )
         )
     return ModelDemo(
