@@ -10,14 +10,16 @@ Architectures (``model_type``):
 * ``base``: input -> ``hidden`` -> ReLU -> (``depth`` plain ReLU layers) -> 1;
 * ``deep``: input -> ``hidden`` -> ReLU -> ``depth`` residual blocks ``h + ReLU(W h + b)`` -> 1.
 
-File format (``format`` = ``torch-diode-model``, ``format_version`` = 2): a safetensors file whose
+File format (``format`` = ``torch-diode-model``, ``format_version`` = 3): a safetensors file whose
 tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``,
-:mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), and
+:mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32) and an
+ATen head (``aten_head.*``, float32, :mod:`torch_diode.aten_head`), and
 whose ``__metadata__`` (str -> str, JSON-encoded values) holds the hardware key and figures, the
 feature spec, normalisation statistics, architecture, training-data hash, torch/triton versions,
 training options and held-out metrics, plus ``tensors_sha256`` over the tensor bytes, and
-``neighbour_memory`` (its options and sizes) when the file has a memory. Version 1 files (network
-only, written before session 9) still load. The header is written with sorted keys so a model
+``neighbour_memory`` (its options and sizes) when the file has a memory, ``aten_head`` (its
+options and input count) when it has a head. Version 1 files (network only, written before
+session 9) and version 2 files (no ATen head, before session 13) still load. The header is written with sorted keys so a model
 always serialises to the same bytes (``model_hash`` is the sha256 of the file).
 :func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
 otherwise; it never unpickles anything.
@@ -31,24 +33,28 @@ import json
 import math
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
+from torch_diode.aten_head import AtenHead
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize_split_indexed
 from torch_diode.neighbours import NeighbourMemory
 from torch_diode.records import Choice, Problem
 
 FORMAT_NAME = "torch-diode-model"
-FORMAT_VERSION = 2  # 2: optional neighbour memory (memory.* tensors, int32 rel_flat)
-_READABLE_VERSIONS = ("1", "2")
+_T = TypeVar("_T")
+FORMAT_VERSION = 3  # 2: optional neighbour memory (memory.* tensors, int32 rel_flat); 3: optional ATen head
+_READABLE_VERSIONS = ("1", "2", "3")
 MODEL_TYPES: tuple[str, ...] = ("base", "deep")
+#: Column of ``kind_aten`` in the per-choice part of the features (``featurize_split``).
+_KIND_ATEN = FEATURE_SPEC.names.index("kind_aten") - N_PROBLEM_FEATURES
 #: Default architecture per model type (``hidden``, ``depth``). Sized for the compile path: with a
 #: 4-member ensemble, featurizing and scoring 1,500 candidates takes ~1.5 ms of one CPU core, and
 #: 1.6-1.9 ms with a 365-problem neighbour memory (scripts/bench_scoring.py, session 9); the
@@ -262,6 +268,8 @@ class DiodeModel:
         model_hash: sha256 (hex) of the model file's bytes (of the bytes ``save_model`` writes).
         metadata: the decoded metadata (every value parsed from its JSON string).
         memory: the neighbour memory blended into :meth:`predict` (None: the network alone).
+        aten_head: the problem-level ATen-or-Triton model applied last in :meth:`predict`
+            (:mod:`torch_diode.aten_head`; None: none).
     """
 
     def __init__(
@@ -273,9 +281,11 @@ class DiodeModel:
         normalization: Normalization,
         metadata: Mapping[str, Any],
         memory: NeighbourMemory | None = None,
+        aten_head: AtenHead | None = None,
     ) -> None:
         self.net = net.eval()
         self.memory = memory
+        self.aten_head = aten_head
         self.arch = net.arch
         self.hardware = hardware
         self.gpu = gpu
@@ -321,7 +331,8 @@ class DiodeModel:
         computed once (``EnsembleMLP.forward_shared``); the network's result equals
         ``predict_features`` on the same matrix up to float rounding. With a neighbour ``memory``,
         the mean log time is then blended with what the nearest training problems measured
-        (:mod:`torch_diode.neighbours`); the uncertainty stays the network's.
+        (:mod:`torch_diode.neighbours`); the uncertainty stays the network's. With an ``aten_head``,
+        the ATen choices are last shifted by one constant (:meth:`AtenHead.adjust`).
         """
         x_shared, x_rest, index = featurize_split_indexed(problem, choices, self.gpu)  # [S], [N, F-S]
         if len(choices) == 0:
@@ -338,6 +349,9 @@ class DiodeModel:
             pred = self._summarise(out)
         if self.memory is not None:
             pred = Prediction(self.memory.blend(problem, x_rest, pred.log_time_us, index), pred.std)
+        if self.aten_head is not None:
+            aten = x_rest[:, _KIND_ATEN] > 0.5
+            pred = Prediction(self.aten_head.adjust(pred.log_time_us, aten, x_shared), pred.std)
         return pred
 
     def _summarise(self, out: torch.Tensor) -> Prediction:
@@ -362,9 +376,13 @@ class DiodeModel:
             tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in self.net.state_dict().items()}
             meta = dict(self.metadata)
             meta.pop("neighbour_memory", None)
+            meta.pop("aten_head", None)
             if self.memory is not None:
                 tensors.update({k: torch.from_numpy(v) for k, v in self.memory.to_tensors().items()})
                 meta["neighbour_memory"] = self.memory.metadata()
+            if self.aten_head is not None:
+                tensors.update({k: torch.from_numpy(v) for k, v in self.aten_head.to_tensors().items()})
+                meta["aten_head"] = self.aten_head.metadata()
             meta.update(
                 format=FORMAT_NAME,
                 format_version=FORMAT_VERSION,
@@ -542,22 +560,31 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
                 raise _bad(source, f"tensor {name!r} is not int32")
         elif t.dtype != torch.float32 or not torch.isfinite(t).all():
             raise _bad(source, f"tensor {name!r} is not finite float32")
-    mem_tensors = {n: tensors.pop(n).numpy() for n in [n for n in tensors if n.startswith("memory.")]}
-    memory = None
-    if mem_tensors or "neighbour_memory" in meta:
+
+    def optional_part(prefix: str, key: str, what: str, read: Callable[[dict[str, np.ndarray], Any], _T]) -> _T | None:
+        """An optional part of the file: its ``prefix`` tensors (taken out of ``tensors``) and its
+        ``key`` metadata, read by ``read``; None when the file has neither."""
+        part = {n: tensors.pop(n).numpy() for n in [n for n in tensors if n.startswith(prefix)]}
+        if not part and key not in meta:
+            return None
         try:
-            memory = NeighbourMemory.from_tensors(mem_tensors, meta["neighbour_memory"])
+            return read(part, meta[key])
         except (KeyError, TypeError, ValueError) as e:
-            raise _bad(
-                source, f"neighbour memory is malformed ({type(e).__name__}: {e}); the file is corrupt"
-            ) from None
+            raise _bad(source, f"{what} is malformed ({type(e).__name__}: {e}); the file is corrupt") from None
+
+    memory = optional_part("memory.", "neighbour_memory", "neighbour memory", NeighbourMemory.from_tensors)
+    aten_head = optional_part("aten_head.", "aten_head", "ATen head", AtenHead.from_tensors)
+    if aten_head is not None and aten_head.inputs != N_PROBLEM_FEATURES:
+        raise _bad(source, f"ATen head takes {aten_head.inputs} inputs, not the {N_PROBLEM_FEATURES} problem features")
     with torch.device("meta"):
         net = EnsembleMLP(arch)
     try:
         net.load_state_dict(tensors, strict=True, assign=True)
     except RuntimeError as e:
         raise _bad(source, f"weights do not fit the recorded architecture: {e}") from None
-    model = DiodeModel(net, hardware=meta["hardware"], gpu=gpu, normalization=norm, metadata=meta, memory=memory)
+    model = DiodeModel(
+        net, hardware=meta["hardware"], gpu=gpu, normalization=norm, metadata=meta, memory=memory, aten_head=aten_head
+    )
     model._bytes = bytes(data)
     return model
 

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from torch_diode.aten_head import AtenHead, AtenHeadOptions
 from torch_diode.dataset import Dataset
 from torch_diode.evaluate import problem_evals, regret_at_k, summarize
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, GpuConstants, featurize, gpu_constants
@@ -90,6 +91,10 @@ class TrainOptions:
             the network alone. 8 since session 9 (``benchmarks/models/cv-session9.md``).
         neighbour_bandwidth: distance scale of a neighbour's weight ``exp(-d² / bandwidth²)``.
         neighbour_prior: how many votes the network's own order counts for.
+        aten_head_blend: weight of the ATen head (:mod:`torch_diode.aten_head`, fit on one row
+            per training problem after the network) in the call between ATen and the best Triton
+            config: the gap between the two is this share of the head's predicted gap and the
+            rest the network's; 0: no head. 0.5 since session 13 (``cv-session13.md``).
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -121,6 +126,7 @@ class TrainOptions:
     neighbours: int = 8
     neighbour_bandwidth: float = 3.0
     neighbour_prior: float = 1.0
+    aten_head_blend: float = 0.5
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -156,6 +162,7 @@ class TrainOptions:
         if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction: must be in [0, 1), got {self.val_fraction!r}")
         self.neighbour_options()  # raises on a bad neighbours / bandwidth / prior
+        self.aten_head_options()  # raises on a bad blend
         if not isinstance(self.device, str) or not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ValueError(f"device: must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
 
@@ -163,6 +170,11 @@ class TrainOptions:
         return NeighbourOptions(
             k=self.neighbours, bandwidth=self.neighbour_bandwidth, prior_weight=self.neighbour_prior
         )
+
+    def aten_head_options(self) -> AtenHeadOptions:
+        if isinstance(self.aten_head_blend, bool) or not isinstance(self.aten_head_blend, (int, float)):
+            raise ValueError(f"aten_head_blend: must be a number in [0, 1], got {self.aten_head_blend!r}")
+        return AtenHeadOptions(blend=float(self.aten_head_blend))
 
     def architecture(self) -> Architecture:
         preset = ARCH_PRESETS[self.model_type]
@@ -232,6 +244,27 @@ def _measured(rows: _Rows, problems: list[Any]) -> Iterator[tuple[Any, np.ndarra
     (what ``NeighbourMemory.from_measurements`` takes)."""
     for p, s, n in zip(problems, rows.starts.tolist(), rows.counts.tolist()):
         yield p, rows.x[s : s + n, N_PROBLEM_FEATURES:], rows.y[s : s + n]
+
+
+def _aten_gaps(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    """The ATen head's training rows: per problem of ``rows`` with both an ATen and a Triton
+    choice, its feature columns and its measured log ratio of best ATen to best Triton time."""
+    xs, ys = [], []
+    for s, n in zip(rows.starts.tolist(), rows.counts.tolist()):
+        aten, y = rows.aten[s : s + n], rows.y[s : s + n]
+        if aten.any() and not aten.all():
+            xs.append(rows.x[s, :N_PROBLEM_FEATURES])
+            ys.append(float(y[aten].min()) - float(y[~aten].min()))
+    return np.array(xs, dtype=np.float64).reshape(-1, N_PROBLEM_FEATURES), np.array(ys, dtype=np.float64)
+
+
+def _fit_aten_head(parts: list[_Rows], options: AtenHeadOptions, seed: int) -> AtenHead | None:
+    """The ATen head fit on the problems of ``parts`` (None with a zero blend or < 2 problems)."""
+    gaps = [_aten_gaps(r) for r in parts]
+    x, y = np.concatenate([g[0] for g in gaps]), np.concatenate([g[1] for g in gaps])
+    if options.blend == 0.0 or len(y) < 2:
+        return None
+    return AtenHead.fit(x, y, options, seed)
 
 
 def _sample_choices(rng: np.random.Generator, aten: np.ndarray, cap: int) -> np.ndarray:
@@ -596,13 +629,17 @@ def _train(
         if nopts.k
         else None
     )
+    hopts = opts.aten_head_options()
     held_out: dict[str, Any] = {}
     if val_ids:
         val_ds = dataset.select_problems(problems[i] for i in val_ids)
-        if memory is not None:  # the held-out problems are measured against a memory that lacks them
+        # The held-out problems are measured against a memory and a head that have not seen them.
+        if memory is not None:
             model.memory = memory.select(range(len(train_ids)))
+        model.aten_head = _fit_aten_head([rows_tr], hopts, opts.seed)
         held_out = summarize(problem_evals(model, val_ds), with_tau=True)
     model.memory = memory
+    model.aten_head = _fit_aten_head([rows_tr, rows_va], hopts, opts.seed)
     meta: dict[str, Any] = {
         "feature_spec": FEATURE_SPEC.to_dict(),
         "training_data_hash": dataset_hash(dataset),
@@ -611,8 +648,8 @@ def _train(
             "train_problems": len(train_ids),
             "val_problems": len(val_ids),
             "held_out_metrics_are_from": "the validation problems of the split (also used for early stopping); "
-            "with a neighbour memory, one built from the training problems of the split only "
-            "(the memory in this file also has the validation problems)",
+            "with a neighbour memory and an ATen head, those built from the training problems of the split "
+            "only (the memory and head in this file also have the validation problems)",
             "train_rows": len(rows_tr.y),
             "best_epoch": best_epoch,
             "threads": torch.get_num_threads(),

@@ -76,6 +76,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how many neighbour votes the network's own order counts for (default: 1)",
     )
     t.add_argument(
+        "--aten-head-blend",
+        type=float,
+        default=0.5,
+        help="weight of the ATen head (a problem-level model of ATen's time against the best Triton config's) "
+        "in the call between the two; 0: no head (default: 0.5)",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -206,6 +213,7 @@ def _train(args: argparse.Namespace) -> int:
             neighbours=args.neighbours,
             neighbour_bandwidth=args.neighbour_bandwidth,
             neighbour_prior=args.neighbour_prior,
+            aten_head_blend=args.aten_head_blend,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,

@@ -1,0 +1,201 @@
+"""The ATen head: a problem-level model of how ATen's time compares with the best Triton config's.
+
+The network ranks ATen and every Triton config on one scale, one row per choice, and the top-1
+pick is ATen whenever its predicted time is the lowest. That call, ATen or Triton, is where most
+of the top-1 regret is (``benchmarks/models/cv-session11.md``). It depends on the problem only, so
+it can be learnt from one row per training problem at a cost that does not grow with the number
+of candidates: the head is a small ensemble of MLPs on the problem's feature columns that predicts
+``log(best ATen time / best Triton time)`` as measured. At prediction time the model's ATen
+choices are shifted by one constant so that the gap between its best ATen and its best Triton
+prediction becomes a blend of the network's gap and the head's (``blend``: the head's weight);
+the order within the Triton configs, and within the ATen variants, is unchanged.
+
+On by default since session 13 (``TrainOptions.aten_head_blend`` 0.5; ``diode train
+--aten-head-blend 0`` leaves it out). Paired runs of ``scripts/cv_model.py`` (two seeds per GPU,
+``benchmarks/models/cv-session13.md``): validation regret@1 better on all four, cross-validation
+regret@1 better on two, equal on one, 0.5 points worse on one, and the fastest of what the choices
+handler keeps better on seven of eight (it keeps ~6-8% more choices).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+
+@dataclass(frozen=True, kw_only=True)
+class AtenHeadOptions:
+    """Options of the ATen head (defaults: those of session 13's cross-validation).
+
+    Attributes:
+        members: ensemble members (the mean of their predictions is used).
+        hidden: width of its two hidden layers.
+        epochs: full-batch AdamW steps.
+        learning_rate, weight_decay: AdamW's.
+        huber_delta: the Huber loss's threshold, in natural-log units.
+        blend: weight of the head's gap against the network's (0: the network alone, 1: the head).
+    """
+
+    members: int = 4
+    hidden: int = 64
+    epochs: int = 400
+    learning_rate: float = 3e-3
+    weight_decay: float = 1e-3
+    huber_delta: float = 0.3
+    blend: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("members", "hidden", "epochs"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"ATen head {name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("learning_rate", "huber_delta"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ATen head {name} must be positive, got {getattr(self, name)!r}")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"ATen head weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not 0.0 <= self.blend <= 1.0:
+            raise ValueError(f"ATen head blend must be in [0, 1], got {self.blend!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AtenHeadOptions:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+
+_LAYERS = 3  # two hidden layers and the output
+
+
+class AtenHead:
+    """``log(best ATen / best Triton)`` of a problem from its feature columns (see the module doc).
+
+    ``weights[i]`` is ``[members, in, out]`` and ``biases[i]`` ``[members, out]`` for each layer;
+    inputs are standardised with the training problems' ``x_mean`` / ``x_std``.
+    """
+
+    def __init__(
+        self,
+        options: AtenHeadOptions,
+        x_mean: np.ndarray,
+        x_std: np.ndarray,
+        weights: list[torch.Tensor],
+        biases: list[torch.Tensor],
+    ) -> None:
+        if len(weights) != _LAYERS or len(biases) != _LAYERS:
+            raise ValueError(f"expected {_LAYERS} layers, got {len(weights)} weights and {len(biases)} biases")
+        k, s = options.members, x_mean.shape[0]
+        dims = [s, options.hidden, options.hidden, 1]
+        if x_mean.shape != (s,) or x_std.shape != (s,) or not (np.isfinite(x_std).all() and (x_std > 0).all()):
+            raise ValueError("input statistics must be finite, positive standard deviations of one size")
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            if tuple(w.shape) != (k, dims[i], dims[i + 1]) or tuple(b.shape) != (k, dims[i + 1]):
+                raise ValueError(
+                    f"layer {i}: weight {tuple(w.shape)} / bias {tuple(b.shape)} do not fit {k} members of "
+                    f"{dims[i]} -> {dims[i + 1]}"
+                )
+        self.options = options
+        self.x_mean = x_mean.astype(np.float32)
+        self.inv_std = (1.0 / x_std).astype(np.float32)
+        self.x_std = x_std.astype(np.float32)
+        self.weights = [w.detach().contiguous() for w in weights]
+        self.biases = [b.detach().contiguous() for b in biases]
+
+    @property
+    def inputs(self) -> int:
+        return int(self.x_mean.shape[0])
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, options: AtenHeadOptions, seed: int) -> AtenHead:
+        """Fit on ``x [P, S]`` (the training problems' feature columns) and ``y [P]`` (their measured
+        log ratio of best ATen to best Triton time); deterministic for a seed."""
+        if x.ndim != 2 or y.shape != (x.shape[0],) or x.shape[0] < 2:
+            raise ValueError(f"the ATen head needs at least 2 problems, got x {x.shape} and y {y.shape}")
+        x_mean = x.mean(axis=0)
+        x_std = x.std(axis=0) + 1e-6
+        xt = torch.from_numpy(((x - x_mean) / x_std).astype(np.float32))
+        yt = torch.from_numpy(y.astype(np.float32))
+        k, h, s = options.members, options.hidden, x.shape[1]
+        gen = torch.Generator().manual_seed(seed)
+        params = []
+        for fan_in, fan_out in ((s, h), (h, h), (h, 1)):
+            bound = 1.0 / fan_in**0.5  # nn.Linear's default initialisation
+            w = (torch.rand(k, fan_in, fan_out, generator=gen) * 2 - 1) * bound
+            b = (torch.rand(k, fan_out, generator=gen) * 2 - 1) * bound
+            params += [w.requires_grad_(), b.requires_grad_()]
+        opt = torch.optim.AdamW(params, lr=options.learning_rate, weight_decay=options.weight_decay)
+        target = yt.expand(k, -1)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # a few hundred rows: more threads only add overhead (10x on a busy CPU)
+        try:
+            for _ in range(options.epochs):
+                opt.zero_grad()
+                F.huber_loss(_forward(xt, params[0::2], params[1::2]), target, delta=options.huber_delta).backward()
+                opt.step()
+        finally:
+            torch.set_num_threads(threads)
+        return cls(options, x_mean, x_std, params[0::2], params[1::2])
+
+    def ratio(self, x: np.ndarray) -> np.ndarray:
+        """Predicted log ratio (best ATen over best Triton) of each row of ``x [P, S]``."""
+        xn = torch.from_numpy(((x - self.x_mean) * self.inv_std).astype(np.float32))
+        with torch.inference_mode():
+            return _forward(xn, self.weights, self.biases).mean(dim=0).numpy()
+
+    def adjust(self, log_t: np.ndarray, aten: np.ndarray, x_problem: np.ndarray) -> np.ndarray:
+        """``log_t`` (one problem's predicted log times) with its ATen entries (``aten``, a mask)
+        shifted so that best ATen minus best Triton is ``blend`` of the head's gap and the rest
+        the network's. Unchanged without both an ATen and a Triton choice."""
+        if not aten.any() or aten.all() or self.options.blend == 0.0:
+            return log_t
+        net_gap = float(log_t[aten].min() - log_t[~aten].min())
+        head_gap = float(self.ratio(x_problem[None, :])[0])
+        out = log_t.copy()
+        out[aten] += np.float32(self.options.blend * (head_gap - net_gap))
+        return out
+
+    # -- serialisation ----------------------------------------------------------------------------
+    def to_tensors(self) -> dict[str, np.ndarray]:
+        out = {"aten_head.x_mean": self.x_mean, "aten_head.x_std": self.x_std}
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            out[f"aten_head.w{i}"] = w.numpy()
+            out[f"aten_head.b{i}"] = b.numpy()
+        return out
+
+    def metadata(self) -> dict[str, Any]:
+        return {"options": self.options.to_dict(), "inputs": self.inputs}
+
+    @classmethod
+    def from_tensors(cls, tensors: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> AtenHead:
+        """Raises KeyError, TypeError or ValueError on missing or malformed parts."""
+        options = AtenHeadOptions.from_dict(meta["options"])
+        expected = {"aten_head.x_mean", "aten_head.x_std"} | {
+            f"aten_head.{p}{i}" for i in range(_LAYERS) for p in ("w", "b")
+        }
+        if set(tensors) != expected:
+            raise ValueError(f"tensors {sorted(set(tensors) ^ expected)} missing or unexpected")
+        head = cls(
+            options,
+            np.asarray(tensors["aten_head.x_mean"]),
+            np.asarray(tensors["aten_head.x_std"]),
+            [torch.from_numpy(np.asarray(tensors[f"aten_head.w{i}"])) for i in range(_LAYERS)],
+            [torch.from_numpy(np.asarray(tensors[f"aten_head.b{i}"])) for i in range(_LAYERS)],
+        )
+        if head.inputs != meta["inputs"]:
+            raise ValueError(f"{head.inputs} inputs, metadata says {meta['inputs']}")
+        return head
+
+
+def _forward(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor]) -> torch.Tensor:
+    """``[members, P]`` predictions of ``x [P, S]``."""
+    h = x.expand(weights[0].shape[0], -1, -1)
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        h = torch.baddbmm(b.unsqueeze(1), h, w)
+        if i < len(weights) - 1:
+            h = h.relu()
+    return h.squeeze(-1)
