@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,9 +121,6 @@ def regret_at_1(calls: Sequence[Call], decision: np.ndarray) -> float:
     """Geomean regret of picking ATen where ``decision < 0``, else the best predicted Triton config."""
     r = [c.aten_regret if d < 0 else c.triton_regret for c, d in zip(calls, decision)]
     return float(np.exp(np.mean(np.log(r))))
-
-
-Fit = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def mlp_fit_predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.ndarray:

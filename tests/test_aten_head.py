@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_model import CHOICES, PROBLEM, make_model
+from test_model import CHOICES, PROBLEM, _rewrite, make_model
 
 from torch_diode.aten_head import AtenHead, AtenHeadOptions
 from torch_diode.dataset import read_dataset
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import N_PROBLEM_FEATURES, featurize
-from torch_diode.model import _encode_safetensors, load_model, save_model
+from torch_diode.model import load_model, save_model
 from torch_diode.train import TrainOptions, train
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "NVIDIA-H100" / "train.msgpack"
@@ -37,9 +37,9 @@ def test_fit_learns_a_simple_gap_and_is_deterministic() -> None:
     want = 0.5 * test[:, 0] - 0.2 * test[:, 3]
     assert np.sqrt(np.mean((head.ratio(test) - want) ** 2)) < 0.5 * want.std()  # held-out problems
     again = AtenHead.fit(x, y, opts, seed=0)
-    assert all(torch.equal(a, b) for a, b in zip(head.weights + head.biases, again.weights + again.biases))
+    assert all(torch.equal(a, b) for a, b in zip(head.net.parameters(), again.net.parameters()))
     other = AtenHead.fit(x, y, opts, seed=1)
-    assert not torch.equal(head.weights[0], other.weights[0])
+    assert not torch.equal(head.net.w_in, other.net.w_in)
 
 
 def test_adjust_moves_only_aten_to_the_blended_gap() -> None:
@@ -87,42 +87,26 @@ def test_model_file_round_trip_with_a_head(tmp_path: Path) -> None:
     assert not np.array_equal(plain.log_time_us[ATEN], after.log_time_us[ATEN])
 
 
-def _rewritten(src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | None = None) -> Path:
-    loaded = load_model(src)
-    md = {k: v for k, v in loaded.metadata.items() if k != "tensors_sha256"}
-    md.update(meta or {})
-    ts = {k: v.detach().contiguous() for k, v in loaded.net.state_dict().items()}
-    if loaded.aten_head is not None:
-        ts.update({k: torch.from_numpy(v.copy()) for k, v in loaded.aten_head.to_tensors().items()})
-    for k, v in (tensors or {}).items():
-        if v is None:
-            ts.pop(k)
-        else:
-            ts[k] = v
-    dst.write_bytes(_encode_safetensors(ts, md))
-    return dst
-
-
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"tensors": {"aten_head.w1": torch.zeros(2, 16, 15)}}, "do not fit"),
+        ({"tensors": {"aten_head.w_hidden": torch.zeros(1, 2, 16, 15)}}, "do not fit"),
         ({"tensors": {"aten_head.x_std": torch.zeros(N_PROBLEM_FEATURES)}}, "positive"),
-        ({"tensors": {"aten_head.b2": None}}, "missing or unexpected"),
+        ({"tensors": {"aten_head.b_out": None}}, "missing or unexpected"),
         ({"meta": {"aten_head": None}}, "malformed"),
         ({"meta": {"aten_head": {"options": {"blend": 0.5}, "inputs": N_PROBLEM_FEATURES}}}, "malformed"),
     ],
     ids=["wrong-shape", "zero-std", "missing-tensor", "missing-metadata", "incomplete-options"],
 )
 def test_a_corrupt_head_is_refused(tmp_path: Path, change: dict, match: str) -> None:
-    bad = _rewritten(_with_head(tmp_path), tmp_path / "bad.safetensors", **change)
+    bad = _rewrite(_with_head(tmp_path), tmp_path / "bad.safetensors", **change)
     with pytest.raises(ModelFormatError, match=match):
         load_model(bad)
 
 
 def test_version_2_files_without_a_head_still_load(tmp_path: Path) -> None:
     src = save_model(make_model(), tmp_path / "m.safetensors")
-    v2 = _rewritten(src, tmp_path / "v2.safetensors", meta={"format_version": "2"})
+    v2 = _rewrite(src, tmp_path / "v2.safetensors", meta={"format_version": "2"})
     assert load_model(v2).aten_head is None
 
 

@@ -14,7 +14,7 @@ from test_model import CHOICES, H100, PROBLEM, _rewrite, make_model
 from torch_diode.dataset import read_dataset
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import featurize_split, featurize_split_indexed, gpu_constants
-from torch_diode.model import _encode_safetensors, load_model, save_model
+from torch_diode.model import load_model, save_model
 from torch_diode.neighbours import CAP, NeighbourMemory, NeighbourOptions, problem_row, signatures
 from torch_diode.records import Choice, Problem
 from torch_diode.train import TrainOptions, train
@@ -165,18 +165,7 @@ def test_version_1_files_without_memory_still_load(tmp_path: Path) -> None:
 
 def _memory_file(tmp_path: Path, name: str, *, meta: dict | None = None, tensors: dict | None = None) -> Path:
     src = save_model(_with_memory(), tmp_path / "src.safetensors")
-    loaded = load_model(src)
-    md = {k: v for k, v in loaded.metadata.items() if k != "tensors_sha256"}
-    md.update(meta or {})
-    ts = {k: v.detach().contiguous() for k, v in loaded.net.state_dict().items()}
-    ts.update({k: torch.from_numpy(v.copy()) for k, v in loaded.memory.to_tensors().items()})
-    for k, v in (tensors or {}).items():
-        if v is None:
-            ts.pop(k)
-        else:
-            ts[k] = v
-    (tmp_path / name).write_bytes(_encode_safetensors(ts, md))
-    return tmp_path / name
+    return _rewrite(src, tmp_path / name, meta=meta, tensors=tensors)
 
 
 @pytest.mark.parametrize(

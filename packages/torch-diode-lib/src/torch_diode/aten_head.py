@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from torch_diode.model import Architecture, EnsembleMLP
+
 
 @dataclass(frozen=True, kw_only=True)
 class AtenHeadOptions:
@@ -69,42 +71,25 @@ class AtenHeadOptions:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
-_LAYERS = 3  # two hidden layers and the output
-
-
 class AtenHead:
     """``log(best ATen / best Triton)`` of a problem from its feature columns (see the module doc).
 
-    ``weights[i]`` is ``[members, in, out]`` and ``biases[i]`` ``[members, out]`` for each layer;
-    inputs are standardised with the training problems' ``x_mean`` / ``x_std``.
+    ``net`` is an :class:`~torch_diode.model.EnsembleMLP` of the ``base`` type (two hidden layers of
+    ``options.hidden``, ``options.members`` members); inputs are standardised with the training
+    problems' ``x_mean`` / ``x_std``.
     """
 
-    def __init__(
-        self,
-        options: AtenHeadOptions,
-        x_mean: np.ndarray,
-        x_std: np.ndarray,
-        weights: list[torch.Tensor],
-        biases: list[torch.Tensor],
-    ) -> None:
-        if len(weights) != _LAYERS or len(biases) != _LAYERS:
-            raise ValueError(f"expected {_LAYERS} layers, got {len(weights)} weights and {len(biases)} biases")
-        k, s = options.members, x_mean.shape[0]
-        dims = [s, options.hidden, options.hidden, 1]
+    def __init__(self, options: AtenHeadOptions, x_mean: np.ndarray, x_std: np.ndarray, net: EnsembleMLP) -> None:
+        s = x_mean.shape[0]
         if x_mean.shape != (s,) or x_std.shape != (s,) or not (np.isfinite(x_std).all() and (x_std > 0).all()):
             raise ValueError("input statistics must be finite, positive standard deviations of one size")
-        for i, (w, b) in enumerate(zip(weights, biases)):
-            if tuple(w.shape) != (k, dims[i], dims[i + 1]) or tuple(b.shape) != (k, dims[i + 1]):
-                raise ValueError(
-                    f"layer {i}: weight {tuple(w.shape)} / bias {tuple(b.shape)} do not fit {k} members of "
-                    f"{dims[i]} -> {dims[i + 1]}"
-                )
+        if net.arch != _architecture(options, s):
+            raise ValueError(f"network {net.arch} does not fit the options' {_architecture(options, s)}")
         self.options = options
         self.x_mean = x_mean.astype(np.float32)
-        self.inv_std = (1.0 / x_std).astype(np.float32)
         self.x_std = x_std.astype(np.float32)
-        self.weights = [w.detach().contiguous() for w in weights]
-        self.biases = [b.detach().contiguous() for b in biases]
+        self.inv_std = (1.0 / self.x_std).astype(np.float32)
+        self.net = net.eval()
 
     @property
     def inputs(self) -> int:
@@ -120,32 +105,33 @@ class AtenHead:
         x_std = x.std(axis=0) + 1e-6
         xt = torch.from_numpy(((x - x_mean) / x_std).astype(np.float32))
         yt = torch.from_numpy(y.astype(np.float32))
+        net = EnsembleMLP(_architecture(options, x.shape[1]))
         k, h, s = options.members, options.hidden, x.shape[1]
         gen = torch.Generator().manual_seed(seed)
-        params = []
-        for fan_in, fan_out in ((s, h), (h, h), (h, 1)):
-            bound = 1.0 / fan_in**0.5  # nn.Linear's default initialisation
-            w = (torch.rand(k, fan_in, fan_out, generator=gen) * 2 - 1) * bound
-            b = (torch.rand(k, fan_out, generator=gen) * 2 - 1) * bound
-            params += [w.requires_grad_(), b.requires_grad_()]
-        opt = torch.optim.AdamW(params, lr=options.learning_rate, weight_decay=options.weight_decay)
+        layers = ((net.w_in, net.b_in), (net.w_hidden[0], net.b_hidden[0]), (net.w_out, net.b_out))
+        with torch.no_grad():
+            for (w, b), fan_in, fan_out in zip(layers, (s, h, h), (h, h, 1)):
+                bound = 1.0 / fan_in**0.5  # nn.Linear's default initialisation
+                w.copy_((torch.rand(k, fan_in, fan_out, generator=gen) * 2 - 1) * bound)
+                b.copy_(((torch.rand(k, fan_out, generator=gen) * 2 - 1) * bound).unsqueeze(1))
+        opt = torch.optim.AdamW(net.parameters(), lr=options.learning_rate, weight_decay=options.weight_decay)
         target = yt.expand(k, -1)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # a few hundred rows: more threads only add overhead (10x on a busy CPU)
         try:
             for _ in range(options.epochs):
                 opt.zero_grad()
-                F.huber_loss(_forward(xt, params[0::2], params[1::2]), target, delta=options.huber_delta).backward()
+                F.huber_loss(net(xt), target, delta=options.huber_delta).backward()
                 opt.step()
         finally:
             torch.set_num_threads(threads)
-        return cls(options, x_mean, x_std, params[0::2], params[1::2])
+        return cls(options, x_mean, x_std, net)
 
     def ratio(self, x: np.ndarray) -> np.ndarray:
         """Predicted log ratio (best ATen over best Triton) of each row of ``x [P, S]``."""
         xn = torch.from_numpy(((x - self.x_mean) * self.inv_std).astype(np.float32))
         with torch.inference_mode():
-            return _forward(xn, self.weights, self.biases).mean(dim=0).numpy()
+            return self.net(xn).mean(dim=0).numpy()
 
     def adjust(self, log_t: np.ndarray, aten: np.ndarray, x_problem: np.ndarray) -> np.ndarray:
         """``log_t`` (one problem's predicted log times) with its ATen entries (``aten``, a mask)
@@ -161,10 +147,8 @@ class AtenHead:
 
     # -- serialisation ----------------------------------------------------------------------------
     def to_tensors(self) -> dict[str, np.ndarray]:
-        out = {"aten_head.x_mean": self.x_mean, "aten_head.x_std": self.x_std}
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            out[f"aten_head.w{i}"] = w.numpy()
-            out[f"aten_head.b{i}"] = b.numpy()
+        out = {f"{_PREFIX}x_mean": self.x_mean, f"{_PREFIX}x_std": self.x_std}
+        out.update({_PREFIX + k: v.detach().numpy() for k, v in self.net.state_dict().items()})
         return out
 
     def metadata(self) -> dict[str, Any]:
@@ -174,28 +158,22 @@ class AtenHead:
     def from_tensors(cls, tensors: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> AtenHead:
         """Raises KeyError, TypeError or ValueError on missing or malformed parts."""
         options = AtenHeadOptions.from_dict(meta["options"])
-        expected = {"aten_head.x_mean", "aten_head.x_std"} | {
-            f"aten_head.{p}{i}" for i in range(_LAYERS) for p in ("w", "b")
-        }
+        net = EnsembleMLP(_architecture(options, int(meta["inputs"])))
+        expected = {f"{_PREFIX}x_mean", f"{_PREFIX}x_std"} | {_PREFIX + k for k in net.state_dict()}
         if set(tensors) != expected:
             raise ValueError(f"tensors {sorted(set(tensors) ^ expected)} missing or unexpected")
-        head = cls(
-            options,
-            np.asarray(tensors["aten_head.x_mean"]),
-            np.asarray(tensors["aten_head.x_std"]),
-            [torch.from_numpy(np.asarray(tensors[f"aten_head.w{i}"])) for i in range(_LAYERS)],
-            [torch.from_numpy(np.asarray(tensors[f"aten_head.b{i}"])) for i in range(_LAYERS)],
-        )
-        if head.inputs != meta["inputs"]:
-            raise ValueError(f"{head.inputs} inputs, metadata says {meta['inputs']}")
-        return head
+        try:
+            net.load_state_dict(
+                {k: torch.from_numpy(np.asarray(tensors[_PREFIX + k])) for k in net.state_dict()}, strict=True
+            )
+        except RuntimeError as e:
+            raise ValueError(f"weights do not fit {net.arch}: {e}") from None
+        return cls(options, np.asarray(tensors[f"{_PREFIX}x_mean"]), np.asarray(tensors[f"{_PREFIX}x_std"]), net)
 
 
-def _forward(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor]) -> torch.Tensor:
-    """``[members, P]`` predictions of ``x [P, S]``."""
-    h = x.expand(weights[0].shape[0], -1, -1)
-    for i, (w, b) in enumerate(zip(weights, biases)):
-        h = torch.baddbmm(b.unsqueeze(1), h, w)
-        if i < len(weights) - 1:
-            h = h.relu()
-    return h.squeeze(-1)
+_PREFIX = "aten_head."
+
+
+def _architecture(options: AtenHeadOptions, inputs: int) -> Architecture:
+    """Two hidden ReLU layers of ``options.hidden``: the ``base`` network with ``depth`` 1."""
+    return Architecture(model_type="base", input_dim=inputs, hidden=options.hidden, depth=1, members=options.members)

@@ -36,17 +36,19 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
-from torch_diode.aten_head import AtenHead
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize_split_indexed
 from torch_diode.neighbours import NeighbourMemory
 from torch_diode.records import Choice, Problem
+
+if TYPE_CHECKING:  # aten_head builds on this module's EnsembleMLP
+    from torch_diode.aten_head import AtenHead
 
 FORMAT_NAME = "torch-diode-model"
 _T = TypeVar("_T")
@@ -571,6 +573,8 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
             return read(part, meta[key])
         except (KeyError, TypeError, ValueError) as e:
             raise _bad(source, f"{what} is malformed ({type(e).__name__}: {e}); the file is corrupt") from None
+
+    from torch_diode.aten_head import AtenHead
 
     memory = optional_part("memory.", "neighbour_memory", "neighbour memory", NeighbourMemory.from_tensors)
     aten_head = optional_part("aten_head.", "aten_head", "ATen head", AtenHead.from_tensors)

@@ -260,9 +260,11 @@ def _aten_gaps(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
 
 def _fit_aten_head(parts: list[_Rows], options: AtenHeadOptions, seed: int) -> AtenHead | None:
     """The ATen head fit on the problems of ``parts`` (None with a zero blend or < 2 problems)."""
+    if options.blend == 0.0:
+        return None
     gaps = [_aten_gaps(r) for r in parts]
     x, y = np.concatenate([g[0] for g in gaps]), np.concatenate([g[1] for g in gaps])
-    if options.blend == 0.0 or len(y) < 2:
+    if len(y) < 2:
         return None
     return AtenHead.fit(x, y, options, seed)
 
