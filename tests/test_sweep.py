@@ -571,8 +571,8 @@ pool = c._get_pool()
 print("pgrp", os.getpgrp(), pool.submit(os.getpgrp).result(), flush=True)
 fut = pool.submit(subprocess.call, ["sleep", "2"])  # a stand-in for the ptxas a compile runs
 time.sleep(0.7)
-print("ready", flush=True)
-try:
+try:  # "ready" inside: the test's SIGINT can land while print is still returning
+    print("ready", flush=True)
     time.sleep(30)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
