@@ -99,6 +99,17 @@ def test_tf32_uses_the_tf32_peak() -> None:
     x = featurize(p, [tri(128, 128, 32, allow_tf32=True), tri(128, 128, 32, allow_tf32=False)], H100)
     i = FEATURE_SPEC.names.index("log2_t_tile_compute_us")
     assert x[1, i] - x[0, i] == pytest.approx(math.log2(494.7 / 66.9), rel=1e-5)
+    # tl.dot lowers to FMAs only without TF32: 128*128*32 / (32 * 4 warps) = 4096 per thread
+    assert (col(x, "log2_fma_unroll", 0), col(x, "log2_fma_unroll", 1)) == (0.0, 12.0)
+
+
+def test_fma_unroll_is_zero_off_fp32_and_on_aten() -> None:
+    choices = [tri(32, 64, 64, warps=4), Choice.aten("mm")]
+    x32 = featurize(Problem(op="mm", m=40, n=3000, k=40, dtype="float32"), choices, H100)
+    assert (col(x32, "log2_fma_unroll", 0), col(x32, "log2_fma_unroll", 1)) == (10.0, 0.0)  # 32*64*64 / 128
+    for dtype in ("float16", "bfloat16"):
+        x = featurize(Problem(op="mm", m=40, n=3000, k=40, dtype=dtype), choices, H100)
+        assert not x[:, FEATURE_SPEC.names.index("log2_fma_unroll")].any()
 
 
 def test_layouts_bias_and_batch() -> None:

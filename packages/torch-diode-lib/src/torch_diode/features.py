@@ -31,7 +31,7 @@ from torch_diode.records import DTYPE_ITEMSIZE, OPS, Choice, Problem
 log = logging.getLogger(__name__)
 
 #: Bump when any column's meaning, order or computation changes.
-FEATURE_VERSION = 2  # 2: aten_bias_epilogue (aten::addmm and aten::bias_addmm were one row)
+FEATURE_VERSION = 3  # 2: aten_bias_epilogue (aten::addmm and aten::bias_addmm were one row); 3: log2_fma_unroll
 
 
 @dataclass(frozen=True)
@@ -213,6 +213,10 @@ _INTERACT: tuple[tuple[str, str], ...] = (
     ("log2_t_tile_compute_us", "log2(ceil(waves_occ) * SMs*ctas * padded tile flops / peak (TF32 if ALLOW_TF32), us)"),
     ("log2_t_tile_memory_us", "log2(tiled_bytes / bandwidth, us)"),
     ("log2_t_tile_roofline_us", "log2(max(t_tile_compute, t_memory)) (t_memory of the problem: L2 absorbs re-reads)"),
+    (
+        "log2_fma_unroll",
+        "log2(BLOCK_M*BLOCK_N*BLOCK_K / (32*num_warps)) when tl.dot lowers to FMAs (fp32 without TF32), else 0",
+    ),
 )
 
 FEATURE_SPEC = FeatureSpec(
@@ -474,6 +478,10 @@ def featurize_split_indexed(
             np.log2(t_tile),
             np.log2(t_tmem),
             np.log2(np.maximum(t_tile, t_mem)),
+            # fp32 without TF32: tl.dot is unrolled into FMAs on registers; past ~1,024 per thread
+            # per K step the kernel spills, 5-100x slower (data/NVIDIA-H200/val.msgpack:
+            # baddbmm float32 4x40x3000x40, BLOCK_K 64 tiles up to 115x the best)
+            np.log2(bm * bn * bk / (32.0 * warps)) * (0.0 if problem.dtype != "float32" else 1.0 - tf32),
         )
     )  # [I, N]
     cols *= tri  # non-Triton rows get zeros
