@@ -97,13 +97,16 @@ def test_demo_with_model_and_dataset(run_diode, h200_model: Path, tmp_path: Path
     report, _ = evaluate_model(load_model(h200_model), val, max_compile_cost=config.options().max_compile_cost)
     for k, line in zip((1, 3), lines[1:3]):
         m = re.fullmatch(
-            rf"  top-{k} pick[^:]*: (\d+\.\d{{3}})x the exhaustive search's winner \(geomean\); "
+            rf"  top-{k} pick[^:]*: (\d+\.\d{{3}})x the exhaustive search's winner "
+            rf"\(geomean; 95% interval (\d+\.\d{{3}})-(\d+\.\d{{3}})\); "
             rf"within 2% of it on (\d+)/{n} problems \((\d+)%\)",
             line,
         )
         assert m, line
         assert m[1] == f"{report['overall'][f'regret@{k}']['geomean']:.3f}"
-        assert 0 <= int(m[2]) <= n
+        lo, hi = report["overall"][f"regret@{k}"]["geomean_ci95"]
+        assert (m[2], m[3]) == (f"{lo:.3f}", f"{hi:.3f}") and float(m[2]) <= float(m[1]) <= float(m[3])
+        assert 0 <= int(m[4]) <= n
     m = re.fullmatch(
         r"  autotuning: with torch-diode, Inductor benchmarks (\d+) \(top-1\) or (\d+) \(top-3\) choices per problem, "
         r"ATen included, instead of the ([\d,]+) of the exhaustive space \(medians\): ([\d,]+)x / ([\d,]+)x fewer; "

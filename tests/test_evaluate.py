@@ -13,6 +13,7 @@ from torch_diode.dataset import Dataset
 from torch_diode.evaluate import (
     ProblemEval,
     StockPick,
+    geomean_ci95,
     kendall_tau,
     markdown_table,
     max_autotune_solution_from_dataset,
@@ -87,14 +88,36 @@ def test_summary_by_hand() -> None:
     assert o["vs_aten"]["geomean"] == pytest.approx((1.0 * 0.8 * 3.0) ** (1 / 3))
     assert o["model_picks_aten_share"] == pytest.approx(1 / 3)
     assert set(rep["per_op"]) == {"mm", "bmm"}
-    assert rep["per_op"]["bmm"]["regret@1"] == pytest.approx({"geomean": 3.0, "p95": 3.0, "max": 3.0})
+    bmm_r1 = rep["per_op"]["bmm"]["regret@1"]
+    assert bmm_r1.pop("geomean_ci95") == pytest.approx([3.0, 3.0])  # one problem: nothing to resample
+    assert bmm_r1 == pytest.approx({"geomean": 3.0, "p95": 3.0, "max": 3.0})
     assert rep["per_op"]["bmm"]["vs_max_autotune"]["problems"] == 0
     assert -1.0 <= o["kendall_tau"]["mean"] <= 1.0
     # the JSON keys are the DESIGN.md names; NaN becomes null
     js = json.loads(report_json(rep))
     assert js["overall"]["recall@5"] == 1.0 and js["per_op"]["bmm"]["vs_max_autotune"]["geomean"] is None
+    lo, hi = o["regret@1"]["geomean_ci95"]
+    assert 1.0 <= lo <= o["regret@1"]["geomean"] <= hi <= 3.0 + 1e-12  # within the values (exp(log 3) rounds)
+    assert js["overall"]["regret@1"]["geomean_ci95"] == [lo, hi]
     md = markdown_table(rep)
     assert md.count("\n| ") == 3 and "| overall | 3 |" in md  # overall, bmm, mm
+    assert f"regret@1 [{lo:.3f}, {hi:.3f}]" in md and "vs max-autotune [" in md
+
+
+def test_geomean_ci95() -> None:
+    # two values: a resample is all of one (p = 0.25 each), so the 2.5/97.5 percentiles are the values
+    assert geomean_ci95([1.0, 4.0]) == pytest.approx((1.0, 4.0))
+    assert geomean_ci95([1.2] * 7) == pytest.approx((1.2, 1.2))
+    assert all(math.isnan(v) for v in geomean_ci95([]))
+    rng = np.random.default_rng(1)
+    r = np.exp(np.abs(rng.normal(0.0, 0.2, 400)))  # regret-like ratios >= 1
+    lo, hi = geomean_ci95(r)
+    assert geomean_ci95(r) == (lo, hi)  # a fixed seed: reports are reproducible
+    # large n: close to the normal interval of the mean log, exp(mean +- 1.96 sd / sqrt(n))
+    logs = np.log(r)
+    half = 1.96 * logs.std(ddof=1) / math.sqrt(len(r))
+    assert math.log(lo) == pytest.approx(logs.mean() - half, abs=0.15 * half)
+    assert math.log(hi) == pytest.approx(logs.mean() + half, abs=0.15 * half)
 
 
 def test_regression_stats_by_hand() -> None:

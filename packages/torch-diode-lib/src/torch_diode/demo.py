@@ -130,6 +130,11 @@ class ModelDemo:
     def regret_geomean(self, k: int) -> float:
         return float(self.report["overall"][f"regret@{k}"]["geomean"])
 
+    def regret_ci95(self, k: int) -> tuple[float, float]:
+        """The geomean's 95% bootstrap interval over the problems (evaluate.geomean_ci95)."""
+        lo, hi = self.report["overall"][f"regret@{k}"]["geomean_ci95"]
+        return float(lo), float(hi)
+
     def within(self, k: int) -> int:
         """Problems whose top-k pick is within 2% of the exhaustive search's winner."""
         return sum(p.regret[k] <= CLOSE for p in self.problems)
@@ -162,8 +167,10 @@ class ModelDemo:
         for k in TOP_KS:
             what = "top-1 pick" if k == 1 else f"top-{k} picks, the best of them"
             close = self.within(k)
+            lo, hi = self.regret_ci95(k)
             lines.append(
-                f"  {what}: {self.regret_geomean(k):.3f}x the exhaustive search's winner (geomean); "
+                f"  {what}: {self.regret_geomean(k):.3f}x the exhaustive search's winner "
+                f"(geomean; 95% interval {lo:.3f}-{hi:.3f}); "
                 f"within 2% of it on {close}/{n} problems ({close / n:.0%})"
             )
         space = self.median_measured()

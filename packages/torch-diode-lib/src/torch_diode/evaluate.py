@@ -4,7 +4,10 @@ For one problem, ``oracle`` is the fastest measured choice (the exhaustive Trito
 as far as the dataset measured it). With the model's order (ascending predicted time):
 
 * ``regret@k`` = (fastest measured time among the model's top k) / oracle; reported as geomean,
-  p95 (numpy's linear-interpolation percentile) and max over problems;
+  p95 (numpy's linear-interpolation percentile) and max over problems, with ``geomean_ci95``: a
+  95% bootstrap interval of the geomean (problems resampled with replacement, percentile method,
+  :data:`BOOTSTRAP_RESAMPLES` draws from a fixed seed, so a report is reproducible): on a few
+  dozen validation problems it says how far the geomean could move with other problems;
 * ``recall@k`` = share of problems whose oracle is in the model's top k (a choice whose measured
   time equals the oracle's counts as the oracle);
 * ``kendall_tau`` = Kendall's tau-b between predicted and measured times (diagnostic; mean and
@@ -116,12 +119,31 @@ def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
 # -- aggregation --------------------------------------------------------------------------------
 
 
-def _ratio_stats(r: Sequence[float]) -> dict[str, float]:
+#: Bootstrap draws behind each ``geomean_ci95`` (and the generator's seed: reports are reproducible).
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+
+
+def geomean_ci95(ratios: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """95% bootstrap interval (percentile method) of the geomean of ``ratios``, resampling the
+    values with replacement :data:`BOOTSTRAP_RESAMPLES` times from a fixed seed; NaNs when empty."""
+    logs = np.log(np.asarray(ratios, dtype=np.float64))
+    if len(logs) == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    idx = rng.integers(0, len(logs), size=(BOOTSTRAP_RESAMPLES, len(logs)))
+    means = logs[idx].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
+def _ratio_stats(r: Sequence[float]) -> dict[str, Any]:
     a = np.asarray(r, dtype=np.float64)
     if len(a) == 0:
-        return {"geomean": math.nan, "p95": math.nan, "max": math.nan}
+        return {"geomean": math.nan, "geomean_ci95": [math.nan, math.nan], "p95": math.nan, "max": math.nan}
     return {
         "geomean": float(np.exp(np.mean(np.log(a)))),
+        "geomean_ci95": list(geomean_ci95(a)),
         "p95": float(np.percentile(a, 95)),
         "max": float(a.max()),
     }
@@ -404,7 +426,18 @@ def markdown_table(report: Mapping[str, Any]) -> str:
         )
     hw = report.get("hardware", "")
     title = f"Model vs measured timings on {hw} ({report['overall']['problems']} problems)\n\n" if hw else ""
-    return title + head + "\n".join(rows) + "\n"
+    o = report["overall"]
+    cis = [
+        f"{label} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        for label, ci in (
+            ("regret@1", o["regret@1"].get("geomean_ci95")),
+            ("regret@5", o["regret@5"].get("geomean_ci95")),
+            ("vs max-autotune", o["vs_max_autotune"].get("geomean_ci95")),
+        )
+        if ci is not None and not any(v is None or math.isnan(v) for v in ci)
+    ]
+    note = f"\n95% bootstrap intervals of the overall geomeans (problems resampled): {'; '.join(cis)}.\n" if cis else ""
+    return title + head + "\n".join(rows) + "\n" + note
 
 
 def _json_default(o: Any) -> Any:
