@@ -164,7 +164,10 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     )  # fmt: skip
     rep = json.loads(out.read_text())
     assert rep["overall"]["vs_max_autotune"]["problems"] == 5
-    assert set(rep["overall"]["regret@1"]) == {"geomean", "p95", "max"}
+    r1 = rep["overall"]["regret@1"]
+    assert set(r1) == {"geomean", "geomean_ci95", "p95", "max"}
+    assert r1["geomean_ci95"][0] <= r1["geomean"] <= r1["geomean_ci95"][1]
+    assert "95% bootstrap intervals of the overall geomeans" in out.with_suffix(".md").read_text()
     assert "recall@5" in rep["overall"] and set(rep["per_op"]) == {p.op for p in ds.problems}
     assert out.with_suffix(".md").read_text().startswith("Model vs measured")
     assert math.isfinite(rep["overall"]["kendall_tau"]["mean"])
