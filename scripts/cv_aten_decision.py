@@ -43,6 +43,7 @@ import torch
 from cv_model import DEFAULT_COST, ROOT, fold_of_problems
 
 from torch_diode.dataset import read_dataset
+from torch_diode.demo import best_measured_us
 from torch_diode.evaluate import ProblemEval, problem_evals, read_max_autotune_solution
 from torch_diode.features import N_PROBLEM_FEATURES, featurize
 from torch_diode.train import TrainOptions, train
@@ -69,12 +70,12 @@ class Call:
 def calls_of(evals: Sequence[ProblemEval], fold: int, hardware: str) -> list[Call]:
     out = []
     for e in evals:
-        aten = np.array([c.template.startswith("aten::") for c in e.choices])
+        aten = np.array([c.is_aten for c in e.choices])
         if aten.all() or not aten.any():
             continue
         ia, it = np.flatnonzero(aten), np.flatnonzero(~aten)
         pa, pt = ia[np.argmin(e.predicted_log_us[ia])], it[np.argmin(e.predicted_log_us[it])]
-        best = e.oracle_us if e.oracle_us is not None else float(e.measured_us.min())
+        best = best_measured_us(e)
         m = e.measured_us
         out.append(
             Call(

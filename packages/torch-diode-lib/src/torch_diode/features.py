@@ -479,7 +479,7 @@ def featurize_split_indexed(
             np.log2(t_tmem),
             np.log2(np.maximum(t_tile, t_mem)),
             # fp32 without TF32: tl.dot is unrolled into FMAs on registers; past ~1,024 per thread
-            # per K step the kernel spills, 5-100x slower (data/NVIDIA-H200/val.msgpack:
+            # per K step the kernel spills, 5-115x slower (data/NVIDIA-H200/val.msgpack:
             # baddbmm float32 4x40x3000x40, BLOCK_K 64 tiles up to 115x the best)
             np.log2(bm * bn * bk / (32.0 * warps)) * (0.0 if problem.dtype != "float32" else 1.0 - tf32),
         )
