@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from torch_diode.collect.sweep import SweepCollector, SweepOptions
+from torch_diode.collect.sweep import SweepCollector, SweepOptions, stages_hook_supported
 from torch_diode.records import Problem
 
 pytestmark = pytest.mark.gpu
@@ -57,12 +57,37 @@ def test_measures_every_choice_or_records_why_not(collector, problem):
 def test_out_of_resources_is_a_failure_record_not_a_crash(collector):
     # 128x128x128 with 4 stages needs 256 KiB of shared memory: more than a Hopper SM has.
     p = Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16")
+    refused = collector.stats.refused_over_shared_memory
     records, failures = collector.measure(p)
     assert records
     oor = [f for f in failures if f.choice is not None and "OutOfResources" in f.message]
     if not oor:
         pytest.skip("this Inductor's DEFAULT space has no config beyond the shared-memory limit for this problem")
     assert all(f.reason == "compile_error" for f in oor)
+    if stages_hook_supported():  # found by the compile processes before ptxas (shared_memory_guard)
+        assert collector.shared_memory_limit() is not None
+        assert 0 < collector.stats.refused_over_shared_memory - refused <= len({f.choice for f in oor})  # per kernel
+        assert all(f"Hardware limit: {collector.shared_memory_limit()}" in f.message for f in oor)
+
+
+def test_the_shared_memory_guard_changes_no_timing_only_when_a_kernel_fails(tmp_path, monkeypatch):
+    """With and without the guard (fresh Triton caches): the same configs timed, the same ones
+    refused for shared memory, with the same message."""
+    p = Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16")
+    out = {}
+    for guard in (True, False):
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / f"triton-{guard}"))
+        with SweepCollector(_hw(), SweepOptions(search_space="DEFAULT", workers=4, shared_memory_guard=guard)) as c:
+            records, failures = c.measure(p)
+            out[guard] = (
+                {r.choice for r in records},
+                {(f.choice, f.message) for f in failures},
+                c.stats.refused_over_shared_memory,
+            )
+    assert out[True][:2] == out[False][:2]
+    assert out[False][2] == 0
+    oor = sum("OutOfResources: out of resource: shared memory" in m for _, m in out[True][1])
+    assert (0 < out[True][2] <= oor) if stages_hook_supported() and oor else out[True][2] == 0
 
 
 def test_timings_are_repeatable(collector):
