@@ -657,10 +657,9 @@ class _SharedMemoryGuard:
         if make_llir is None:
             return None
         limit = self.limit
+        OutOfResources = _out_of_resources_type()
 
         def llir(src: Any, metadata: dict[str, Any]) -> Any:
-            from triton.runtime.errors import OutOfResources
-
             out = make_llir(src, metadata)
             shared = metadata.get("shared")
             if isinstance(shared, int) and shared > limit:
@@ -671,13 +670,28 @@ class _SharedMemoryGuard:
         return None
 
 
+def _out_of_resources_type() -> Any:
+    """Triton's ``OutOfResources`` exception class (None where this Triton has none)."""
+    try:
+        from triton.runtime.errors import OutOfResources
+    except ImportError:
+        try:
+            from triton.runtime.autotuner import OutOfResources  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    return OutOfResources
+
+
 def stages_hook_supported() -> bool:
-    """Whether the installed Triton has ``knobs.runtime.add_stages_inspection_hook``."""
+    """Whether the installed Triton has ``knobs.runtime.add_stages_inspection_hook`` (and its
+    ``OutOfResources``), which :func:`shared_memory_guard` needs."""
     try:
         from triton import knobs
     except ImportError:
         return False
-    return hasattr(getattr(knobs, "runtime", None), "add_stages_inspection_hook")
+    return hasattr(getattr(knobs, "runtime", None), "add_stages_inspection_hook") and (
+        _out_of_resources_type() is not None
+    )
 
 
 @contextlib.contextmanager
@@ -711,8 +725,6 @@ def _compile_task(
     ``("out_of_resources", message)`` (more shared memory than ``shared_memory_limit``, found
     before ``ptxas`` by :func:`shared_memory_guard`) or, when ``ptxas`` was ended by a signal,
     ``("killed", message)`` (the collector compiles it again)."""
-    from triton.runtime.errors import OutOfResources
-
     try:
         from torch_diode.collect.sweep_kernels import KERNELS
 
@@ -726,12 +738,12 @@ def _compile_task(
                 *_kernel_args(p, None), grid=(1,), num_warps=c.num_warps, num_stages=c.num_stages, **options, **cx
             )
         return "ok", f"{time.perf_counter() - t0:.3f}"
-    except OutOfResources as e:
-        return "out_of_resources", f"{type(e).__name__}: {str(e).splitlines()[0]}"[:500]
     except CompileTimeout as e:
         return "timeout", f"compile timeout: {e} (stopped after {time.perf_counter() - t0:.0f} s)"
     except Exception as e:
         message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+        if shared_memory_limit is not None and type(e).__name__ == "OutOfResources" and "shared memory" in message:
+            return "out_of_resources", message  # the guard's: Triton raises it when loading, not compiling
         return ("killed" if _killed_by_signal(message) else "error"), message
 
 
