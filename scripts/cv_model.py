@@ -14,6 +14,13 @@ exhaustive spaces) against stock max-autotune's picks (``val-stock-picks.json``)
 Usage:
     python scripts/cv_model.py --hardware NVIDIA-H200 --seeds 0 1 --val \
         --set ranking_weight=1.0 --set ensemble_size=4 [--json out.json]
+    python scripts/cv_model.py --hardware NVIDIA-H100 --seeds 0 1 --val --no-cv \
+        --train-problems 85 170 255 340 --json curve.json          # a learning curve
+
+``--train-problems N [N ...]`` (with ``--val``) trains each seed's models on the first N problems of
+one seeded permutation of the training file's problems (so the subsets are nested, and the seed
+draws both the subset and the initialisation) and scores each on ``val.msgpack``: how the
+held-out figures move with the amount of training data.
 
 ``--set NAME=VALUE`` overrides any ``TrainOptions`` field (parsed as JSON, else as a string).
 ``--aten-margin M [M ...]`` also scores the same predictions with every ATen choice's predicted log
@@ -56,6 +63,7 @@ def headline(overall: dict[str, Any]) -> dict[str, float]:
     out = {
         "problems": overall["problems"],
         "r1": overall["regret@1"]["geomean"],
+        "r1_ci95": overall["regret@1"].get("geomean_ci95"),
         "r1_p95": overall["regret@1"]["p95"],
         "r5": overall["regret@5"]["geomean"],
         "r5_p95": overall["regret@5"]["p95"],
@@ -82,6 +90,11 @@ def with_kept(h: dict[str, Any], kept: list[tuple[float, float]]) -> dict[str, A
     for j, k in enumerate((1, 3)):
         h[f"kept{k}"] = float(np.exp(np.mean(np.log([r[j] for r in kept]))))
     return h
+
+
+def _rounded(h: dict[str, Any]) -> dict[str, Any]:
+    return {k: (round(v, 4) if isinstance(v, float) else [round(x, 4) for x in v] if isinstance(v, list) else v)
+            for k, v in h.items()}  # fmt: skip
 
 
 def parse_sets(items: list[str]) -> dict[str, Any]:
@@ -111,9 +124,7 @@ def report_margins(result: dict[str, Any], part: str, seed: int, evals: list[Any
     for m in margins:
         h = headline(summarize(with_aten_margin(evals, m), with_tau=False)["overall"])
         result.setdefault(f"{part}_aten_margin", {}).setdefault(str(m), {})[seed] = h
-        print(
-            f"{part} seed {seed} aten-margin {m:+g}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True
-        )
+        print(f"{part} seed {seed} aten-margin {m:+g}: {json.dumps(_rounded(h))}", flush=True)
 
 
 def main() -> None:
@@ -134,7 +145,17 @@ def main() -> None:
     ap.add_argument(
         "--aten-margin", type=float, nargs="+", default=[], metavar="M", help="also score with ATen's log time + M"
     )
+    ap.add_argument(
+        "--train-problems",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="N",
+        help="with --val: train on nested seeded subsets of N training problems (a learning curve)",
+    )
     args = ap.parse_args()
+    if args.train_problems and not args.val:
+        ap.error("--train-problems needs --val (the curve is scored on val.msgpack)")
     overrides = {"num_threads": 1, "progress": False, **parse_sets(args.set)}
     data = ROOT / "data" / args.hardware
     ds = read_dataset(data / "train.msgpack")
@@ -153,23 +174,34 @@ def main() -> None:
                 kept += kept_regrets(model, fold_evals)
             h = with_kept(headline(summarize(evals, with_tau=False)["overall"]), kept)
             result["cv"][seed] = h
-            print(f"cv seed {seed}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True)
+            print(f"cv seed {seed}: {json.dumps(_rounded(h))}", flush=True)
             report_margins(result, "cv", seed, evals, args.aten_margin)
     if args.val:
         val = read_dataset(data / "val.msgpack")
         picks = data / "val-stock-picks.json"
         stock = read_max_autotune_solution(picks) if picks.exists() else None
+        problems = sorted(ds.measured_problems(), key=lambda p: json.dumps(p.to_dict(), sort_keys=True))
+        sizes = sorted(set(args.train_problems)) or [len(problems)]
+        if sizes[-1] > len(problems):
+            ap.error(f"--train-problems {sizes[-1]}: the training file has {len(problems)} problems")
         for seed in args.seeds:
-            model, _ = train(ds, TrainOptions(**{**overrides, "seed": seed}))
-            evals = problem_evals(model, val, stock=stock, max_compile_cost=args.max_compile_cost)
-            h = with_kept(headline(summarize(evals, with_tau=False)["overall"]), kept_regrets(model, evals))
-            result["val"][seed] = h
-            print(f"val seed {seed}: {json.dumps({k: round(v, 4) for k, v in h.items()})}", flush=True)
-            report_margins(result, "val", seed, evals, args.aten_margin)
+            perm = np.random.default_rng(2000 + seed).permutation(len(problems))
+            for n in sizes:
+                subset = ds if n == len(problems) else ds.select_problems({problems[i] for i in perm[:n]})
+                model, _ = train(subset, TrainOptions(**{**overrides, "seed": seed}))
+                evals = problem_evals(model, val, stock=stock, max_compile_cost=args.max_compile_cost)
+                h = with_kept(headline(summarize(evals, with_tau=False)["overall"]), kept_regrets(model, evals))
+                h["train_problems"] = n
+                if n == len(problems):
+                    result["val"][seed] = h
+                    report_margins(result, "val", seed, evals, args.aten_margin)
+                if args.train_problems:
+                    result.setdefault("val_curve", {}).setdefault(str(n), {})[seed] = h
+                print(f"val seed {seed}, {n} training problems: {json.dumps(_rounded(h))}", flush=True)
     for part in ("cv", "val"):
         rows = list(result[part].values())
         if rows:
-            keys = [k for k in rows[0] if k != "problems"]
+            keys = [k for k in rows[0] if isinstance(rows[0][k], float)]
             mean = {k: float(np.mean([r[k] for r in rows if k in r])) for k in keys}
             result[f"{part}_mean"] = mean
             print(f"{part} mean over seeds: " + ", ".join(f"{k} {v:.4f}" for k, v in mean.items()))
