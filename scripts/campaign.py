@@ -26,7 +26,8 @@ many seconds have passed (every finished problem is already flushed to disk), so
 10-minute GPU command; a problem still compiling after ``--checkpoint`` seconds (60) has its timed
 configs saved to ``<split>.msgpack.partial`` as it goes, so a problem longer than one command (a
 full-space fp32 validation problem) is finished over several, never started over; a problem whose
-saved parts hold kernels stopped by ``--compile-timeout`` is resumed after every other problem.
+saved parts hold kernels stopped by ``--compile-timeout``, or were timed by two or more runs (it
+outlasted a resumed run), is resumed after every other problem (``--no-defer-stalled``: plan order).
 The logic lives in ``torch_diode.collect``; this is a thin CLI.
 """
 
@@ -131,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from torch_diode.collect import partial_choices, stalled_problems
+    from torch_diode.collect import partial_choices, resumed_problems, stalled_problems
 
     plan = CampaignPlan.load(_dir(args) / "plan.json")
     report: dict = {"hardware": args.hardware, "plan": {"train": len(plan.train), "val": len(plan.val)}}
@@ -159,6 +160,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         stalled = stalled_problems(path)  # resumed after every other problem
         if stalled:
             report[split]["compile_timeouts"] = {p.key(): n for p, n in stalled.items()}
+        resumed = resumed_problems(path)  # also resumed after every other problem
+        if resumed:
+            report[split]["unfinished_after_runs"] = {p.key(): n for p, n in resumed.items()}
     print(json.dumps(report, indent=1))
     return 0
 
@@ -299,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         "--no-defer-stalled",
         action="store_true",
         help="keep the plan's order for problems whose saved parts hold kernels stopped by --compile-timeout "
-        "(by default they go after every other problem, so one pathological compile does not hold up the rest)",
+        "or were timed by two or more runs (by default they go after every other problem, so one "
+        "pathological compile or a problem longer than a chunk does not hold up the rest)",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)

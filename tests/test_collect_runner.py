@@ -24,6 +24,7 @@ from torch_diode.collect import (
     defer_stalled,
     merge_shards,
     partial_path,
+    resumed_problems,
     shard,
     shard_path,
     stalled_problems,
@@ -266,6 +267,36 @@ def test_problems_stopped_by_the_compile_limit_are_collected_last(tmp_path):
     # a's saved parts entered the output with it; the sidecar keeps only what is unfinished.
     assert {(f.problem, f.reason) for f in done.failures if f.choice is not None} >= {(a, "timeout")}
     assert stalled_problems(out) == {}
+
+
+def test_problems_a_resumed_run_did_not_finish_are_collected_last(tmp_path):
+    """Session 15: `addmm float32 1024x1024x65536` (1,400 full-space fp32 kernels) took the whole
+    of a resumed validation chunk and is still unfinished. A problem whose saved parts were timed
+    by two or more runs goes after the others; one run's parts (an ordinary interrupted problem)
+    are resumed first as before."""
+    out = tmp_path / "out.msgpack"
+    a, b, c = bmm(16), bmm(24), bmm(32)
+    aten = Choice(template="aten::bmm")
+    tile = Choice(template="triton::bmm", block_m=16, block_n=16, block_k=16, num_stages=2, num_warps=2)
+    for date, problems in (("2026-11-25T00:57:06Z", (a, b)), ("2026-11-25T01:15:07Z", (a,))):
+        with DatasetWriter(partial_path(out), Provenance(hardware="cpu-test", collector="sweep", date=date)) as w:
+            for p in problems:
+                w.add(TimingRecord(problem=p, choice=aten, time_us=10.0, hardware="cpu-test"))
+                if date.endswith("00:57:06Z"):
+                    w.add(TimingRecord(problem=p, choice=tile, time_us=12.0, hardware="cpu-test"))
+    assert resumed_problems(out) == {a: 2}
+    assert stalled_problems(out) == {}
+    assert defer_stalled([a, b, c], out) == [b, c, a]  # b (one run's parts) keeps its place
+    assert resumed_problems(tmp_path / "none.msgpack") == {}
+
+    kept = tmp_path / "kept.msgpack"
+    partial_path(kept).write_bytes(partial_path(out).read_bytes())
+    collect([a, b, c], CollectOptions(defer_stalled=False, **CPU), kept)
+    assert read_dataset(kept).problems == [a, b, c]
+    collect([a, b, c], CollectOptions(**CPU), out)
+    done = read_dataset(out)
+    assert done.problems == [b, c, a]
+    assert resumed_problems(out) == {}
 
 
 def test_local_gpu_workers_share_the_compile_cpus():

@@ -79,9 +79,11 @@ class CollectOptions:
             only the rest and the problem enters ``OUT`` once it is complete (:func:`settle_partials`).
             None: a problem is saved whole or not at all.
         defer_stalled: a problem whose saved parts (``OUT.partial``) include kernels stopped by
-            the sweep's compile time limit is measured after all the others
+            the sweep's compile time limit, or come from two or more runs (it was resumed and is
+            still unfinished: it needs more than a run), is measured after all the others
             (:func:`defer_stalled`): such a problem can hold a GPU for that limit per wave of
-            compiles, and a resumed run should not spend its time on it before the rest.
+            compiles, or for several chunks, and a resumed run should not spend its time on it
+            before the rest.
     """
 
     collector: str = "inductor"
@@ -297,11 +299,35 @@ def stalled_problems(output: str | os.PathLike[str], format: str | None = None) 
     return _timeouts(_read_partial(output, format))
 
 
+def _runs(parts: Dataset | None) -> dict[Problem, int]:
+    """The unfinished problems whose timed parts come from two or more runs (sources), with how many."""
+    if parts is None:
+        return {}
+    runs: dict[int, set[int]] = {}
+    for p, src in zip(parts.problem_idx.tolist(), parts.source_idx.tolist(), strict=True):
+        runs.setdefault(p, set()).add(src)
+    return {parts.problems[p]: len(s) for p, s in runs.items() if len(s) >= 2}
+
+
+def resumed_problems(output: str | os.PathLike[str], format: str | None = None) -> dict[Problem, int]:
+    """The unfinished problems whose parts in ``OUT.partial`` were timed by two or more runs: a
+    run resumed them and still did not finish them; with how many runs each."""
+    return _runs(_read_partial(output, format))
+
+
+def _late(parts: Dataset | None) -> dict[Problem, str]:
+    late = {p: f"{n} runs, unfinished" for p, n in _runs(parts).items()}
+    late.update({p: f"{n} stopped by the compile time limit" for p, n in _timeouts(parts).items()})
+    return late
+
+
 def defer_stalled(problems: list[Problem], output: str | os.PathLike[str], format: str | None = None) -> list[Problem]:
-    """``problems`` with the stalled ones (:func:`stalled_problems`) moved to the end, each
-    group in its given order: a problem whose kernels take longer than the compile limit to
-    compile costs that limit per wave of compiles, so a resumed run measures the rest first."""
-    return _deferred(problems, stalled_problems(output, format), output)
+    """``problems`` with the stalled ones (:func:`stalled_problems`) and those resumed and still
+    unfinished (:func:`resumed_problems`) moved to the end, each group in its given order: a
+    problem whose kernels take longer than the compile limit to compile costs that limit per wave
+    of compiles, and one that outlasts a run (a full-space fp32 validation problem of 1,400
+    kernels can take several), so a resumed run measures the rest first."""
+    return _deferred(problems, _late(_read_partial(output, format)), output)
 
 
 def _resume_partial(
@@ -313,19 +339,19 @@ def _resume_partial(
     if parts is None:
         return problems, {}
     if options.defer_stalled:
-        problems = _deferred(problems, _timeouts(parts), output)
+        problems = _deferred(problems, _late(parts), output)
     return problems, parts.measured_choices()
 
 
-def _deferred(problems: list[Problem], stalled: Mapping[Problem, int], output: str | os.PathLike[str]) -> list[Problem]:
+def _deferred(problems: list[Problem], stalled: Mapping[Problem, str], output: str | os.PathLike[str]) -> list[Problem]:
     later = [p for p in problems if p in stalled]
     if not later:
         return problems
     log.info(
-        "%s: %d problem(s) with kernels stopped by the compile time limit go last: %s",
+        "%s: %d problem(s) stalled by the compile time limit or unfinished after a resumed run go last: %s",
         output,
         len(later),
-        "; ".join(f"{p.key()} ({stalled[p]} stopped)" for p in later),
+        "; ".join(f"{p.key()} ({stalled[p]})" for p in later),
     )
     return [p for p in problems if p not in stalled] + later
 
