@@ -659,9 +659,10 @@ class _SharedMemoryGuard:
         limit = self.limit
         OutOfResources = _out_of_resources_type()
 
-        def llir(src: Any, metadata: dict[str, Any]) -> Any:
-            out = make_llir(src, metadata)
-            shared = metadata.get("shared")
+        def llir(*args: Any, **kwargs: Any) -> Any:  # (src, metadata) in triton 3.x; passed on as given
+            out = make_llir(*args, **kwargs)
+            metadata = kwargs.get("metadata", args[1] if len(args) > 1 else None)
+            shared = metadata.get("shared") if isinstance(metadata, dict) else None
             if isinstance(shared, int) and shared > limit:
                 raise OutOfResources(shared, limit, "shared memory")
             return out
@@ -709,6 +710,14 @@ def shared_memory_guard(limit: int | None) -> Iterator[None]:
         yield
     finally:
         knobs.runtime.add_stages_inspection_hook = previous
+
+
+#: A kernel that compiles and fits any GPU's shared memory: the guard's self-check.
+_GUARD_CHECK = (
+    Problem(op="mm", m=64, n=64, k=64, dtype="float16"),
+    Choice(template="triton::mm", block_m=32, block_n=32, block_k=32, group_m=8, num_stages=2, num_warps=4,
+           even_k=True, allow_tf32=False, use_fast_accum=False, acc_type="tl.float32"),
+)  # fmt: skip
 
 
 def _compile_task(
@@ -1054,8 +1063,19 @@ class SweepCollector:
                         self._shared_limit = int(driver.active.utils.get_device_properties(idx)["max_shared_mem"])
                     except Exception as e:  # no GPU here (tests), a driver that cannot say
                         why = f"the device's limit is unknown ({type(e).__name__}: {e})"
+                    if self._shared_limit is not None:
+                        # The guard must never fail a kernel that compiles without it (a Triton whose
+                        # stages differ from what it expects): compile a small one with it first.
+                        status, msg = _compile_task(
+                            _GUARD_CHECK[0].to_dict(), _GUARD_CHECK[1].to_dict(), self.revision,
+                            self.compile_options, self.options.literal_sizes, None, self._shared_limit,
+                        )  # fmt: skip
+                        if status != "ok":
+                            self._shared_limit = None
+                            why = f"a small kernel did not compile with the guard ({status}: {msg})"
             if why:
-                log.info("sweep: kernels over the shared-memory limit are compiled in full: %s", why)
+                level = logging.WARNING if "did not compile" in why else logging.INFO
+                log.log(level, "sweep: kernels over the shared-memory limit are compiled in full: %s", why)
         return self._shared_limit
 
     def _submit(self, problem: Problem, choice: Choice, key: tuple[Any, ...]) -> cf.Future[tuple[str, str]]:
