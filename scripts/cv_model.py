@@ -52,9 +52,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_COST = DiodeOptions().max_compile_cost  # the handler's (and the CLI's) default
 
 
+def sorted_problems(ds: Dataset) -> list[Any]:
+    """The problems of ``ds`` in an order independent of the file's (sorted by their JSON)."""
+    return sorted(ds.measured_problems(), key=lambda p: json.dumps(p.to_dict(), sort_keys=True))
+
+
 def fold_of_problems(ds: Dataset, folds: int, seed: int) -> list[list[Any]]:
-    """The problems of ``ds`` in ``folds`` groups (order-independent: problems sorted by their JSON)."""
-    probs = sorted(ds.measured_problems(), key=lambda p: json.dumps(p.to_dict(), sort_keys=True))
+    """The problems of ``ds`` in ``folds`` groups (order-independent: :func:`sorted_problems`)."""
+    probs = sorted_problems(ds)
     perm = np.random.default_rng(1000 + seed).permutation(len(probs))
     return [[probs[i] for i in perm[f::folds]] for f in range(folds)]
 
@@ -180,7 +185,7 @@ def main() -> None:
         val = read_dataset(data / "val.msgpack")
         picks = data / "val-stock-picks.json"
         stock = read_max_autotune_solution(picks) if picks.exists() else None
-        problems = sorted(ds.measured_problems(), key=lambda p: json.dumps(p.to_dict(), sort_keys=True))
+        problems = sorted_problems(ds)
         sizes = sorted(set(args.train_problems)) or [len(problems)]
         if sizes[-1] > len(problems):
             ap.error(f"--train-problems {sizes[-1]}: the training file has {len(problems)} problems")

@@ -343,17 +343,18 @@ def _resume_partial(
     return problems, parts.measured_choices()
 
 
-def _deferred(problems: list[Problem], stalled: Mapping[Problem, str], output: str | os.PathLike[str]) -> list[Problem]:
-    later = [p for p in problems if p in stalled]
+def _deferred(problems: list[Problem], late: Mapping[Problem, str], output: str | os.PathLike[str]) -> list[Problem]:
+    """``problems`` with those in ``late`` (problem -> why) moved to the end, each group in order."""
+    later = [p for p in problems if p in late]
     if not later:
         return problems
     log.info(
         "%s: %d problem(s) stalled by the compile time limit or unfinished after a resumed run go last: %s",
         output,
         len(later),
-        "; ".join(f"{p.key()} ({stalled[p]})" for p in later),
+        "; ".join(f"{p.key()} ({late[p]})" for p in later),
     )
-    return [p for p in problems if p not in stalled] + later
+    return [p for p in problems if p not in late] + later
 
 
 def _env_int(name: str) -> int | None:

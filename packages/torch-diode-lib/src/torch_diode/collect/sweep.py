@@ -648,6 +648,7 @@ class _SharedMemoryGuard:
 
     def __init__(self, limit: int) -> None:
         self.limit = int(limit)
+        self._error = _out_of_resources_type()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs:  # triton >= 3.5 asks for the hook's cache-key part first
@@ -656,15 +657,14 @@ class _SharedMemoryGuard:
         make_llir = stages.get("llir")
         if make_llir is None:
             return None
-        limit = self.limit
-        OutOfResources = _out_of_resources_type()
+        limit, error = self.limit, self._error
 
         def llir(*args: Any, **kwargs: Any) -> Any:  # (src, metadata) in triton 3.x; passed on as given
             out = make_llir(*args, **kwargs)
             metadata = kwargs.get("metadata", args[1] if len(args) > 1 else None)
             shared = metadata.get("shared") if isinstance(metadata, dict) else None
             if isinstance(shared, int) and shared > limit:
-                raise OutOfResources(shared, limit, "shared memory")
+                raise error(shared, limit, "shared memory")
             return out
 
         stages["llir"] = llir
@@ -710,6 +710,14 @@ def shared_memory_guard(limit: int | None) -> Iterator[None]:
         yield
     finally:
         knobs.runtime.add_stages_inspection_hook = previous
+
+
+class _NoGuard(Exception):
+    """Why :func:`shared_memory_guard` is not used for a run (``level``: how loudly to say so)."""
+
+    def __init__(self, why: str, level: int = logging.INFO) -> None:
+        super().__init__(why)
+        self.level = level
 
 
 #: A kernel that compiles and fits any GPU's shared memory: the guard's self-check.
@@ -1039,44 +1047,42 @@ class SweepCollector:
     def shared_memory_limit(self) -> int | None:
         """The device's shared memory per block in bytes, as Triton checks it when it loads a kernel,
         for :func:`shared_memory_guard`; None (kernels compiled in full) when the guard is off, the
-        installed Triton has no stages hook or another hook is installed, or the device cannot be
-        asked (said once in the log)."""
+        installed Triton has no stages hook or another hook is installed, the device cannot be
+        asked, or a small kernel does not compile under the guard (said once in the log)."""
         if not self._shared_limit_known:
             self._shared_limit_known = True
-            why = None
-            if not self.options.shared_memory_guard:
-                pass
-            elif not stages_hook_supported():
-                why = "this Triton has no knobs.runtime.add_stages_inspection_hook"
-            else:
-                from triton import knobs
-
-                if knobs.runtime.add_stages_inspection_hook is not None:
-                    why = "another Triton stages hook is installed"
-                else:
-                    try:
-                        import torch
-                        from triton.runtime import driver
-
-                        dev = torch.device(self.device)
-                        idx = dev.index if dev.index is not None else torch.cuda.current_device()
-                        self._shared_limit = int(driver.active.utils.get_device_properties(idx)["max_shared_mem"])
-                    except Exception as e:  # no GPU here (tests), a driver that cannot say
-                        why = f"the device's limit is unknown ({type(e).__name__}: {e})"
-                    if self._shared_limit is not None:
-                        # The guard must never fail a kernel that compiles without it (a Triton whose
-                        # stages differ from what it expects): compile a small one with it first.
-                        status, msg = _compile_task(
-                            _GUARD_CHECK[0].to_dict(), _GUARD_CHECK[1].to_dict(), self.revision,
-                            self.compile_options, self.options.literal_sizes, None, self._shared_limit,
-                        )  # fmt: skip
-                        if status != "ok":
-                            self._shared_limit = None
-                            why = f"a small kernel did not compile with the guard ({status}: {msg})"
-            if why:
-                level = logging.WARNING if "did not compile" in why else logging.INFO
-                log.log(level, "sweep: kernels over the shared-memory limit are compiled in full: %s", why)
+            try:
+                self._shared_limit = self._guard_limit() if self.options.shared_memory_guard else None
+            except _NoGuard as e:
+                log.log(e.level, "sweep: kernels over the shared-memory limit are compiled in full: %s", e)
         return self._shared_limit
+
+    def _guard_limit(self) -> int:
+        if not stages_hook_supported():
+            raise _NoGuard("this Triton has no knobs.runtime.add_stages_inspection_hook")
+        from triton import knobs
+
+        if knobs.runtime.add_stages_inspection_hook is not None:
+            raise _NoGuard("another Triton stages hook is installed")
+        try:
+            import torch
+            from triton.runtime import driver
+
+            dev = torch.device(self.device)
+            idx = dev.index if dev.index is not None else torch.cuda.current_device()
+            limit = int(driver.active.utils.get_device_properties(idx)["max_shared_mem"])
+        except Exception as e:  # no GPU here (tests), a driver that cannot say
+            raise _NoGuard(f"the device's limit is unknown ({type(e).__name__}: {e})") from e
+        # The guard must never fail a kernel that compiles without it (a Triton whose stages differ
+        # from what it expects): compile a small one with it first.
+        problem, choice = _GUARD_CHECK
+        status, msg = _compile_task(
+            problem.to_dict(), choice.to_dict(), self.revision, self.compile_options, self.options.literal_sizes,
+            None, limit,
+        )  # fmt: skip
+        if status != "ok":
+            raise _NoGuard(f"a small kernel did not compile with the guard ({status}: {msg})", logging.WARNING)
+        return limit
 
     def _submit(self, problem: Problem, choice: Choice, key: tuple[Any, ...]) -> cf.Future[tuple[str, str]]:
         fut = self._get_pool().submit(
