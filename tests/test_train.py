@@ -16,7 +16,12 @@ import pytest
 
 import torch_diode
 from torch_diode.dataset import read_dataset
-from torch_diode.evaluate import StockPick, max_autotune_solution_from_dataset, write_max_autotune_solution
+from torch_diode.evaluate import (
+    StockPick,
+    max_autotune_solution_from_dataset,
+    problem_evals,
+    write_max_autotune_solution,
+)
 from torch_diode.model import load_model, save_model
 from torch_diode.train import TrainOptions, _sample_choices, _validate, dataset_hash, split_problems, train
 
@@ -106,6 +111,18 @@ def test_without_early_stopping_the_last_epoch_ships(ds) -> None:
     model, report = train(ds, TrainOptions(seed=7, patience=1, **FAST | {"num_epochs": 4}), on_epoch=history.append)
     assert report.epochs_run == report.best_epoch == 4 and not report.stopped_early  # patience 1 does not stop it
     assert len(history) == 4 and model.metadata["held_out_metrics"]  # the validation problems still measure
+
+
+def test_val_fraction_zero_learns_from_every_problem(ds) -> None:
+    """With no split every problem is trained on (the neighbour memory holds them all) and no
+    held-out metrics are claimed; the model still ranks."""
+    model, report = train(ds, TrainOptions(seed=7, val_fraction=0.0, **FAST | {"num_epochs": 3}))
+    n = len(ds.measured_problems())
+    assert (report.train_problems, report.val_problems, report.val_rows) == (n, 0, 0)
+    assert report.held_out == {} and model.metadata["held_out_metrics"] == {}
+    assert model.metadata["training"]["val_problems"] == 0 and model.memory.problems.shape[0] == n
+    evals = problem_evals(model, ds)
+    assert len(evals) == n and all(np.isfinite(e.predicted_log_us).all() for e in evals)
 
 
 def test_same_seed_gives_the_same_model_bit_for_bit(ds, trained, tmp_path: Path) -> None:
