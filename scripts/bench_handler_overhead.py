@@ -82,7 +82,6 @@ def hook(handler: Any, ki: Any, templates: list[Any], op: str) -> tuple[float, i
 
 
 def bench_problem(p: GemmProblem, model: Any, repeats: int) -> dict[str, Any]:
-    from torch._inductor import config as inductor_config
     from torch._inductor.choices import InductorChoices
 
     from torch_diode.config import DiodeOptions
@@ -102,9 +101,10 @@ def bench_problem(p: GemmProblem, model: Any, repeats: int) -> dict[str, Any]:
         phases["warm"].append(hook(handler, ki, templates, p.op)[0])
         # the cold hook's phases, timed one by one
         t0 = time.perf_counter()
-        with inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
-            ktcs = [x for t in triton for x in handler.get_ktc(ki, t, p.op)]
-        ktcs += [x for t in templates if t.uid.startswith("aten::") for x in handler.get_ktc(ki, t, p.op)]
+        gens = {t.uid: handler.get_ktc(ki, t, p.op) for t in templates}
+        cands = handler._candidates(gens, ki, templates, p.op, {})  # the hook's own enumeration
+        ktcs = [x for t in triton for x in cands[t.uid]]
+        ktcs += [x for t in templates if t.uid.startswith("aten::") for x in cands[t.uid]]
         t1 = time.perf_counter()
         problem = problem_from_kernel_inputs(ki, p.op)
         choices = [choice_from_ktc(x) for x in ktcs]

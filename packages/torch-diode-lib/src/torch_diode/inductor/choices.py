@@ -4,7 +4,11 @@ For each mm/addmm/bmm/baddbmm lowering, Inductor calls ``_finalize_template_conf
 generators of candidate configs (KTCs) per template. This handler
 
 1. widens the Triton candidates to Inductor's EXHAUSTIVE space, for this call only
-   (``config.patch`` around ``get_ktc``; the user's config is left as it was);
+   (``config.patch`` around the enumeration; the user's config is left as it was). The KTCs are
+   built as ``get_ktc`` builds them, from the kwargs of :func:`compat.mm_template_kwargs`, which
+   evaluates Inductor's symbolic ``EVEN_K`` once per ``BLOCK_K`` instead of once per config
+   (about half the hook's CPU time otherwise); heuristics it does not mirror go through
+   ``get_ktc``;
 2. returns the measured best choices of an exact hit in the kernel lookup table, if one is set;
 3. otherwise scores every Triton candidate and ATen in ONE batched ``model.predict`` call, and
    keeps the ``top_k_configs`` Triton configs predicted within ``performance_threshold`` of the
@@ -424,18 +428,53 @@ class DiodeInductorChoices(InductorChoices):
         op_name: str,
         overrides: dict[str, Any],
     ) -> dict[str, list[Any]]:
-        """Every template's KTCs, the Triton ones widened to the exhaustive space when asked."""
+        """Every template's KTCs, the Triton ones widened to the exhaustive space when asked
+        (and enumerated by :meth:`_triton_ktcs` where it applies, else by Inductor)."""
         out: dict[str, list[Any]] = {}
         widen = self._widens()
         for t in templates:
-            if widen and _is_triton(t.uid):
+            over = overrides.get(t.uid, {})
+            if not _is_triton(t.uid):
+                out[t.uid] = list(template_choices.get(t.uid, ()))
+            elif widen:
                 # Consume inside the patch: the heuristic reads the search space lazily. config.patch
                 # is thread-local from 2.12 and restored on exit; the user's setting is unchanged.
                 with inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
-                    out[t.uid] = list(self.get_ktc(kernel_inputs, t, op_name, overrides.get(t.uid, {})))
+                    ktcs = self._triton_ktcs(kernel_inputs, t, op_name, over)
+                    out[t.uid] = ktcs if ktcs is not None else list(self.get_ktc(kernel_inputs, t, op_name, over))
             else:
-                out[t.uid] = list(template_choices.get(t.uid, ()))
+                ktcs = self._triton_ktcs(kernel_inputs, t, op_name, over)
+                out[t.uid] = ktcs if ktcs is not None else list(template_choices.get(t.uid, ()))
         return out
+
+    def _triton_ktcs(
+        self, kernel_inputs: Any, template: Any, op_name: str, overrides: dict[str, Any]
+    ) -> list[Any] | None:
+        """``list(self.get_ktc(...))`` for a Triton template in the current search space, built as
+        ``InductorChoices.get_ktc`` builds it but enumerated by :func:`compat.mm_template_kwargs`
+        (``EVEN_K`` evaluated once per ``BLOCK_K``); ``None`` where that does not apply (a
+        subclass with its own ``get_ktc``, another heuristic): the caller enumerates as usual."""
+        if type(self).get_ktc is not InductorChoices.get_ktc:
+            return None
+        from torch._inductor.kernel_template_choice import make_ktc_generator
+
+        heuristic = compat.template_heuristic(template.uid, kernel_inputs.device_type, op_name)
+        inputs = heuristic.adjust_kernel_inputs(kernel_inputs, op_name)
+        extra_kwargs = heuristic.get_extra_kwargs(kernel_inputs, op_name)
+        configs = compat.mm_template_kwargs(heuristic, kernel_inputs, op_name)
+        if configs is None:
+            return None
+        params_cls = compat.template_heuristics_module("params").DictKernelTemplateParams
+        return list(
+            make_ktc_generator(
+                template=template,
+                cs=(params_cls(kw) for kw in configs),
+                extra_kwargs=extra_kwargs,
+                overrides=overrides,
+                layout=kernel_inputs.output_layout(),
+                inputs=inputs,
+            )
+        )
 
     def _widens(self) -> bool:
         """Whether this call widens the Triton candidates beyond what Inductor enumerated itself."""

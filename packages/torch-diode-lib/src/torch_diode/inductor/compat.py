@@ -12,6 +12,7 @@ import functools
 import importlib
 import re
 from types import ModuleType
+from typing import Any
 
 #: Oldest torch whose ``InductorChoices`` has ``_finalize_template_configs`` (the hook we override).
 MIN_TORCH: tuple[int, int] = (2, 10)
@@ -106,3 +107,80 @@ def use_aten_gemm_kernels() -> bool:
     from torch._inductor.utils import use_aten_gemm_kernels as _use
 
     return bool(_use())
+
+
+def template_heuristic(template_uid: str, device_type: str, op_name: str) -> Any:
+    """Inductor's heuristic for a template on a device and op, as ``InductorChoices.get_ktc`` finds it."""
+    return template_heuristics_module("registry").get_template_heuristic(template_uid, device_type, op_name)
+
+
+def mm_template_kwargs(heuristic: Any, kernel_inputs: Any, op_name: str) -> list[dict[str, Any]] | None:
+    """The kwargs dicts of ``heuristic.get_template_configs(kernel_inputs, op_name)``, in order, in
+    the current search space; ``None`` when ``heuristic`` is not the plain Triton GEMM heuristic
+    mirrored here (the caller then enumerates through Inductor as usual).
+
+    Inductor's ``MMTemplateConfigMixin._get_template_configs_impl`` (the same loop in 2.10-2.14;
+    2.13 ``template_heuristics/triton.py:2114-2366``) converts each scaled config with
+    ``_convert_config_to_template_kwargs`` (2.13 ``:2368-2400``), which evaluates ``EVEN_K``
+    symbolically per config (2.12+: ``Eq(Mod(K, BLOCK_K), 0)``, ~8 us): ~11 ms for the ~1,400
+    configs of the EXHAUSTIVE space, which has only ~5 distinct ``BLOCK_K``. Here the configs
+    come from the heuristic's own generator, and Inductor's converter runs on the first two
+    configs of each ``(BLOCK_K, kwarg names)``; every other config's dict is the first one's with
+    the config's own ``num_stages``, ``num_warps`` and kwargs written over it (in 2.10-2.14 the
+    rest, ``EVEN_K``, ``USE_FAST_ACCUM``, ``ACC_TYPE``, 2.12's ``OUT_DTYPE`` and the default
+    ``GROUP_M``, depends only on K, ``BLOCK_K``, the output dtype and which kwargs the config
+    has). If the second config's dict is not exactly Inductor's (names, order, values and their
+    types), the converter depends on more than that (another torch) and ``None`` is returned.
+
+    Used only when the heuristic inherits the three methods involved (``get_template_configs``,
+    ``_get_template_configs_impl``, ``_convert_config_to_template_kwargs``) unchanged, and without
+    ROCm's origami selector (another branch of ``_get_template_configs_impl``, 2.13+).
+    """
+    try:
+        base = template_heuristics_module("base").TemplateConfigHeuristics
+        triton = template_heuristics_module("triton")
+        mixin = triton.MMTemplateConfigMixin
+    except (ImportError, AttributeError):
+        return None
+    if getattr(triton, "origami", None) is not None or not hasattr(kernel_inputs, "mnk_symbolic"):
+        return None
+    cls = type(heuristic)
+    for name, owner in (
+        ("get_template_configs", base),
+        ("_get_template_configs_impl", mixin),
+        ("_convert_config_to_template_kwargs", mixin),
+    ):
+        if name in vars(heuristic) or getattr(cls, name, None) is not getattr(owner, name, None):
+            return None
+    if not all(callable(getattr(heuristic, name, None)) for name in ("should_run", "_valid", "_get_config_generator")):
+        return None
+    if not heuristic.should_run(kernel_inputs):
+        return []
+    if len(kernel_inputs.nodes()) < 2:
+        return None  # Inductor raises its own error for this
+    if not heuristic._valid(kernel_inputs):
+        return []
+    m, n, k = kernel_inputs.mnk_symbolic()
+    configs = heuristic._get_config_generator()
+    convert = heuristic._convert_config_to_template_kwargs
+    first: dict[tuple[Any, ...], dict[str, Any]] = {}
+    checked: set[tuple[Any, ...]] = set()
+    out: list[dict[str, Any]] = []
+    for c in configs(m, n, k, dtype_size=kernel_inputs.dtype().itemsize, op_name=op_name):
+        key = (c.kwargs["BLOCK_K"], tuple(c.kwargs))
+        rep = first.get(key)
+        if rep is None:
+            first[key] = rep = convert(c, m, n, k, kernel_inputs.out_dtype())
+            out.append(rep)
+            continue
+        kw = dict(rep)
+        kw["num_stages"] = c.num_stages
+        kw["num_warps"] = c.num_warps
+        kw.update(c.kwargs)
+        if key not in checked:
+            checked.add(key)
+            real = convert(c, m, n, k, kernel_inputs.out_dtype())
+            if [(name, type(v), v) for name, v in real.items()] != [(name, type(v), v) for name, v in kw.items()]:
+                return None
+        out.append(kw)
+    return out
