@@ -48,6 +48,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -433,18 +434,18 @@ class DiodeInductorChoices(InductorChoices):
         out: dict[str, list[Any]] = {}
         widen = self._widens()
         for t in templates:
-            over = overrides.get(t.uid, {})
             if not _is_triton(t.uid):
                 out[t.uid] = list(template_choices.get(t.uid, ()))
-            elif widen:
-                # Consume inside the patch: the heuristic reads the search space lazily. config.patch
-                # is thread-local from 2.12 and restored on exit; the user's setting is unchanged.
-                with inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
-                    ktcs = self._triton_ktcs(kernel_inputs, t, op_name, over)
-                    out[t.uid] = ktcs if ktcs is not None else list(self.get_ktc(kernel_inputs, t, op_name, over))
-            else:
+                continue
+            over = overrides.get(t.uid, {})
+            # Consume inside the patch: the heuristic reads the search space lazily. config.patch
+            # is thread-local from 2.12 and restored on exit; the user's setting is unchanged.
+            with inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE") if widen else nullcontext():
                 ktcs = self._triton_ktcs(kernel_inputs, t, op_name, over)
-                out[t.uid] = ktcs if ktcs is not None else list(template_choices.get(t.uid, ()))
+                if ktcs is None:  # Inductor's own enumeration; without widening, the one it passed in
+                    gen = self.get_ktc(kernel_inputs, t, op_name, over) if widen else template_choices.get(t.uid, ())
+                    ktcs = list(gen)
+            out[t.uid] = ktcs
         return out
 
     def _triton_ktcs(
@@ -459,11 +460,11 @@ class DiodeInductorChoices(InductorChoices):
         from torch._inductor.kernel_template_choice import make_ktc_generator
 
         heuristic = compat.template_heuristic(template.uid, kernel_inputs.device_type, op_name)
-        inputs = heuristic.adjust_kernel_inputs(kernel_inputs, op_name)
-        extra_kwargs = heuristic.get_extra_kwargs(kernel_inputs, op_name)
         configs = compat.mm_template_kwargs(heuristic, kernel_inputs, op_name)
         if configs is None:
             return None
+        inputs = heuristic.adjust_kernel_inputs(kernel_inputs, op_name)
+        extra_kwargs = heuristic.get_extra_kwargs(kernel_inputs, op_name)
         params_cls = compat.template_heuristics_module("params").DictKernelTemplateParams
         return list(
             make_ktc_generator(

@@ -161,6 +161,7 @@ def mm_template_kwargs(heuristic: Any, kernel_inputs: Any, op_name: str) -> list
     if not heuristic._valid(kernel_inputs):
         return []
     m, n, k = kernel_inputs.mnk_symbolic()
+    out_dtype = kernel_inputs.out_dtype()
     configs = heuristic._get_config_generator()
     convert = heuristic._convert_config_to_template_kwargs
     first: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -170,7 +171,7 @@ def mm_template_kwargs(heuristic: Any, kernel_inputs: Any, op_name: str) -> list
         key = (c.kwargs["BLOCK_K"], tuple(c.kwargs))
         rep = first.get(key)
         if rep is None:
-            first[key] = rep = convert(c, m, n, k, kernel_inputs.out_dtype())
+            first[key] = rep = convert(c, m, n, k, out_dtype)
             out.append(rep)
             continue
         kw = dict(rep)
@@ -179,7 +180,7 @@ def mm_template_kwargs(heuristic: Any, kernel_inputs: Any, op_name: str) -> list
         kw.update(c.kwargs)
         if key not in checked:
             checked.add(key)
-            real = convert(c, m, n, k, kernel_inputs.out_dtype())
+            real = convert(c, m, n, k, out_dtype)
             if [(name, type(v), v) for name, v in real.items()] != [(name, type(v), v) for name, v in kw.items()]:
                 return None
         out.append(kw)
