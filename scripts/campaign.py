@@ -23,7 +23,7 @@ same choices, into ``train-repeat.msgpack``: the repeatability check), ``val`` (
 Inductor's DEFAULT candidates of the validation problems: the fastest of these is stock
 max-autotune's pick under the same timings). ``--time-budget`` stops between problems once that
 many seconds have passed (every finished problem is already flushed to disk), so one call fits a
-10-minute GPU command; a problem still compiling after ``--checkpoint`` seconds (60) has its timed
+10-minute GPU command; a problem still compiling (or timing) after ``--checkpoint`` seconds (60) has its timed
 configs saved to ``<split>.msgpack.partial`` as it goes, so a problem longer than one command (a
 full-space fp32 validation problem) is finished over several, never started over; a problem whose
 saved parts hold kernels stopped by ``--compile-timeout``, or were timed by two or more runs (it
@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         "--checkpoint",
         type=float,
         default=60,
-        help="save what a problem has timed so far after this many seconds of waiting for its compiles, and "
-        "again every as many (data/KEY/<split>.msgpack.partial; a rerun completes the problem); 0: off",
+        help="save what a problem has timed so far after this many seconds of waiting for its compiles "
+        "or of timing its kernels, and again every as many (data/KEY/<split>.msgpack.partial; a rerun completes the problem); 0: off",
     )
     r.add_argument(
         "--compile-timeout",

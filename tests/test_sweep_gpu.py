@@ -167,6 +167,34 @@ def test_checkpointed_parts_cover_the_problem_once(tmp_path):
     assert sampled <= {it.choice for it in inductor_choices(problem, "EXHAUSTIVE")}
 
 
+def test_a_problem_is_checkpointed_while_its_compiled_kernels_are_timed(monkeypatch):
+    """Once every kernel is compiled, ``measure(on_part=...)`` times them in slices of
+    ``TIMING_SLICE`` and hands a part over every ``part_s`` seconds (session 18: a chunk's deadline
+    cut a problem of large kernels after 200 s of timing, and none of it was kept). The parts and
+    the return cover the sample once, each with ATen timed once as its reference."""
+    from torch_diode.collect import sweep
+
+    monkeypatch.setattr(sweep, "TIMING_SLICE", 8)
+    problem = Problem(op="addmm", m=640, n=384, k=1000, dtype="bfloat16")
+    opts = SweepOptions(search_space="EXHAUSTIVE", max_configs=40, seed=3, workers=2)
+    with SweepCollector(_hw(), opts) as c:
+        c.measure(problem)  # compiles every kernel: the second measure's compiles are done at once
+        parts: list[tuple[list, list]] = []
+        records, failures = c.measure(problem, on_part=lambda r, f: parts.append((r, f)), part_s=1e-6)
+        sampled = {it.choice for it in c.choices(problem) if it.kind == "triton"}
+        aten = {it.choice for it in c.choices(problem) if it.kind == "aten"}
+    chunks = [*parts, (records, failures)]
+    assert len(parts) >= 3, f"40 configs (a few may fail) in slices of 8, part_s ~0: got {len(parts)} parts"
+    triton = [r.choice for rs, _ in chunks for r in rs if r.choice.is_triton]
+    failed = [f.choice for _, fs in chunks for f in fs if f.choice is not None]
+    assert len(triton) == len(set(triton)) and not set(triton) & set(failed)
+    assert set(triton) | set(failed) == sampled
+    for rs, _ in chunks:
+        if any(r.choice.is_triton for r in rs):
+            timed_aten = sorted(r.choice.template for r in rs if r.choice.is_aten)
+            assert timed_aten == sorted(a.template for a in aten), timed_aten  # once per part
+
+
 def test_a_compile_over_the_time_limit_is_a_timeout_failure(tmp_path, monkeypatch):
     """``compile_timeout_s``: kernels not compiled in time are failure records (reason timeout),
     and the problem still completes with ATen timed. A fresh Triton cache: a cached kernel

@@ -72,10 +72,11 @@ class CollectOptions:
         top_up: sweep only. A problem already in the output is measured again for the sampled
             Triton configs it lacks (after ``max_configs`` was raised, say), with ATen timed again
             beside them; a problem that lacks none is skipped as usual.
-        checkpoint_s: sweep only. A problem whose kernels are still compiling after this many
-            seconds has what is timed so far saved (again every ``checkpoint_s``) to the sidecar
-            ``OUT.partial`` (:func:`partial_path`), so an interrupted long problem (a full
-            EXHAUSTIVE space of fp32 compiles for minutes) keeps its timed configs; a rerun times
+        checkpoint_s: sweep only. A problem whose kernels are still compiling (or, once
+            compiled, being timed) after this many seconds has what is timed so far saved (again
+            every ``checkpoint_s``) to the sidecar ``OUT.partial`` (:func:`partial_path`), so an
+            interrupted long problem (a full EXHAUSTIVE space of fp32 compiles for minutes, or
+            1,240 large kernels to time) keeps its timed configs; a rerun times
             only the rest and the problem enters ``OUT`` once it is complete (:func:`settle_partials`).
             None: a problem is saved whole or not at all.
         defer_stalled: a problem whose saved parts (``OUT.partial``) include kernels stopped by

@@ -567,6 +567,9 @@ def _killed_by_signal(message: str) -> bool:
 FIRST_GRAPH_CONFIGS = 8
 #: Warm-up calls (one per config, each with its result check) queued on the GPU at most.
 WARMUP_QUEUE = 4
+#: Compiled configs loaded, checked and timed together once a checkpointed problem's compiles are
+#: done, so that a problem of large kernels is checkpointed while it is being timed too.
+TIMING_SLICE = 128
 
 
 def graph_part(cost_us: Sequence[float] | None, pos: int, target_us: float, most: int) -> int:
@@ -1110,8 +1113,9 @@ class SweepCollector:
 
         ``on_part``: checkpoint a long problem. Whenever kernels have waited ``part_s`` seconds for
         the rest of the problem's compiles, the compiled ones are timed (with ATen beside them) and
-        handed to ``on_part(records, failures)`` to save; the return value then holds only what
-        was not handed over. An interrupted problem thus keeps its timed parts, and a rerun that
+        handed to ``on_part(records, failures)`` to save; once all are compiled, they are timed in
+        slices of :data:`TIMING_SLICE` and handed over likewise every ``part_s`` seconds. The
+        return value then holds only what was not handed over. An interrupted problem thus keeps its timed parts, and a rerun that
         :meth:`skip_measured` them times only the rest."""
         # The compile processes' stages hook is part of Triton's cache key: load with the same one.
         with shared_memory_guard(self.shared_memory_limit()):
@@ -1209,7 +1213,31 @@ class SweepCollector:
                     failures.clear()
                     runners = []
                 part_start = time.perf_counter()
-        records = self._time_runners(problem, tensors, aten + runners, fail)
+        # Every kernel is compiled. Timing a problem of large kernels can take minutes too
+        # (session 18: `mm float16 4096x152064x3584`, 284 s of loading, checking and timing, and
+        # a chunk lost 200 s of that at its deadline), so with ``on_part`` the rest is timed in
+        # slices, handed over every ``part_s`` seconds like the parts above. ATen is timed once
+        # per part (with the part's first slice), as the reference of that part's kernel times.
+        records: list[TimingRecord] = []
+        with_aten = True
+        while True:
+            n = TIMING_SLICE if on_part is not None else len(runners)
+            batch, runners = runners[:n], runners[n:]
+            records += self._time_runners(problem, tensors, (aten if with_aten else []) + batch, fail)
+            with_aten = False
+            if not runners:
+                break
+            if on_part is not None and time.perf_counter() - part_start >= part_s:
+                log.info(
+                    "sweep %s: checkpoint of %d timed, %d failed; %d compiled kernel(s) still to time",
+                    problem.key(), len(records), len(failures), len(runners),
+                )  # fmt: skip
+                on_part(records, failures[:])
+                self.stats.configs_timed += len(records)
+                self.stats.failures += len(failures)
+                failures.clear()
+                records, with_aten = [], True
+                part_start = time.perf_counter()
         self.stats.problems += 1
         self.stats.configs_timed += len(records)
         self.stats.failures += len(failures)
