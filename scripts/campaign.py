@@ -39,8 +39,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from torch_diode.collect import CollectOptions
 from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, problem_mix, unpack_chunk
 from torch_diode.dataset import read_dataset
+from torch_diode.records import Problem
 
 SPLITS = {
     "train": ("train.msgpack", "EXHAUSTIVE", "train"),
@@ -67,23 +69,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    from torch_diode.collect import CollectOptions, collect
-
-    plan = CampaignPlan.load(_dir(args) / "plan.json")
-    fname, space, which = SPLITS[args.split]
+def _split_problems(args: argparse.Namespace, plan: CampaignPlan) -> list | None:
+    """The split's problems in the order a run takes them (None: nothing to repeat yet)."""
+    which = SPLITS[args.split][2]
     problems = plan.train if which == "train" else plan.val
     if args.split == "repeat":
         train_file = _dir(args) / SPLITS["train"][0]
         if not train_file.exists():
             print(f"{train_file}: no training problems collected yet; nothing to repeat", file=sys.stderr)
-            return 2
+            return None
         done = read_dataset(train_file, recover=True).measured_problems()
         problems = [p for p in problems if p in done][::REPEAT_EVERY]
-    if args.reuse_window > 1:
+    if getattr(args, "reuse_window", 1) > 1:
         # Within each window of consecutive plan problems, problems that share compiled kernels
         # come one after another (their kernels are still in the cache of this machine's lease);
         # windows keep the plan's order, so a campaign stopped early still holds a broad mix.
@@ -91,8 +88,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         w = args.reuse_window
         problems = [q for i in range(0, len(problems), w) for q in order_for_reuse(problems[i : i + w])]
-    out = _dir(args) / fname
-    # collect() resumes: its writer skips (and logs) the problems already in the file.
+    return problems
+
+
+def _collect_options(args: argparse.Namespace, plan: CampaignPlan) -> CollectOptions:
+    _, space, _ = SPLITS[args.split]
     sweep: dict = {"seed": plan.options.seed}
     if args.split in ("train", "repeat"):
         if plan.options.train_max_configs:
@@ -100,33 +100,132 @@ def cmd_run(args: argparse.Namespace) -> int:
         sweep["sample"] = plan.options.train_sample
         if plan.options.train_max_compile_cost:
             sweep["max_compile_cost"] = plan.options.train_max_compile_cost
-    if args.compile_workers is not None:
-        if args.compile_workers < 1:
-            print(f"--compile-workers: must be at least 1, got {args.compile_workers}", file=sys.stderr)
-            return 2
+    if getattr(args, "compile_workers", None) is not None:
         sweep["workers"] = args.compile_workers
-    if args.compile_timeout:
+    if getattr(args, "compile_timeout", None):
         sweep["compile_timeout_s"] = args.compile_timeout
-    options = CollectOptions(
+    return CollectOptions(
         collector="sweep",
         search_space=space,
         hardware=args.hardware,
         seed=plan.options.seed,
         command=shlex.join(["python", *sys.argv]),
-        progress=not args.no_progress,
+        progress=not getattr(args, "no_progress", True),
         sweep_options=tuple(sweep.items()),
-        time_budget_s=args.time_budget or None,
-        workers=args.workers,
-        top_up=args.top_up,
-        checkpoint_s=args.checkpoint or None,
-        defer_stalled=not args.no_defer_stalled,
+        time_budget_s=getattr(args, "time_budget", 0) or None,
+        workers=getattr(args, "workers", None),
+        top_up=getattr(args, "top_up", False),
+        checkpoint_s=getattr(args, "checkpoint", 0) or None,
+        defer_stalled=not getattr(args, "no_defer_stalled", False),
     )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    from torch_diode.collect import collect
+
+    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    problems = _split_problems(args, plan)
+    if problems is None:
+        return 2
+    if args.compile_workers is not None and args.compile_workers < 1:
+        print(f"--compile-workers: must be at least 1, got {args.compile_workers}", file=sys.stderr)
+        return 2
+    out = _dir(args) / SPLITS[args.split][0]
+    options = _collect_options(args, plan)
+    if args.precompiled:
+        from torch_diode.collect.precompile import cache_dir, install
+
+        first: list = []
+        for pack in args.precompiled:
+            try:
+                first += install(pack, cache_dir())
+            except ValueError as e:
+                print(f"--precompiled: {e}; its problems compile here as usual", file=sys.stderr)
+        ahead = [p for p in first if p in set(problems)]
+        print(f"precompiled kernels installed for {len(ahead)} problem(s) of this split: measured first", flush=True)
+        problems = ahead + [p for p in problems if p not in set(ahead)]
+    # collect() resumes: its writer skips (and logs) the problems already in the file.
     s = collect(problems, options, out)
     print(
         f"{args.split}: {s.problems_skipped} of {s.problems_total} problems were already collected; "
         f"+{s.problems_measured} problems, +{s.records} records in {s.elapsed_s:.1f} s "
         f"({s.records / max(s.elapsed_s, 1e-9):.1f} configs/s, compile time included)",
         flush=True,
+    )
+    return 0
+
+
+def cmd_target(args: argparse.Namespace) -> int:
+    """On the GPU machine: what its Triton puts into the sweep kernels' cache keys -> triton-target.json."""
+    from torch_diode.collect.precompile import capture_target
+
+    t = capture_target(args.hardware)
+    path = t.save(args.output or _dir(args) / "triton-target.json")
+    print(
+        f"{path}: {t.gpu_name}, triton {t.triton_version} (target {t.key_id()}), sm_{t.arch}, torch {t.torch_version}, "
+        f"template revision {t.revision}, {len(t.references)} reference kernels"
+    )
+    return 0
+
+
+def cmd_precompile(args: argparse.Namespace) -> int:
+    """Anywhere with the GPU machine's Triton version: compile the next problems' kernels for it."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    from torch_diode.collect.precompile import Target, TargetMismatch, precompile, read_manifest
+    from torch_diode.collect.runner import partial_choices
+    from torch_diode.collect.sweep import SweepCollector
+
+    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    problems = _split_problems(args, plan)
+    if problems is None:
+        return 2
+    try:
+        target = Target.load(args.target or _dir(args) / "triton-target.json")
+    except ValueError as e:
+        print(f"precompile: {e} (capture it on the GPU machine: campaign.py target)", file=sys.stderr)
+        return 2
+    if target.hardware != args.hardware:
+        print(f"precompile: the target file is {target.hardware}'s, not {args.hardware}'s", file=sys.stderr)
+        return 2
+    out = _dir(args) / SPLITS[args.split][0]
+    done = read_dataset(out, recover=True).measured_problems() if out.exists() else set()
+    done |= set(partial_choices(out))
+    pack = Path(args.output)
+    packed: set = set()
+    for other in sorted(pack.parent.glob("*.tar.xz")):  # the packs made before: their problems are taken
+        if other != pack:
+            try:
+                packed |= {Problem.from_dict(d["problem"]) for d in read_manifest(other)["problems"]}
+            except ValueError as e:
+                print(f"precompile: ignoring {e}", file=sys.stderr)
+    todo = [p for p in problems if p not in done and p not in packed]
+    # From the end of the split's order: chunks compile from its start, so no problem is compiled twice.
+    todo = todo[::-1][: args.problems]
+    options = _collect_options(args, plan)
+    collector = SweepCollector.from_options(options, hardware=args.hardware, **dict(options.sweep_options))
+    try:
+        s = precompile(
+            todo,
+            lambda p: [it.choice for it in collector.choices(p) if it.kind == "triton"],
+            target,
+            pack,
+            cache_dir=args.cache_dir,
+            workers=args.workers,
+            max_bytes=int(args.max_mb * 2**20),
+            progress=print,
+        )
+    except TargetMismatch as e:
+        print(f"precompile: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"{pack}: {len(s.problems)} problem(s), {s.kernels} kernels ({s.failed} failed to compile), "
+        f"{s.pack_bytes / 2**20:.1f} MiB, {s.cpu_s:.0f} CPU-s of compiling in {s.wall_s:.0f} s; "
+        f"{len(s.left_out)} left out by --max-mb"
     )
     return 0
 
@@ -306,8 +405,33 @@ def main(argv: list[str] | None = None) -> int:
         "or were timed by two or more runs (by default they go after every other problem, so one "
         "pathological compile or a problem longer than a chunk does not hold up the rest)",
     )
+    r.add_argument(
+        "--precompiled",
+        nargs="+",
+        default=[],
+        help="packs of `campaign.py precompile`: install their kernels into Triton's cache (when made for this "
+        "machine's Triton) and measure their problems first",
+    )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
+    t = sub.add_parser("target", help="on the GPU machine: write data/<KEY>/triton-target.json for precompile")
+    t.add_argument("--hardware", required=True)
+    t.add_argument("--output", default=None)
+    t.set_defaults(func=cmd_target)
+    c = sub.add_parser(
+        "precompile",
+        help="compile the split's next problems' kernels for the GPU machine's Triton (no GPU needed) into a pack "
+        "that `run --precompiled` installs",
+    )
+    c.add_argument("--hardware", required=True)
+    c.add_argument("--split", choices=("train", "val"), required=True)
+    c.add_argument("--problems", type=int, required=True, help="at most this many problems")
+    c.add_argument("--output", required=True, help="the pack to write (.tar.xz); other packs beside it are skipped")
+    c.add_argument("--target", default=None, help="default: data/<KEY>/triton-target.json")
+    c.add_argument("--cache-dir", required=True, help="a Triton cache for these compiles (kept: reruns reuse it)")
+    c.add_argument("--workers", type=int, default=None, help="compile processes (default: every CPU)")
+    c.add_argument("--max-mb", type=float, default=30, help="stop adding problems before the pack passes this")
+    c.set_defaults(func=cmd_precompile, reuse_window=1)
     s = sub.add_parser("status", help="what is collected so far")
     s.add_argument("--hardware", required=True)
     s.set_defaults(func=cmd_status)

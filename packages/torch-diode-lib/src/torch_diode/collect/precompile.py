@@ -1,0 +1,574 @@
+"""Compile a GPU's sweep kernels on another machine (no GPU needed), for its Triton cache.
+
+The sweep collector is bound by compiling: every timed config is its own literal-size kernel,
+and a one-GPU machine's 15 compile processes spend most of a training chunk compiling while the
+GPU waits. Triton's on-disk cache is keyed by what decides the binary (Triton's own files, the
+kernel source and its specialisation, the target, the options, ``ptxas``), so a cache entry made
+anywhere with the same Triton, for the same target and options, is a cache hit on the GPU
+machine: its compile processes find the kernel and the chunk only loads and times it.
+
+Three steps, each checked:
+
+1. :func:`capture_target` (on the GPU machine, seconds): what this machine's Triton puts into a
+   cache key (Triton's own key, the target, compile options, the cache-invalidating environment,
+   the shared-memory limit of the sweep's guard) and, for a few reference kernels, the cache key
+   and the cubin's sha256 it gets. Saved as ``data/<KEY>/triton-target.json``.
+2. :func:`precompile` (anywhere with the same Triton version): compiles the sweep's kernels of
+   the given problems for that target, after reproducing every reference kernel's cache key and
+   cubin exactly (:class:`TargetMismatch` otherwise: nothing is written), and packs the cache
+   entries (cubin and metadata only) with a manifest into a ``.tar.xz``.
+3. :func:`install` (on the GPU machine, before a chunk): checks the pack was made for this
+   Triton (a pack for another is skipped with a warning: the chunk then compiles as usual) and
+   extracts it into the Triton cache; returns the problems it covers, which the chunk measures
+   first.
+
+Emulating the target in a compile process (:func:`emulate`) sets Triton's active driver to one
+that reports the captured GPU target and replaces ``triton_key()`` (a hash of Triton's files,
+which differs between Python builds of the same Triton release) by the captured one. The
+reference kernels check that this reproduces the GPU machine's compiles bit for bit.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import io
+import json
+import logging
+import lzma
+import multiprocessing
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch_diode.records import Choice, Problem
+
+log = logging.getLogger(__name__)
+
+TARGET_FORMAT = "torch-diode-triton-target"
+PACK_FORMAT = "torch-diode-precompiled-kernels"
+VERSION = 1
+MANIFEST = "manifest.json"
+#: A cache entry's files a chunk needs to load a kernel (Triton's ``store_binary_only`` set).
+_KEEP_SUFFIXES = (".cubin", ".json")
+
+#: Reference kernels whose cache keys and cubins a target must reproduce: a small fp16 mm, an fp32
+#: batched FMA tile, a bf16 addmm with a bias and K not a multiple of its BLOCK_K.
+REFERENCES: tuple[tuple[Problem, Choice], ...] = (
+    (
+        Problem(op="mm", m=512, n=384, k=1000, dtype="float16"),
+        Choice(template="triton::mm", block_m=64, block_n=64, block_k=32, group_m=8, num_stages=3, num_warps=4,
+               even_k=False, allow_tf32=False, use_fast_accum=False, acc_type="tl.float32"),
+    ),
+    (
+        Problem(op="bmm", m=100, n=60, k=70, batch=3, dtype="float32"),
+        Choice(template="triton::bmm", block_m=32, block_n=32, block_k=16, group_m=8, num_stages=2, num_warps=4,
+               even_k=False, allow_tf32=False, use_fast_accum=False, acc_type="tl.float32"),
+    ),
+    (
+        Problem(op="addmm", m=300, n=200, k=100, dtype="bfloat16", stride_bias=(0, 1)),
+        Choice(template="triton::mm", block_m=128, block_n=64, block_k=64, group_m=8, num_stages=4, num_warps=8,
+               even_k=False, allow_tf32=False, use_fast_accum=False, acc_type="tl.float32"),
+    ),
+)  # fmt: skip
+
+
+class TargetMismatch(RuntimeError):
+    """This machine's Triton does not reproduce the captured target's compiles."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a GPU machine's Triton puts into its kernels' cache keys (see :func:`capture_target`)."""
+
+    hardware: str
+    gpu_name: str
+    triton_version: str
+    triton_key: str
+    backend: str
+    arch: int
+    warp_size: int
+    revision: int
+    compile_options: dict[str, Any]
+    shared_memory_limit: int | None
+    env_vars: dict[str, str]
+    torch_version: str
+    references: list[dict[str, Any]] = field(default_factory=list)
+
+    def key_id(self) -> str:
+        """A short id of the Triton build and target a pack is made for."""
+        h = hashlib.sha256(f"{self.triton_key}|{self.backend}|{self.arch}|{self.warp_size}".encode())
+        return h.hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": TARGET_FORMAT, "version": VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Target:
+        if d.get("format") != TARGET_FORMAT:
+            raise ValueError(f"not a Triton target file (format {d.get('format')!r}, expected {TARGET_FORMAT!r})")
+        if d.get("version") != VERSION:
+            raise ValueError(f"Triton target file version {d.get('version')!r}; this torch-diode reads {VERSION}")
+        names = set(cls.__dataclass_fields__)
+        missing = names - set(d)
+        if missing:
+            raise ValueError(f"Triton target file lacks {sorted(missing)}")
+        return cls(**{k: d[k] for k in names})
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        os.replace(tmp, p)
+        return p
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Target:
+        try:
+            d = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: cannot read a Triton target file: {e}") from e
+        try:
+            return cls.from_dict(d)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from e
+
+
+# ------------------------------------------------------------------------------------------------
+# Emulating a target in this process
+# ------------------------------------------------------------------------------------------------
+class _TargetDriver:
+    """A Triton driver that only reports a GPU target: enough to compile (never to launch)."""
+
+    def __init__(self, backend: str, arch: int, warp_size: int) -> None:
+        from triton.backends.compiler import GPUTarget
+
+        self.target = GPUTarget(backend, arch, warp_size)
+
+    def is_active(self) -> bool:
+        return True
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+
+def emulate(target: Target) -> None:
+    """Make this process's Triton compile as ``target``'s machine does: its GPU target, its
+    ``triton_key()`` and its cache-invalidating environment. For compile processes only."""
+    import triton
+    import triton.runtime.cache as triton_cache
+    from triton.runtime import driver
+
+    if triton.__version__ != target.triton_version:
+        raise TargetMismatch(
+            f"Triton {triton.__version__} here, {target.triton_version} on {target.gpu_name}: install "
+            f"triton=={target.triton_version} (a virtual environment of its own) to compile for that machine"
+        )
+    for name in _local_invalidating_env():  # as set on that machine, no more
+        os.environ.pop(name, None)
+    os.environ.update(target.env_vars)
+    key = target.triton_key
+    triton_cache.triton_key = lambda: key  # looked up by name in get_cache_key()
+    driver.set_active(_TargetDriver(target.backend, target.arch, target.warp_size))
+
+
+def _local_invalidating_env() -> dict[str, str]:
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+
+    return dict(get_cache_invalidating_env_vars())
+
+
+# ------------------------------------------------------------------------------------------------
+# Compiling one kernel (in a compile process) and what the cache holds of it
+# ------------------------------------------------------------------------------------------------
+def _compile_into(
+    cache_dir: str, problem: Problem, choice: Choice, target: Target, timeout_s: float | None
+) -> tuple[str, str, list[str]]:
+    """Compile (problem, choice) into ``cache_dir`` as the sweep's compile processes do; returns
+    (status, message, the cache entries the compile wrote or found: Triton's compilation listener
+    names them, a cache hit included)."""
+    from triton import knobs
+
+    from torch_diode.collect.sweep import _compile_task
+
+    knobs.cache.dir = cache_dir
+    seen: list[str] = []
+
+    def listener(*, metadata_group: dict[str, str], **_: Any) -> None:
+        seen.extend(sorted({Path(v).parent.name for v in metadata_group.values()}))
+
+    previous = knobs.compilation.listener
+    knobs.compilation.listener = listener
+    try:
+        status, msg = _compile_task(
+            problem.to_dict(),
+            choice.to_dict(),
+            target.revision,
+            dict(target.compile_options),
+            True,
+            timeout_s,
+            target.shared_memory_limit,
+        )
+    finally:
+        knobs.compilation.listener = previous
+    return status, msg, seen if status == "ok" else []
+
+
+def _entry_for(cache_dir: str, problem: Problem, choice: Choice, target: Target) -> str:
+    """The cache entry (directory name: Triton's cache key hash) of (problem, choice) for
+    ``target``, by compiling it where nothing else is cached (a hit when it is there already)."""
+    with tempfile.TemporaryDirectory(prefix="diode-ref-") as tmp:
+        status, msg, entries = _compile_into(tmp, problem, choice, target, None)
+        if status != "ok":
+            raise TargetMismatch(f"reference kernel {problem.key()}: {status}: {msg}")
+        if len(entries) != 1:
+            raise TargetMismatch(f"reference kernel {problem.key()}: {len(entries)} cache entries, expected 1")
+        src = Path(tmp) / entries[0]
+        dst = Path(cache_dir) / entries[0]
+        if not dst.exists():
+            shutil.copytree(src, dst)
+        return entries[0]
+
+
+def _metadata_of(entry: Path) -> dict[str, Any] | None:
+    groups = list(entry.glob("__grp__*.json"))
+    if len(groups) != 1:
+        return None
+    try:
+        d = json.loads(groups[0].read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return d if isinstance(d, dict) and isinstance(d.get("child_paths"), dict) else None
+
+
+def _cubin_sha(entry: Path) -> str:
+    cubins = list(entry.glob("*.cubin"))
+    if len(cubins) != 1:
+        raise TargetMismatch(f"{entry}: {len(cubins)} cubins in one cache entry")
+    return hashlib.sha256(cubins[0].read_bytes()).hexdigest()
+
+
+def _references(cache_dir: str, target: Target) -> list[dict[str, Any]]:
+    out = []
+    for problem, choice in REFERENCES:
+        entry = _entry_for(cache_dir, problem, choice, target)
+        out.append(
+            {
+                "problem": problem.to_dict(),
+                "choice": choice.to_dict(),
+                "cache_key": entry,
+                "cubin_sha256": _cubin_sha(Path(cache_dir) / entry),
+            }
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Capture (on the GPU machine)
+# ------------------------------------------------------------------------------------------------
+def capture_target(hardware: str, *, device: str = "cuda") -> Target:
+    """What this GPU machine's Triton puts into the sweep kernels' cache keys, with the reference
+    kernels compiled here (a temporary cache). Needs the GPU (its target and shared memory)."""
+    import torch
+    import triton
+    import triton.runtime.cache as triton_cache
+    from triton.runtime import driver
+
+    from torch_diode.collect.sweep import SweepCollector, SweepOptions, compile_options, template_revision
+
+    t = driver.active.get_current_target()
+    limit = SweepCollector(hardware, SweepOptions(), device=device).shared_memory_limit()
+    target = Target(
+        hardware=hardware,
+        gpu_name=torch.cuda.get_device_name(),
+        triton_version=triton.__version__,
+        triton_key=triton_cache.triton_key(),
+        backend=str(t.backend),
+        arch=int(t.arch),
+        warp_size=int(t.warp_size),
+        revision=template_revision(),
+        compile_options=compile_options(),
+        shared_memory_limit=limit,
+        env_vars=_local_invalidating_env(),
+        torch_version=torch.__version__,
+    )
+    with tempfile.TemporaryDirectory(prefix="diode-target-") as tmp:
+        refs = _run_in_process(_references_task, tmp, target.to_dict(), emulated=False)
+    return Target(**{**asdict(target), "references": refs})
+
+
+def _references_task(cache_dir: str, target_dict: dict[str, Any], emulated: bool) -> list[dict[str, Any]]:
+    target = Target.from_dict(target_dict)
+    if emulated:
+        emulate(target)
+    return _references(cache_dir, target)
+
+
+def _run_in_process(fn: Callable[..., Any], *args: Any, emulated: bool) -> Any:
+    """Run ``fn`` in a fresh process (spawned: Triton's driver and caches are per process)."""
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        return pool.submit(fn, *args, emulated).result()
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Precompile (anywhere with the same Triton)
+# ------------------------------------------------------------------------------------------------
+def verify_target(target: Target, cache_dir: str | os.PathLike[str]) -> None:
+    """Compile the reference kernels here as ``target`` and compare cache keys and cubins with the
+    captured ones; raises :class:`TargetMismatch` saying which differs."""
+    if not target.references:
+        raise TargetMismatch("the target file holds no reference kernels: capture it again on the GPU machine")
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    got = _run_in_process(_references_task, str(cache_dir), target.to_dict(), emulated=True)
+    for want, have in zip(target.references, got):
+        name = Problem.from_dict(want["problem"]).key()
+        if want["cache_key"] != have["cache_key"]:
+            raise TargetMismatch(
+                f"reference kernel {name}: cache key {have['cache_key'][:12]} here, {want['cache_key'][:12]} on "
+                f"{target.gpu_name}: this Triton does not compile what that machine's does (its files, ptxas or "
+                "environment differ), so its cache would not be hit there"
+            )
+        if want["cubin_sha256"] != have["cubin_sha256"]:
+            raise TargetMismatch(
+                f"reference kernel {name}: same cache key but a different cubin (sha256 {have['cubin_sha256'][:12]} "
+                f"here, {want['cubin_sha256'][:12]} there): the kernels would not be the ones that machine compiles"
+            )
+
+
+@dataclass
+class PrecompileSummary:
+    problems: list[Problem] = field(default_factory=list)
+    kernels: int = 0
+    failed: int = 0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    pack_bytes: int = 0
+    left_out: list[Problem] = field(default_factory=list)
+
+
+def _worker_init(target_dict: dict[str, Any]) -> None:
+    import signal
+
+    from triton import knobs
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
+    emulate(Target.from_dict(target_dict))
+    # The staging cache keeps what a pack takes (not part of the cache key): ~1/10 of the disk.
+    knobs.compilation.store_binary_only = True
+
+
+def _precompile_task(cache_dir: str, problem_dict: dict[str, Any], choice_dict: dict[str, Any],
+                     target_dict: dict[str, Any], timeout_s: float | None) -> tuple[str, str, list[str]]:  # fmt: skip
+    target = Target.from_dict(target_dict)
+    return _compile_into(cache_dir, Problem.from_dict(problem_dict), Choice.from_dict(choice_dict), target, timeout_s)
+
+
+def precompile(
+    problems: Sequence[Problem],
+    choices_of: Callable[[Problem], Iterable[Choice]],
+    target: Target,
+    out: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str],
+    workers: int | None = None,
+    max_bytes: int = 30 * 2**20,
+    timeout_s: float | None = 300.0,
+    progress: Callable[[str], None] | None = None,
+) -> PrecompileSummary:
+    """Compile the Triton kernels ``choices_of(problem)`` of ``problems`` (in order) for
+    ``target`` into ``cache_dir`` (kept: a rerun finds what an interrupted one compiled) and pack
+    the whole problems whose entries fit ``max_bytes`` (xz-compressed) into ``out``, a
+    ``.tar.xz`` with a manifest. The target's reference kernels are verified first."""
+    t_start = time.perf_counter()
+    cache = Path(cache_dir)
+    verify_target(target, cache)
+    say = progress or (lambda s: log.info("%s", s))
+    summary = PrecompileSummary()
+    n = max(1, (os.cpu_count() or 2) if workers is None else workers)
+    ctx = multiprocessing.get_context("spawn")
+    packed: list[tuple[Problem, list[str]]] = []
+    size = 0
+    with cf.ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(target.to_dict(),)) as pool:
+        for problem in problems:
+            todo = [c for c in choices_of(problem) if c.is_triton]
+            t0 = time.perf_counter()
+            futs = [
+                pool.submit(_precompile_task, str(cache), problem.to_dict(), c.to_dict(), target.to_dict(), timeout_s)
+                for c in todo
+            ]
+            entries: set[str] = set()
+            failed = 0
+            cpu = 0.0
+            for f in futs:
+                status, msg, new = f.result()
+                if status == "ok":
+                    cpu += float(msg)
+                    entries.update(new)
+                else:
+                    failed += 1
+            blob = _pack_bytes(cache, sorted(entries))
+            if size + len(blob) > max_bytes and packed:
+                summary.left_out.append(problem)
+                say(f"{problem.key()}: left out, the pack would pass {max_bytes / 2**20:.0f} MiB")
+                continue
+            size += len(blob)
+            packed.append((problem, sorted(entries)))
+            summary.kernels += len(entries)
+            summary.failed += failed
+            summary.cpu_s += cpu
+            say(
+                f"{problem.key()}: {len(entries)} kernels, {failed} failed, {cpu:.0f} CPU-s of compiling in "
+                f"{time.perf_counter() - t0:.0f} s; pack ~{size / 2**20:.1f} MiB"
+            )
+    summary.problems = [p for p, _ in packed]
+    summary.pack_bytes = _write_pack(out, cache, packed, target)
+    summary.wall_s = time.perf_counter() - t_start
+    return summary
+
+
+def _pack_bytes(cache: Path, entries: Sequence[str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz", preset=6) as tar:
+        for e in entries:
+            _add_entry(tar, cache / e, e)
+    return buf.getvalue()
+
+
+def _add_entry(tar: tarfile.TarFile, entry: Path, name: str) -> None:
+    meta = _metadata_of(entry)
+    if meta is None:
+        raise ValueError(f"{entry}: not a complete Triton cache entry")
+    kept = {k: v for k, v in meta["child_paths"].items() if k.endswith(_KEEP_SUFFIXES)}
+    for fname in sorted(kept):
+        tar.add(entry / fname, arcname=f"{name}/{fname}", recursive=False)
+    group = next(entry.glob("__grp__*.json"))
+    data = json.dumps({"child_paths": {k: f"{name}/{k}" for k in kept}}).encode()
+    info = tarfile.TarInfo(f"{name}/{group.name}")
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _write_pack(out: str | os.PathLike[str], cache: Path, packed: list[tuple[Problem, list[str]]],
+                target: Target) -> int:  # fmt: skip
+    p = Path(out)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "format": PACK_FORMAT,
+        "version": VERSION,
+        "hardware": target.hardware,
+        "target": target.key_id(),
+        "triton_version": target.triton_version,
+        "problems": [{"problem": pr.to_dict(), "entries": es} for pr, es in packed],
+    }
+    tmp = p.with_name(p.name + ".tmp")
+    with tarfile.open(tmp, mode="w:xz", preset=6) as tar:
+        data = json.dumps(manifest, indent=0).encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for _, entries in packed:
+            for e in entries:
+                _add_entry(tar, cache / e, e)
+    os.replace(tmp, p)
+    return p.stat().st_size
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. Install (on the GPU machine)
+# ------------------------------------------------------------------------------------------------
+def read_manifest(pack: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        with tarfile.open(pack, mode="r:xz") as tar:
+            f = tar.extractfile(MANIFEST)
+            if f is None:
+                raise ValueError("no manifest")
+            d = json.loads(f.read())
+    except (OSError, EOFError, tarfile.TarError, lzma.LZMAError, KeyError, ValueError, json.JSONDecodeError) as e:
+        raise ValueError(f"{pack}: not a readable precompiled-kernels pack ({type(e).__name__}: {e})") from e
+    if d.get("format") != PACK_FORMAT or d.get("version") != VERSION:
+        raise ValueError(
+            f"{pack}: format {d.get('format')!r} version {d.get('version')!r}, expected {PACK_FORMAT!r} {VERSION}"
+        )
+    return d
+
+
+def local_target_id() -> str:
+    """:meth:`Target.key_id` of this machine's Triton and GPU (needs the GPU)."""
+    import triton.runtime.cache as triton_cache
+    from triton.runtime import driver
+
+    t = driver.active.get_current_target()
+    h = hashlib.sha256(f"{triton_cache.triton_key()}|{t.backend}|{int(t.arch)}|{int(t.warp_size)}".encode())
+    return h.hexdigest()[:16]
+
+
+def install(
+    pack: str | os.PathLike[str], cache_dir: str | os.PathLike[str], *, target_id: str | None = None
+) -> list[Problem]:
+    """Extract ``pack`` into the Triton cache ``cache_dir`` when it was made for this machine
+    (``target_id``, default :func:`local_target_id`); returns the problems it covers, or [] (with
+    a warning) for a pack made for another Triton or GPU. A damaged pack raises ValueError and
+    writes nothing."""
+    manifest = read_manifest(pack)
+    want = manifest["target"]
+    have = local_target_id() if target_id is None else target_id
+    if want != have:
+        log.warning(
+            "%s: made for another Triton build or GPU (target %s, this machine %s): not used, kernels compile here",
+            pack, want, have,
+        )  # fmt: skip
+        return []
+    names = {e for item in manifest["problems"] for e in item["entries"]}
+    cache = Path(cache_dir)
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".diode-install-") as tmp:
+        try:
+            with tarfile.open(pack, mode="r:xz") as tar:
+                members = [m for m in tar.getmembers() if m.name != MANIFEST]
+                for m in members:
+                    parts = Path(m.name).parts
+                    if not m.isfile() or len(parts) != 2 or parts[0] not in names or parts[1].startswith((".", "/")):
+                        raise ValueError(f"unexpected member {m.name!r}")
+                tar.extractall(tmp, members=members, filter="data")
+        except (OSError, EOFError, tarfile.TarError, lzma.LZMAError) as e:
+            raise ValueError(f"{pack}: damaged ({type(e).__name__}: {e}); nothing installed") from e
+        root = Path(os.path.abspath(cache))
+        for name in sorted(names):
+            entry = Path(tmp) / name
+            meta = _metadata_of(entry)
+            files = sorted(meta["child_paths"]) if meta is not None else []
+            if not files or not all((entry / f).is_file() for f in files):
+                raise ValueError(f"{pack}: cache entry {name} is incomplete; nothing installed")
+            # Triton's groups list their files by absolute path: where they will be in this cache
+            group = next(entry.glob("__grp__*.json"))
+            group.write_text(json.dumps({"child_paths": {f: str(root / name / f) for f in files}}))
+        for name in sorted(names):
+            dst = cache / name
+            if not dst.exists():
+                try:
+                    os.replace(Path(tmp) / name, dst)
+                except OSError:
+                    if not dst.exists():  # not another process installing the same entry
+                        raise
+    return [Problem.from_dict(item["problem"]) for item in manifest["problems"]]
+
+
+def cache_dir() -> str:
+    """The Triton cache directory of this process (``TRITON_CACHE_DIR`` or Triton's default)."""
+    from triton import knobs
+
+    return str(knobs.cache.dir)

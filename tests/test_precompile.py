@@ -1,0 +1,188 @@
+"""Precompiling the sweep's kernels without a GPU (torch_diode.collect.precompile), on CPU.
+
+The GPU machine's side (capturing its target, loading installed kernels) needs a GPU; here a
+target is described for sm_90 with this machine's own Triton, the reference kernels compiled for
+it, and the pack's kernels shown to be cache hits after installing: what the GPU machine's compile
+processes will find. Real Triton compiles (ptxas included) in spawned processes, no mocks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+from torch_diode.collect import precompile as pc  # noqa: E402
+from torch_diode.collect.sweep import (  # noqa: E402
+    SweepCollector,
+    SweepOptions,
+    compile_options,
+    stages_hook_supported,
+    template_revision,
+)
+from torch_diode.records import Problem  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = [
+    Problem(op="mm", m=512, n=384, k=1000, dtype="float16"),
+    Problem(op="baddbmm", m=64, n=48, k=200, batch=4, dtype="bfloat16", stride_bias=(0, 0, 1)),
+]
+
+
+def _choices(problem: Problem) -> list:
+    sc = SweepCollector("NVIDIA-H100", SweepOptions(search_space="EXHAUSTIVE", max_configs=3, seed=1))
+    return [it.choice for it in sc.choices(problem) if it.kind == "triton"]
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> pc.Target:
+    """An sm_90 target of this machine's Triton, its reference kernels compiled for it here."""
+    import triton.runtime.cache as triton_cache
+
+    t = pc.Target(
+        hardware="NVIDIA-H100",
+        gpu_name="NVIDIA H100 80GB HBM3 (described)",
+        triton_version=triton.__version__,
+        triton_key=triton_cache.triton_key(),
+        backend="cuda",
+        arch=90,
+        warp_size=32,
+        revision=template_revision(),
+        compile_options=compile_options(),
+        shared_memory_limit=232448 if stages_hook_supported() else None,
+        env_vars=pc._local_invalidating_env(),
+        torch_version="described",
+    )
+    refs = pc._run_in_process(pc._references_task, str(tmp_path_factory.mktemp("refs")), t.to_dict(), emulated=True)
+    return replace(t, references=refs)
+
+
+@pytest.fixture(scope="module")
+def pack(target, tmp_path_factory) -> tuple[Path, pc.PrecompileSummary]:
+    d = tmp_path_factory.mktemp("pack")
+    s = pc.precompile(PROBLEMS, _choices, target, d / "p.tar.xz", cache_dir=d / "stage", workers=2)
+    return d / "p.tar.xz", s
+
+
+def _files(cache: Path) -> dict[str, int]:
+    return {str(f.relative_to(cache)): f.stat().st_size for f in sorted(cache.rglob("*")) if f.is_file()}
+
+
+def test_target_file_round_trip_and_refusals(target, tmp_path):
+    path = target.save(tmp_path / "triton-target.json")
+    assert pc.Target.load(path) == target
+    assert len(target.references) == len(pc.REFERENCES)
+    assert all(len(r["cache_key"]) > 20 and len(r["cubin_sha256"]) == 64 for r in target.references)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**target.to_dict(), "format": "something-else"}))
+    with pytest.raises(ValueError, match="not a Triton target file"):
+        pc.Target.load(bad)
+    d = target.to_dict()
+    del d["triton_key"]
+    bad.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"lacks .*triton_key"):
+        pc.Target.load(bad)
+
+
+def test_the_reference_kernels_reproduce_and_a_different_build_is_refused(target, tmp_path):
+    pc.verify_target(target, tmp_path / "a")  # the same Triton, the same target: the same keys and cubins
+    other = replace(target, triton_key=target.triton_key + "-another-build")
+    with pytest.raises(pc.TargetMismatch, match=r"cache key .* would not be hit"):
+        pc.verify_target(other, tmp_path / "b")
+    forged = [dict(r, cubin_sha256="0" * 64) for r in target.references]
+    with pytest.raises(pc.TargetMismatch, match="different cubin"):
+        pc.verify_target(replace(target, references=forged), tmp_path / "c")
+    with pytest.raises(pc.TargetMismatch, match=re.escape("install triton==0.0.1")):
+        pc.emulate(replace(target, triton_version="0.0.1"))
+
+
+def test_installed_kernels_are_cache_hits(target, pack, tmp_path):
+    path, summary = pack
+    assert summary.problems == PROBLEMS and summary.kernels == sum(len(_choices(p)) for p in PROBLEMS)
+    assert summary.failed == 0 and summary.pack_bytes == path.stat().st_size
+    cache = tmp_path / "triton-cache"
+    assert pc.install(path, cache, target_id=target.key_id()) == PROBLEMS
+    installed = _files(cache)
+    # only what loading needs: the cubin, its metadata and the group listing them
+    assert installed and all(n.endswith((".cubin", ".json")) for n in installed)
+    assert sum(n.endswith(".cubin") for n in installed) == summary.kernels
+    # The sweep's own compile path, as the GPU machine's compile processes run it, finds every kernel:
+    # nothing is compiled (a miss would write the entry's IR files beside the cubin).
+    for problem in PROBLEMS:
+        for choice in _choices(problem):
+            status, _, entries = pc._run_in_process(
+                _compile_task_emulated, str(cache), problem.to_dict(), choice.to_dict(), target.to_dict(), emulated=True
+            )
+            assert status == "ok" and len(entries) == 1 and entries[0] in {n.split("/")[0] for n in installed}
+    assert _files(cache) == installed
+    # installing again is harmless
+    assert pc.install(path, cache, target_id=target.key_id()) == PROBLEMS and _files(cache) == installed
+
+
+def _compile_task_emulated(cache_dir, problem_dict, choice_dict, target_dict, emulated):
+    target = pc.Target.from_dict(target_dict)
+    if emulated:
+        pc.emulate(target)
+    return pc._compile_into(cache_dir, Problem.from_dict(problem_dict), pc.Choice.from_dict(choice_dict), target, None)
+
+
+def test_install_skips_another_targets_pack_and_refuses_a_damaged_one(target, pack, tmp_path, caplog):
+    path, _ = pack
+    cache = tmp_path / "cache"
+    assert pc.install(path, cache, target_id="0123456789abcdef") == []
+    assert "made for another Triton build or GPU" in caplog.text and not _files(cache)
+    cut = tmp_path / "cut.tar.xz"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ValueError, match=re.escape("cut.tar.xz")):
+        pc.install(cut, cache, target_id=target.key_id())
+    assert not _files(cache)
+    # a member outside the manifest's cache entries (a path escaping the cache, say) is refused
+    evil = tmp_path / "evil.tar.xz"
+    manifest = pc.read_manifest(path)
+    with tarfile.open(evil, "w:xz") as tar:
+        data = json.dumps(manifest).encode()
+        info = tarfile.TarInfo(pc.MANIFEST)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo("../outside.json")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"{}"))
+    with pytest.raises(ValueError, match="unexpected member"):
+        pc.install(evil, cache, target_id=target.key_id())
+    assert not _files(cache) and not (tmp_path / "outside.json").exists()
+    with pytest.raises(ValueError, match="not a readable precompiled-kernels pack"):
+        pc.read_manifest(tmp_path / "missing.tar.xz")
+
+
+def test_max_bytes_keeps_whole_problems(target, tmp_path):
+    """A pack holds whole problems: the one that would pass ``max_bytes`` is left out (the first
+    is always packed)."""
+    s = pc.precompile(PROBLEMS, _choices, target, tmp_path / "small.tar.xz", cache_dir=tmp_path / "st",
+                      workers=2, max_bytes=1)  # fmt: skip
+    assert s.problems == PROBLEMS[:1] and s.left_out == PROBLEMS[1:]
+    assert pc.read_manifest(tmp_path / "small.tar.xz")["problems"][0]["problem"] == PROBLEMS[0].to_dict()
+
+
+def test_campaign_precompile_needs_a_target_file(tmp_path):
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(str(ROOT / "packages" / p / "src") for p in ("torch-diode-lib",)),
+    }
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "campaign.py"), "precompile", "--hardware", "NVIDIA-H100",
+         "--split", "train", "--problems", "2", "--output", str(tmp_path / "a.tar.xz"),
+         "--target", str(tmp_path / "none.json"), "--cache-dir", str(tmp_path / "c")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "cannot read a Triton target file" in r.stderr and "campaign.py target" in r.stderr
