@@ -120,14 +120,19 @@ def _collect_options(args: argparse.Namespace, plan: CampaignPlan) -> CollectOpt
     )
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _start(args: argparse.Namespace) -> tuple[CampaignPlan, list | None]:
+    """Log lines with times; the plan and the split's problems in run order (as _split_problems)."""
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    return plan, _split_problems(args, plan)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from torch_diode.collect import collect
 
-    plan = CampaignPlan.load(_dir(args) / "plan.json")
-    problems = _split_problems(args, plan)
+    plan, problems = _start(args)
     if problems is None:
         return 2
     if args.compile_workers is not None and args.compile_workers < 1:
@@ -173,15 +178,11 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 def cmd_precompile(args: argparse.Namespace) -> int:
     """Anywhere with the GPU machine's Triton version: compile the next problems' kernels for it."""
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     from torch_diode.collect.precompile import Target, TargetMismatch, precompile, read_manifest
     from torch_diode.collect.runner import partial_choices
     from torch_diode.collect.sweep import SweepCollector
 
-    plan = CampaignPlan.load(_dir(args) / "plan.json")
-    problems = _split_problems(args, plan)
+    plan, problems = _start(args)
     if problems is None:
         return 2
     try:
