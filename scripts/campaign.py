@@ -149,9 +149,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 first += install(pack, cache_dir())
             except ValueError as e:
                 print(f"--precompiled: {e}; its problems compile here as usual", file=sys.stderr)
-        ahead = [p for p in first if p in set(problems)]
+        in_split = set(problems)
+        ahead = [p for p in first if p in in_split]
         print(f"precompiled kernels installed for {len(ahead)} problem(s) of this split: measured first", flush=True)
-        problems = ahead + [p for p in problems if p not in set(ahead)]
+        taken = set(ahead)
+        problems = ahead + [p for p in problems if p not in taken]
     # collect() resumes: its writer skips (and logs) the problems already in the file.
     s = collect(problems, options, out)
     print(

@@ -45,7 +45,7 @@ def _choices(problem: Problem) -> list:
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory) -> pc.Target:
+def target() -> pc.Target:
     """An sm_90 target of this machine's Triton, its reference kernels compiled for it here."""
     import triton.runtime.cache as triton_cache
 
@@ -63,7 +63,7 @@ def target(tmp_path_factory) -> pc.Target:
         env_vars=pc._local_invalidating_env(),
         torch_version="described",
     )
-    refs = pc._run_in_process(pc._references_task, str(tmp_path_factory.mktemp("refs")), t.to_dict(), emulated=True)
+    refs = pc._run_in_process(pc._references_task, t.to_dict(), emulated=True)
     return replace(t, references=refs)
 
 
@@ -94,14 +94,14 @@ def test_target_file_round_trip_and_refusals(target, tmp_path):
         pc.Target.load(bad)
 
 
-def test_the_reference_kernels_reproduce_and_a_different_build_is_refused(target, tmp_path):
-    pc.verify_target(target, tmp_path / "a")  # the same Triton, the same target: the same keys and cubins
+def test_the_reference_kernels_reproduce_and_a_different_build_is_refused(target):
+    pc.verify_target(target)  # the same Triton, the same target: the same keys and cubins
     other = replace(target, triton_key=target.triton_key + "-another-build")
     with pytest.raises(pc.TargetMismatch, match=r"cache key .* would not be hit"):
-        pc.verify_target(other, tmp_path / "b")
+        pc.verify_target(other)
     forged = [dict(r, cubin_sha256="0" * 64) for r in target.references]
     with pytest.raises(pc.TargetMismatch, match="different cubin"):
-        pc.verify_target(replace(target, references=forged), tmp_path / "c")
+        pc.verify_target(replace(target, references=forged))
     with pytest.raises(pc.TargetMismatch, match=re.escape("install triton==0.0.1")):
         pc.emulate(replace(target, triton_version="0.0.1"))
 

@@ -38,7 +38,6 @@ import logging
 import lzma
 import multiprocessing
 import os
-import shutil
 import tarfile
 import tempfile
 import time
@@ -103,8 +102,7 @@ class Target:
 
     def key_id(self) -> str:
         """A short id of the Triton build and target a pack is made for."""
-        h = hashlib.sha256(f"{self.triton_key}|{self.backend}|{self.arch}|{self.warp_size}".encode())
-        return h.hexdigest()[:16]
+        return _target_id(self.triton_key, self.backend, self.arch, self.warp_size)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": TARGET_FORMAT, "version": VERSION, **asdict(self)}
@@ -227,23 +225,29 @@ def _compile_into(
     return status, msg, seen if status == "ok" else []
 
 
-def _entry_for(cache_dir: str, problem: Problem, choice: Choice, target: Target) -> str:
-    """The cache entry (directory name: Triton's cache key hash) of (problem, choice) for
-    ``target``, by compiling it where nothing else is cached (a hit when it is there already)."""
+def _reference(problem: Problem, choice: Choice, target: Target) -> dict[str, Any]:
+    """The cache key (Triton's entry name) and cubin sha256 of (problem, choice) for ``target``,
+    compiled where nothing is cached."""
     with tempfile.TemporaryDirectory(prefix="diode-ref-") as tmp:
         status, msg, entries = _compile_into(tmp, problem, choice, target, None)
         if status != "ok":
             raise TargetMismatch(f"reference kernel {problem.key()}: {status}: {msg}")
         if len(entries) != 1:
             raise TargetMismatch(f"reference kernel {problem.key()}: {len(entries)} cache entries, expected 1")
-        src = Path(tmp) / entries[0]
-        dst = Path(cache_dir) / entries[0]
-        if not dst.exists():
-            shutil.copytree(src, dst)
-        return entries[0]
+        cubins = list((Path(tmp) / entries[0]).glob("*.cubin"))
+        if len(cubins) != 1:
+            raise TargetMismatch(f"reference kernel {problem.key()}: {len(cubins)} cubins in one cache entry")
+        return {
+            "problem": problem.to_dict(),
+            "choice": choice.to_dict(),
+            "cache_key": entries[0],
+            "cubin_sha256": hashlib.sha256(cubins[0].read_bytes()).hexdigest(),
+        }
 
 
-def _metadata_of(entry: Path) -> dict[str, Any] | None:
+def _group_of(entry: Path) -> tuple[Path, dict[str, str]] | None:
+    """A cache entry's group file (Triton's ``__grp__*.json``) and the files it lists; None when
+    the entry has no single readable one."""
     groups = list(entry.glob("__grp__*.json"))
     if len(groups) != 1:
         return None
@@ -251,29 +255,8 @@ def _metadata_of(entry: Path) -> dict[str, Any] | None:
         d = json.loads(groups[0].read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return d if isinstance(d, dict) and isinstance(d.get("child_paths"), dict) else None
-
-
-def _cubin_sha(entry: Path) -> str:
-    cubins = list(entry.glob("*.cubin"))
-    if len(cubins) != 1:
-        raise TargetMismatch(f"{entry}: {len(cubins)} cubins in one cache entry")
-    return hashlib.sha256(cubins[0].read_bytes()).hexdigest()
-
-
-def _references(cache_dir: str, target: Target) -> list[dict[str, Any]]:
-    out = []
-    for problem, choice in REFERENCES:
-        entry = _entry_for(cache_dir, problem, choice, target)
-        out.append(
-            {
-                "problem": problem.to_dict(),
-                "choice": choice.to_dict(),
-                "cache_key": entry,
-                "cubin_sha256": _cubin_sha(Path(cache_dir) / entry),
-            }
-        )
-    return out
+    paths = d.get("child_paths") if isinstance(d, dict) else None
+    return (groups[0], paths) if isinstance(paths, dict) else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,16 +288,15 @@ def capture_target(hardware: str, *, device: str = "cuda") -> Target:
         env_vars=_local_invalidating_env(),
         torch_version=torch.__version__,
     )
-    with tempfile.TemporaryDirectory(prefix="diode-target-") as tmp:
-        refs = _run_in_process(_references_task, tmp, target.to_dict(), emulated=False)
+    refs = _run_in_process(_references_task, target.to_dict(), emulated=False)
     return Target(**{**asdict(target), "references": refs})
 
 
-def _references_task(cache_dir: str, target_dict: dict[str, Any], emulated: bool) -> list[dict[str, Any]]:
+def _references_task(target_dict: dict[str, Any], emulated: bool) -> list[dict[str, Any]]:
     target = Target.from_dict(target_dict)
     if emulated:
         emulate(target)
-    return _references(cache_dir, target)
+    return [_reference(problem, choice, target) for problem, choice in REFERENCES]
 
 
 def _run_in_process(fn: Callable[..., Any], *args: Any, emulated: bool) -> Any:
@@ -327,13 +309,12 @@ def _run_in_process(fn: Callable[..., Any], *args: Any, emulated: bool) -> Any:
 # ------------------------------------------------------------------------------------------------
 # 2. Precompile (anywhere with the same Triton)
 # ------------------------------------------------------------------------------------------------
-def verify_target(target: Target, cache_dir: str | os.PathLike[str]) -> None:
+def verify_target(target: Target) -> None:
     """Compile the reference kernels here as ``target`` and compare cache keys and cubins with the
     captured ones; raises :class:`TargetMismatch` saying which differs."""
     if not target.references:
         raise TargetMismatch("the target file holds no reference kernels: capture it again on the GPU machine")
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    got = _run_in_process(_references_task, str(cache_dir), target.to_dict(), emulated=True)
+    got = _run_in_process(_references_task, target.to_dict(), emulated=True)
     for want, have in zip(target.references, got):
         name = Problem.from_dict(want["problem"]).key()
         if want["cache_key"] != have["cache_key"]:
@@ -360,21 +341,28 @@ class PrecompileSummary:
     left_out: list[Problem] = field(default_factory=list)
 
 
+_WORKER_TARGET: Target | None = None  # a precompile process's target, set once by _worker_init
+
+
 def _worker_init(target_dict: dict[str, Any]) -> None:
     import signal
 
     from triton import knobs
 
+    global _WORKER_TARGET
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
-    emulate(Target.from_dict(target_dict))
+    _WORKER_TARGET = Target.from_dict(target_dict)
+    emulate(_WORKER_TARGET)
     # The staging cache keeps what a pack takes (not part of the cache key): ~1/10 of the disk.
     knobs.compilation.store_binary_only = True
 
 
 def _precompile_task(cache_dir: str, problem_dict: dict[str, Any], choice_dict: dict[str, Any],
-                     target_dict: dict[str, Any], timeout_s: float | None) -> tuple[str, str, list[str]]:  # fmt: skip
-    target = Target.from_dict(target_dict)
-    return _compile_into(cache_dir, Problem.from_dict(problem_dict), Choice.from_dict(choice_dict), target, timeout_s)
+                     timeout_s: float | None) -> tuple[str, str, list[str]]:  # fmt: skip
+    assert _WORKER_TARGET is not None, "a precompile process starts with _worker_init"
+    return _compile_into(
+        cache_dir, Problem.from_dict(problem_dict), Choice.from_dict(choice_dict), _WORKER_TARGET, timeout_s
+    )
 
 
 def precompile(
@@ -395,21 +383,18 @@ def precompile(
     ``.tar.xz`` with a manifest. The target's reference kernels are verified first."""
     t_start = time.perf_counter()
     cache = Path(cache_dir)
-    verify_target(target, cache)
+    verify_target(target)
     say = progress or (lambda s: log.info("%s", s))
     summary = PrecompileSummary()
     n = max(1, (os.cpu_count() or 2) if workers is None else workers)
     ctx = multiprocessing.get_context("spawn")
-    packed: list[tuple[Problem, list[str]]] = []
+    packed: list[tuple[Problem, list[str], bytes]] = []
     size = 0
     with cf.ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(target.to_dict(),)) as pool:
         for problem in problems:
             todo = [c for c in choices_of(problem) if c.is_triton]
             t0 = time.perf_counter()
-            futs = [
-                pool.submit(_precompile_task, str(cache), problem.to_dict(), c.to_dict(), target.to_dict(), timeout_s)
-                for c in todo
-            ]
+            futs = [pool.submit(_precompile_task, str(cache), problem.to_dict(), c.to_dict(), timeout_s) for c in todo]
             entries: set[str] = set()
             failed = 0
             cpu = 0.0
@@ -420,13 +405,13 @@ def precompile(
                     entries.update(new)
                 else:
                     failed += 1
-            blob = _pack_bytes(cache, sorted(entries))
+            blob = lzma.compress(_tar_members(cache, sorted(entries)), preset=6)
             if size + len(blob) > max_bytes and packed:
                 summary.left_out.append(problem)
                 say(f"{problem.key()}: left out, the pack would pass {max_bytes / 2**20:.0f} MiB")
                 continue
             size += len(blob)
-            packed.append((problem, sorted(entries)))
+            packed.append((problem, sorted(entries), blob))
             summary.kernels += len(entries)
             summary.failed += failed
             summary.cpu_s += cpu
@@ -434,36 +419,41 @@ def precompile(
                 f"{problem.key()}: {len(entries)} kernels, {failed} failed, {cpu:.0f} CPU-s of compiling in "
                 f"{time.perf_counter() - t0:.0f} s; pack ~{size / 2**20:.1f} MiB"
             )
-    summary.problems = [p for p, _ in packed]
-    summary.pack_bytes = _write_pack(out, cache, packed, target)
+    summary.problems = [p for p, _, _ in packed]
+    summary.pack_bytes = _write_pack(out, packed, target)
     summary.wall_s = time.perf_counter() - t_start
     return summary
 
 
-def _pack_bytes(cache: Path, entries: Sequence[str]) -> bytes:
+def _tar_members(cache: Path, entries: Sequence[str]) -> bytes:
+    """The tar members (headers and data, no end-of-archive blocks) of ``entries``' loading files."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:xz", preset=6) as tar:
-        for e in entries:
-            _add_entry(tar, cache / e, e)
-    return buf.getvalue()
+    tar = tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT)
+    for e in entries:
+        _add_entry(tar, cache / e, e)
+    return buf.getvalue()  # before close(), which would end the archive
 
 
 def _add_entry(tar: tarfile.TarFile, entry: Path, name: str) -> None:
-    meta = _metadata_of(entry)
-    if meta is None:
+    found = _group_of(entry)
+    if found is None:
         raise ValueError(f"{entry}: not a complete Triton cache entry")
-    kept = {k: v for k, v in meta["child_paths"].items() if k.endswith(_KEEP_SUFFIXES)}
-    for fname in sorted(kept):
+    group, child_paths = found
+    kept = sorted(k for k in child_paths if k.endswith(_KEEP_SUFFIXES))
+    for fname in kept:
         tar.add(entry / fname, arcname=f"{name}/{fname}", recursive=False)
-    group = next(entry.glob("__grp__*.json"))
-    data = json.dumps({"child_paths": {k: f"{name}/{k}" for k in kept}}).encode()
-    info = tarfile.TarInfo(f"{name}/{group.name}")
+    _add_bytes(tar, f"{name}/{group.name}", json.dumps({"child_paths": {k: f"{name}/{k}" for k in kept}}).encode())
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
 
 
-def _write_pack(out: str | os.PathLike[str], cache: Path, packed: list[tuple[Problem, list[str]]],
-                target: Target) -> int:  # fmt: skip
+def _write_pack(out: str | os.PathLike[str], packed: list[tuple[Problem, list[str], bytes]], target: Target) -> int:
+    """One tar (the manifest first) as concatenated xz streams: the problems' streams are the
+    ones whose sizes were checked, not compressed again."""
     p = Path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
     manifest = {
@@ -472,17 +462,16 @@ def _write_pack(out: str | os.PathLike[str], cache: Path, packed: list[tuple[Pro
         "hardware": target.hardware,
         "target": target.key_id(),
         "triton_version": target.triton_version,
-        "problems": [{"problem": pr.to_dict(), "entries": es} for pr, es in packed],
+        "problems": [{"problem": pr.to_dict(), "entries": es} for pr, es, _ in packed],
     }
+    head = io.BytesIO()
+    _add_bytes(tarfile.open(fileobj=head, mode="w", format=tarfile.PAX_FORMAT), MANIFEST, json.dumps(manifest).encode())
     tmp = p.with_name(p.name + ".tmp")
-    with tarfile.open(tmp, mode="w:xz", preset=6) as tar:
-        data = json.dumps(manifest, indent=0).encode()
-        info = tarfile.TarInfo(MANIFEST)
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-        for _, entries in packed:
-            for e in entries:
-                _add_entry(tar, cache / e, e)
+    with open(tmp, "wb") as f:
+        f.write(lzma.compress(head.getvalue(), preset=6))
+        for _, _, blob in packed:
+            f.write(blob)
+        f.write(lzma.compress(bytes(2 * tarfile.BLOCKSIZE)))  # the end-of-archive blocks
     os.replace(tmp, p)
     return p.stat().st_size
 
@@ -491,11 +480,13 @@ def _write_pack(out: str | os.PathLike[str], cache: Path, packed: list[tuple[Pro
 # 3. Install (on the GPU machine)
 # ------------------------------------------------------------------------------------------------
 def read_manifest(pack: str | os.PathLike[str]) -> dict[str, Any]:
+    """A pack's manifest, its first member: read without decompressing the kernels behind it."""
     try:
-        with tarfile.open(pack, mode="r:xz") as tar:
-            f = tar.extractfile(MANIFEST)
+        with tarfile.open(pack, mode="r|xz") as tar:
+            first = tar.next()
+            f = tar.extractfile(first) if first is not None and first.name == MANIFEST else None
             if f is None:
-                raise ValueError("no manifest")
+                raise ValueError("no manifest first")
             d = json.loads(f.read())
     except (OSError, EOFError, tarfile.TarError, lzma.LZMAError, KeyError, ValueError, json.JSONDecodeError) as e:
         raise ValueError(f"{pack}: not a readable precompiled-kernels pack ({type(e).__name__}: {e})") from e
@@ -512,8 +503,11 @@ def local_target_id() -> str:
     from triton.runtime import driver
 
     t = driver.active.get_current_target()
-    h = hashlib.sha256(f"{triton_cache.triton_key()}|{t.backend}|{int(t.arch)}|{int(t.warp_size)}".encode())
-    return h.hexdigest()[:16]
+    return _target_id(triton_cache.triton_key(), str(t.backend), int(t.arch), int(t.warp_size))
+
+
+def _target_id(triton_key: str, backend: str, arch: int, warp_size: int) -> str:
+    return hashlib.sha256(f"{triton_key}|{backend}|{arch}|{warp_size}".encode()).hexdigest()[:16]
 
 
 def install(
@@ -549,13 +543,12 @@ def install(
         root = Path(os.path.abspath(cache))
         for name in sorted(names):
             entry = Path(tmp) / name
-            meta = _metadata_of(entry)
-            files = sorted(meta["child_paths"]) if meta is not None else []
-            if not files or not all((entry / f).is_file() for f in files):
+            found = _group_of(entry)
+            files = sorted(found[1]) if found is not None else []
+            if found is None or not files or not all((entry / f).is_file() for f in files):
                 raise ValueError(f"{pack}: cache entry {name} is incomplete; nothing installed")
             # Triton's groups list their files by absolute path: where they will be in this cache
-            group = next(entry.glob("__grp__*.json"))
-            group.write_text(json.dumps({"child_paths": {f: str(root / name / f) for f in files}}))
+            found[0].write_text(json.dumps({"child_paths": {f: str(root / name / f) for f in files}}))
         for name in sorted(names):
             dst = cache / name
             if not dst.exists():
