@@ -186,3 +186,23 @@ def test_campaign_precompile_needs_a_target_file(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
     assert "cannot read a Triton target file" in r.stderr and "campaign.py target" in r.stderr
+
+
+def test_bench_compile_compiles_for_an_emulated_target(target, tmp_path):
+    """scripts/bench_compile.py (the campaign's compile rate per process count and environment):
+    real compiles for the emulated target, one row per setting, every kernel accounted for."""
+    target.save(tmp_path / "target.json")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "packages" / "torch-diode-lib" / "src")}
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_compile.py"), "--emulate", str(tmp_path / "target.json"),
+           "--problem", json.dumps(PROBLEMS[0].to_dict())]  # fmt: skip
+    args = ["--workers", "1", "--kernels", "2", "--env", "MLIR_DISABLE_MULTITHREADING=1", "--output", str(tmp_path / "b.json")]  # fmt: skip
+    r = subprocess.run([*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads((tmp_path / "b.json").read_text())
+    assert [row["env"] for row in out["rows"]] == [{}, {"MLIR_DISABLE_MULTITHREADING": "1"}]
+    for row in out["rows"]:
+        assert row["workers"] == row["processes_warmed"] == 1 and row["kernels"] == row["ok"] == 2
+        assert row["statuses"] == {"ok": 2} and row["kernels_per_s"] > 0 and row["mean_kernel_s"] > 0
+    assert out["machine"]["triton"] == triton.__version__
+    bad = subprocess.run([*cmd, "--workers", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--workers: give positive process counts" in bad.stderr
