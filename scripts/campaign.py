@@ -184,6 +184,12 @@ def cmd_precompile(args: argparse.Namespace) -> int:
     from torch_diode.collect.runner import partial_choices
     from torch_diode.collect.sweep import SweepCollector
 
+    if args.problems is None and not args.fill:
+        print("precompile: give --problems N, --fill (until the pack is full), or both", file=sys.stderr)
+        return 2
+    if args.problems is not None and args.problems < 1:
+        print(f"precompile: --problems must be at least 1, got {args.problems}", file=sys.stderr)
+        return 2
     plan, problems = _start(args)
     if problems is None:
         return 2
@@ -208,7 +214,7 @@ def cmd_precompile(args: argparse.Namespace) -> int:
                 print(f"precompile: ignoring {e}", file=sys.stderr)
     todo = [p for p in problems if p not in done and p not in packed]
     # From the end of the split's order: chunks compile from its start, so no problem is compiled twice.
-    todo = todo[::-1][: args.problems]
+    todo = todo[::-1][: args.problems]  # None with --fill alone: the whole queue, until the pack is full
     options = _collect_options(args, plan)
     collector = SweepCollector.from_options(options, hardware=args.hardware, **dict(options.sweep_options))
     try:
@@ -221,6 +227,7 @@ def cmd_precompile(args: argparse.Namespace) -> int:
             workers=args.workers,
             max_bytes=int(args.max_mb * 2**20),
             progress=print,
+            stop_when_full=args.fill,
         )
     except TargetMismatch as e:
         print(f"precompile: {e}", file=sys.stderr)
@@ -428,7 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     c.add_argument("--hardware", required=True)
     c.add_argument("--split", choices=("train", "val"), required=True)
-    c.add_argument("--problems", type=int, required=True, help="at most this many problems")
+    c.add_argument("--problems", type=int, default=None, help="at most this many problems")
+    c.add_argument("--fill", action="store_true",
+                   help="compile problems until one would pass --max-mb, then stop (it goes into the next pack)")  # fmt: skip
     c.add_argument("--output", required=True, help="the pack to write (.tar.xz); other packs beside it are skipped")
     c.add_argument("--target", default=None, help="default: data/<KEY>/triton-target.json")
     c.add_argument("--cache-dir", required=True, help="a Triton cache for these compiles (kept: reruns reuse it)")

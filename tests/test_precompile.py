@@ -173,6 +173,23 @@ def test_max_bytes_keeps_whole_problems(target, tmp_path):
     assert pc.read_manifest(tmp_path / "small.tar.xz")["problems"][0]["problem"] == PROBLEMS[0].to_dict()
 
 
+def test_stop_when_full_ends_at_the_first_problem_left_out(target, tmp_path):
+    """With ``stop_when_full`` the problems are a queue: the first that does not fit ends the run
+    (compiled, for the next pack); those after it are not compiled at all."""
+    third = Problem(op="mm", m=256, n=128, k=64, dtype="float16")
+    stage = tmp_path / "st"
+    s = pc.precompile([*PROBLEMS, third], _choices, target, tmp_path / "full.tar.xz", cache_dir=stage,
+                      workers=2, max_bytes=1, stop_when_full=True)  # fmt: skip
+    assert s.problems == PROBLEMS[:1] and s.left_out == PROBLEMS[1:2]
+    # The next pack, starting at the problem left out, finds its kernels compiled already.
+    before = {f for f in stage.rglob("*.cubin")}
+    s2 = pc.precompile(PROBLEMS[1:2], _choices, target, tmp_path / "next.tar.xz", cache_dir=stage, workers=2)
+    assert s2.problems == PROBLEMS[1:2] and {f for f in stage.rglob("*.cubin")} == before
+    # The problem after it was never compiled: packing it now compiles new kernels.
+    s3 = pc.precompile([third], _choices, target, tmp_path / "third.tar.xz", cache_dir=stage, workers=2)
+    assert s3.problems == [third] and {f for f in stage.rglob("*.cubin")} > before
+
+
 def test_campaign_precompile_needs_a_target_file(tmp_path):
     env = {
         **os.environ,
@@ -186,6 +203,12 @@ def test_campaign_precompile_needs_a_target_file(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
     assert "cannot read a Triton target file" in r.stderr and "campaign.py target" in r.stderr
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "campaign.py"), "precompile", "--hardware", "NVIDIA-H100",
+         "--split", "train", "--output", str(tmp_path / "a.tar.xz"), "--cache-dir", str(tmp_path / "c")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2 and "give --problems N, --fill" in r.stderr, r.stderr
 
 
 def test_bench_compile_compiles_for_an_emulated_target(target, tmp_path):

@@ -376,11 +376,16 @@ def precompile(
     max_bytes: int = 30 * 2**20,
     timeout_s: float | None = 300.0,
     progress: Callable[[str], None] | None = None,
+    stop_when_full: bool = False,
 ) -> PrecompileSummary:
     """Compile the Triton kernels ``choices_of(problem)`` of ``problems`` (in order) for
     ``target`` into ``cache_dir`` (kept: a rerun finds what an interrupted one compiled) and pack
     the whole problems whose entries fit ``max_bytes`` (xz-compressed) into ``out``, a
-    ``.tar.xz`` with a manifest. The target's reference kernels are verified first."""
+    ``.tar.xz`` with a manifest. The target's reference kernels are verified first.
+
+    ``stop_when_full``: the first problem that does not fit ends the compiling (it is in
+    ``left_out``, its kernels in ``cache_dir`` for the next pack; the problems after it are not
+    compiled), so that ``problems`` can be a whole queue and the pack is filled from its head."""
     t_start = time.perf_counter()
     cache = Path(cache_dir)
     verify_target(target)
@@ -409,6 +414,8 @@ def precompile(
             if size + len(blob) > max_bytes and packed:
                 summary.left_out.append(problem)
                 say(f"{problem.key()}: left out, the pack would pass {max_bytes / 2**20:.0f} MiB")
+                if stop_when_full:
+                    break
                 continue
             size += len(blob)
             packed.append((problem, sorted(entries), blob))
