@@ -12,8 +12,7 @@
 # (carried paths) installs them into Triton's cache and measures their problems first; TARGET=1
 # first writes data/KEY/triton-target.json (what precompile needs of this machine's Triton).
 #
-# Environment: COMPILE_WORKERS (compile processes per GPU; default: the CPUs shared out, less one),
-# BUDGET (seconds before no new problem starts; default 420), DEADLINE (seconds after
+# Environment: BUDGET (seconds before no new problem starts; default 420), DEADLINE (seconds after
 # which the runs are interrupted, SIGINT then SIGKILL 30 s later, whatever they are doing; default
 # 530, so the pack below is made inside the device's 10-minute limit even when one problem runs
 # long: a full-space fp32 validation problem can take several minutes), RUN (log name suffix).
@@ -41,7 +40,6 @@ count() { [ -z "$1" ] && echo 0 || echo "$1" | tr ',' '\n' | wc -l; }
 NGPU=$(( $(count "$TRAIN_GPUS") + $(count "$VAL_GPUS") + $(count "$REPEAT_GPUS") ))
 [ "$NGPU" -gt 0 ] || { echo "no GPU given for either split" >&2; exit 2; }
 CW=$(( $(nproc) / NGPU - 1 )); [ "$CW" -ge 1 ] || CW=1
-CW=${COMPILE_WORKERS:-$CW}
 echo "$KEY: train on GPUs [$TRAIN_GPUS], val on GPUs [$VAL_GPUS], repeat on GPUs [$REPEAT_GPUS], $CW compile processes per GPU, budget $BUDGET s, deadline $DEADLINE s"
 run() { timeout --signal=INT --kill-after=30 "$DEADLINE" "$@"; }
 S=$(date +%s)
