@@ -3,8 +3,9 @@ environment: the compile half of a data campaign's cost (a training problem's ~2
 H100 are ~90% waiting for its ~330 kernels to compile).
 
 Each setting gets a fresh pool of compile processes (warmed up first: their imports are not
-counted) and a fresh Triton cache, and compiles the same kernels: the first ``--kernels`` Triton
-choices of one problem's exhaustive space, literal sizes, as ``campaign.py run`` compiles them.
+counted) and a fresh Triton cache, and compiles ``--kernels`` Triton choices spread over one
+problem's exhaustive space, literal sizes, as ``campaign.py run`` compiles them (the sweep's own
+compile-process set-up and compile task).
 
     python scripts/bench_compile.py --workers 1,8,15 --env MLIR_DISABLE_MULTITHREADING=1
     # no GPU: emulate the GPU machine's Triton (triton-target.json, the Triton of that file)
@@ -22,23 +23,23 @@ import concurrent.futures as cf
 import json
 import multiprocessing
 import os
-import platform
 import resource
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from torch_diode.bench.measure import environment
 from torch_diode.collect import precompile as pc
 from torch_diode.collect import sweep
 from torch_diode.records import Problem
 
-Target = pc.Target
 
-
-def _init(cache_dir: str, target: dict[str, Any] | None) -> None:
-    os.environ["TRITON_CACHE_DIR"] = cache_dir
+def _init(cache_dir: str, parent: int, env: dict[str, str], target: dict[str, Any] | None) -> None:
+    os.environ.update(env)  # this setting's environment, for this process and its ptxas
+    sweep._worker_init(cache_dir, parent)
     if target is not None:
         pc.emulate(pc.Target.from_dict(target))
 
@@ -53,7 +54,7 @@ def _warm() -> int:
 
 
 def machine() -> dict[str, Any]:
-    info: dict[str, Any] = {"cpu_count": os.cpu_count(), "python": platform.python_version()}
+    info: dict[str, Any] = {**environment(), "cpu_count": os.cpu_count()}
     if hasattr(os, "sched_getaffinity"):
         info["affinity"] = len(os.sched_getaffinity(0))
     for path in ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
@@ -67,47 +68,28 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    import torch
-    import triton
-
-    info["torch"], info["triton"] = torch.__version__, triton.__version__
     return info
 
 
-def run_setting(problem: Problem, choices: list[Any], workers: int, env: dict[str, str], target: Target | None,
+def run_setting(problem: Problem, choices: list[Any], workers: int, env: dict[str, str], target: pc.Target | None,
                 options: dict[str, Any], revision: int, shared_memory_limit: int | None) -> dict[str, Any]:  # fmt: skip
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the spawned processes inherit it
-    try:
-        with tempfile.TemporaryDirectory(prefix="diode-bench-compile-") as cache:
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            ctx = multiprocessing.get_context("spawn")
-            tdict = None if target is None else target.to_dict()
-            with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init, initargs=(cache, tdict)) as pool:
-                pids = {f.result() for f in [pool.submit(_warm) for _ in range(workers)]}
-                t0 = time.perf_counter()
-                futs = [
-                    pool.submit(
-                        sweep._compile_task,
-                        problem.to_dict(),
-                        c.to_dict(),
-                        revision,
-                        options,
-                        True,
-                        None,
-                        shared_memory_limit,
-                    )
-                    for c in choices
-                ]
-                results = [f.result() for f in futs]
-                wall = time.perf_counter() - t0
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with tempfile.TemporaryDirectory(prefix="diode-bench-compile-") as cache:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ctx = multiprocessing.get_context("spawn")
+        init = (cache, os.getpid(), env, None if target is None else target.to_dict())
+        with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init, initargs=init) as pool:
+            pids = {f.result() for f in [pool.submit(_warm) for _ in range(workers)]}
+            t0 = time.perf_counter()
+            futs = [
+                pool.submit(
+                    sweep._compile_task, problem.to_dict(), c.to_dict(), revision, options, True, None,
+                    shared_memory_limit,
+                )
+                for c in choices
+            ]  # fmt: skip
+            results = [f.result() for f in futs]
+            wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     ok = [float(m) for s, m in results if s == "ok"]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {
@@ -120,7 +102,7 @@ def run_setting(problem: Problem, choices: list[Any], workers: int, env: dict[st
         "kernels_per_s": round(len(choices) / wall, 2),
         "mean_kernel_s": round(sum(ok) / max(1, len(ok)), 3),
         "cpu_s_per_kernel": round(cpu / max(1, len(choices)), 3),
-        "statuses": {s: sum(1 for r in results if r[0] == s) for s in sorted({r[0] for r in results})},
+        "statuses": dict(sorted(Counter(s for s, _ in results).items())),
     }
 
 
@@ -151,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
 
     target = None
     if args.emulate:
-        target = Target.load(args.emulate)
+        target = pc.Target.load(args.emulate)
         pc.emulate(target)  # the choices below depend on the GPU's shared memory: emulated too
         options, revision, smem = dict(target.compile_options), target.revision, target.shared_memory_limit
     else:
-        options, revision, smem = sweep.compile_options(), sweep.template_revision(), None
+        options, revision = sweep.compile_options(), sweep.template_revision()
         with sweep.SweepCollector("bench", sweep.SweepOptions(workers=1)) as c:
             smem = c.shared_memory_limit()
     items = [it for it in sweep.inductor_choices(problem, "EXHAUSTIVE") if it.kind == "triton"]

@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--cache-dir", required=True, help="a Triton cache for these compiles (kept: reruns reuse it)")
     c.add_argument("--workers", type=int, default=None, help="compile processes (default: every CPU)")
     c.add_argument("--max-mb", type=float, default=30, help="stop adding problems before the pack passes this")
-    c.set_defaults(func=cmd_precompile, reuse_window=1)
+    c.set_defaults(func=cmd_precompile)
     s = sub.add_parser("status", help="what is collected so far")
     s.add_argument("--hardware", required=True)
     s.set_defaults(func=cmd_status)

@@ -42,7 +42,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +289,7 @@ def capture_target(hardware: str, *, device: str = "cuda") -> Target:
         torch_version=torch.__version__,
     )
     refs = _run_in_process(_references_task, target.to_dict(), emulated=False)
-    return Target(**{**asdict(target), "references": refs})
+    return replace(target, references=refs)
 
 
 def _references_task(target_dict: dict[str, Any], emulated: bool) -> list[dict[str, Any]]:
