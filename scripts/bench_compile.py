@@ -38,10 +38,10 @@ from torch_diode.records import Problem
 
 
 def _init(cache_dir: str, parent: int, env: dict[str, str], target: dict[str, Any] | None) -> None:
-    os.environ.update(env)  # this setting's environment, for this process and its ptxas
     sweep._worker_init(cache_dir, parent)
     if target is not None:
-        pc.emulate(pc.Target.from_dict(target))
+        pc.emulate(pc.Target.from_dict(target))  # sets the target's cache-invalidating variables
+    os.environ.update(env)  # after emulate(), which would drop a cache-invalidating one of this setting's
 
 
 def _warm() -> int:
