@@ -129,6 +129,35 @@ def test_installed_kernels_are_cache_hits(target, pack, tmp_path):
     assert pc.install(path, cache, target_id=target.key_id()) == PROBLEMS and _files(cache) == installed
 
 
+def test_a_packed_cubin_is_its_compile_with_the_ptx_copy_zeroed(pack, tmp_path):
+    """ptxas -lineinfo embeds the kernel's PTX text in the cubin (for debuggers): a pack carries it
+    zeroed, every other byte (the code, the ELF headers, the sizes) as compiled."""
+    path, summary = pack
+    cache = tmp_path / "c"
+    pc.install(path, cache, target_id=pc.read_manifest(path)["target"])
+    assert pc.read_manifest(path)["zeroed_sections"] == [".nv_debug_ptx_txt"]
+    stage = path.parent / "stage"
+    cubins = sorted(cache.rglob("*.cubin"))
+    assert len(cubins) == summary.kernels
+    for cubin in cubins:
+        packed = cubin.read_bytes()
+        compiled = (stage / cubin.relative_to(cache)).read_bytes()
+        assert len(packed) == len(compiled)
+        diff = [i for i, (a, b) in enumerate(zip(packed, compiled)) if a != b]
+        assert diff, "the PTX copy was not zeroed"
+        lo, hi = diff[0], diff[-1] + 1
+        text = compiled[lo:hi]
+        assert b".target sm_90" in text and b".entry sweep_" in text  # that range is the PTX text
+        assert packed[lo:hi].count(0) == hi - lo  # zeroed, and nothing outside it changed
+        assert packed[:lo] == compiled[:lo] and packed[hi:] == compiled[hi:]
+
+
+def test_zero_sections_leaves_what_is_no_elf_file_alone():
+    assert pc.zero_sections(b"not an ELF file at all" * 4, [".nv_debug_ptx_txt"]) == b"not an ELF file at all" * 4
+    truncated = b"\x7fELF\x02\x01" + bytes(58) + b"more"
+    assert pc.zero_sections(truncated, [".nv_debug_ptx_txt"]) == truncated
+
+
 def _compile_task_emulated(cache_dir, problem_dict, choice_dict, target_dict, emulated):
     target = pc.Target.from_dict(target_dict)
     if emulated:

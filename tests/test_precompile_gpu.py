@@ -52,3 +52,26 @@ def test_capture_emulate_install_and_measure(tmp_path, monkeypatch):
     failed = {f.choice for f in failures if f.choice is not None}
     assert timed | failed == set(choices) and timed
     assert any(r.choice.is_aten for r in records)
+
+
+def test_a_packed_kernel_times_as_the_one_compiled_here(tmp_path, monkeypatch):
+    """Packs carry cubins with their debuggers' PTX copy zeroed: the same configs, installed from a
+    pack and compiled on this machine, pass the same result check and time alike."""
+    target = pc.capture_target(_hw())
+    problem = Problem(op="mm", m=1000, n=1536, k=2040, dtype="float16")
+    opts = SweepOptions(search_space="EXHAUSTIVE", max_configs=16, seed=7, workers=4)
+    choices = [it.choice for it in SweepCollector(_hw(), opts).choices(problem) if it.kind == "triton"]
+    pc.precompile([problem], lambda p: choices, target, tmp_path / "p.tar.xz", cache_dir=tmp_path / "stage", workers=4)
+    times = []
+    for name, pack in (("installed", tmp_path / "p.tar.xz"), ("compiled", None)):
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / name))
+        if pack is not None:
+            assert pc.install(pack, pc.cache_dir()) == [problem]
+        with SweepCollector(_hw(), opts) as c:
+            records, failures = c.measure(problem)
+        assert not [f for f in failures if f.reason != "compile_error"], failures
+        times.append({r.choice: r.time_us for r in records if r.choice.is_triton})
+    installed, compiled = times
+    assert installed.keys() == compiled.keys() and len(installed) >= 8
+    ratios = sorted(installed[c] / compiled[c] for c in installed)
+    assert 0.97 <= ratios[len(ratios) // 2] <= 1.03, ratios

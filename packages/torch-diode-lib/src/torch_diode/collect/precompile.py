@@ -16,7 +16,8 @@ Three steps, each checked:
 2. :func:`precompile` (anywhere with the same Triton version): compiles the sweep's kernels of
    the given problems for that target, after reproducing every reference kernel's cache key and
    cubin exactly (:class:`TargetMismatch` otherwise: nothing is written), and packs the cache
-   entries (cubin and metadata only) with a manifest into a ``.tar.xz``.
+   entries (cubin, its debuggers' copy of the PTX zeroed, and metadata) with a manifest into a
+   ``.tar.xz``.
 3. :func:`install` (on the GPU machine, before a chunk): checks the pack was made for this
    Triton (a pack for another is skipped with a warning: the chunk then compiles as usual) and
    extracts it into the Triton cache; returns the problems it covers, which the chunk measures
@@ -38,6 +39,7 @@ import logging
 import lzma
 import multiprocessing
 import os
+import struct
 import tarfile
 import tempfile
 import time
@@ -56,6 +58,11 @@ VERSION = 1
 MANIFEST = "manifest.json"
 #: A cache entry's files a chunk needs to load a kernel (Triton's ``store_binary_only`` set).
 _KEEP_SUFFIXES = (".cubin", ".json")
+#: Cubin sections a pack carries zeroed: ``ptxas -lineinfo`` (Triton's default) embeds the whole
+#: PTX text for debuggers, over half of a sweep cubin; nothing loads it to run the kernel. Zeroed in
+#: place (same size, offsets and headers; the code sections byte for byte the same), a pack
+#: compresses to about two thirds.
+ZEROED_SECTIONS = (".nv_debug_ptx_txt",)
 
 #: Reference kernels whose cache keys and cubins a target must reproduce: a small fp16 mm, an fp32
 #: batched FMA tile, a bf16 addmm with a bias and K not a multiple of its BLOCK_K.
@@ -448,8 +455,41 @@ def _add_entry(tar: tarfile.TarFile, entry: Path, name: str) -> None:
     group, child_paths = found
     kept = sorted(k for k in child_paths if k.endswith(_KEEP_SUFFIXES))
     for fname in kept:
-        tar.add(entry / fname, arcname=f"{name}/{fname}", recursive=False)
+        if fname.endswith(".cubin"):
+            _add_bytes(tar, f"{name}/{fname}", zero_sections((entry / fname).read_bytes(), ZEROED_SECTIONS))
+        else:
+            tar.add(entry / fname, arcname=f"{name}/{fname}", recursive=False)
     _add_bytes(tar, f"{name}/{group.name}", json.dumps({"child_paths": {k: f"{name}/{k}" for k in kept}}).encode())
+
+
+def zero_sections(elf: bytes, names: Sequence[str]) -> bytes:
+    """``elf`` (a 64-bit little-endian ELF file, as cubins are) with the contents of its sections
+    named ``names`` overwritten with zeros, everything else unchanged; ``elf`` itself if it is no
+    such file or a section header points outside it."""
+    if len(elf) < 64 or elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
+        return elf
+    shoff = struct.unpack_from("<Q", elf, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    if shentsize < 64 or shstrndx >= shnum or shoff + shnum * shentsize > len(elf):
+        return elf
+    # Elf64_Shdr: name, type, flags, addr, offset, size, ...
+    headers = [struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    strtab_off, strtab_size = headers[shstrndx][4], headers[shstrndx][5]
+    if strtab_off + strtab_size > len(elf):
+        return elf
+    out = bytearray(elf)
+    wanted = {n.encode() for n in names}
+    for name_off, sh_type, _, _, off, size in headers:
+        end = elf.find(b"\0", strtab_off + name_off, strtab_off + strtab_size)
+        if end < 0 or elf[strtab_off + name_off : end] not in wanted or sh_type == _SHT_NOBITS:
+            continue
+        if off + size > len(elf):
+            return elf
+        out[off : off + size] = bytes(size)
+    return bytes(out)
+
+
+_SHT_NOBITS = 8
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -469,6 +509,7 @@ def _write_pack(out: str | os.PathLike[str], packed: list[tuple[Problem, list[st
         "hardware": target.hardware,
         "target": target.key_id(),
         "triton_version": target.triton_version,
+        "zeroed_sections": list(ZEROED_SECTIONS),
         "problems": [{"problem": pr.to_dict(), "entries": es} for pr, es, _ in packed],
     }
     head = io.BytesIO()
