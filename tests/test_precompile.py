@@ -134,8 +134,9 @@ def test_a_packed_cubin_is_its_compile_with_the_ptx_copy_zeroed(pack, tmp_path):
     zeroed, every other byte (the code, the ELF headers, the sizes) as compiled."""
     path, summary = pack
     cache = tmp_path / "c"
-    pc.install(path, cache, target_id=pc.read_manifest(path)["target"])
-    assert pc.read_manifest(path)["zeroed_sections"] == [".nv_debug_ptx_txt"]
+    manifest = pc.read_manifest(path)
+    assert manifest["zeroed_sections"] == [".nv_debug_ptx_txt"]
+    pc.install(path, cache, target_id=manifest["target"])
     stage = path.parent / "stage"
     cubins = sorted(cache.rglob("*.cubin"))
     assert len(cubins) == summary.kernels

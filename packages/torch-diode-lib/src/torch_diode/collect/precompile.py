@@ -462,6 +462,9 @@ def _add_entry(tar: tarfile.TarFile, entry: Path, name: str) -> None:
     _add_bytes(tar, f"{name}/{group.name}", json.dumps({"child_paths": {k: f"{name}/{k}" for k in kept}}).encode())
 
 
+_SHT_NOBITS = 8  # an ELF section type with no bytes in the file
+
+
 def zero_sections(elf: bytes, names: Sequence[str]) -> bytes:
     """``elf`` (a 64-bit little-endian ELF file, as cubins are) with the contents of its sections
     named ``names`` overwritten with zeros, everything else unchanged; ``elf`` itself if it is no
@@ -487,9 +490,6 @@ def zero_sections(elf: bytes, names: Sequence[str]) -> bytes:
             return elf
         out[off : off + size] = bytes(size)
     return bytes(out)
-
-
-_SHT_NOBITS = 8
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
