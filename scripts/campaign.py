@@ -17,6 +17,11 @@
     # (Inductor's DEFAULT candidates looked up in the full-space timings) -> val-stock-picks.json
     python scripts/campaign.py stock --hardware NVIDIA-H100
 
+    # anywhere with the GPU machine's Triton: compile the next problems' kernels into a pack for a
+    # chunk to carry (README, "Data campaign"); before a chunk, what each pack still holds for a GPU
+    python scripts/campaign.py precompile --hardware NVIDIA-H100 --split train --fill --output P.tar.xz --cache-dir C
+    python scripts/campaign.py packs --hardware NVIDIA-H200
+
 Splits: ``train`` (ATen + a seeded sample of ``train_max_configs`` EXHAUSTIVE Triton configs per
 problem, the sweep collector), ``repeat`` (every 20th collected training problem measured again,
 same choices, into ``train-repeat.msgpack``: the repeatability check), ``val`` (ATen + the full EXHAUSTIVE space), ``val-stock`` (ATen +
@@ -91,6 +96,11 @@ def _split_problems(args: argparse.Namespace, plan: CampaignPlan) -> list | None
     return problems
 
 
+def _measured(out: Path) -> set:
+    """The problems a split's file holds (none before its first chunk)."""
+    return read_dataset(out, recover=True).measured_problems() if out.exists() else set()
+
+
 def _collect_options(args: argparse.Namespace, plan: CampaignPlan) -> CollectOptions:
     _, space, _ = SPLITS[args.split]
     sweep: dict = {"seed": plan.options.seed}
@@ -151,7 +161,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"--precompiled: {e}; its problems compile here as usual", file=sys.stderr)
         in_split = set(problems)
         ahead = [p for p in first if p in in_split]
-        print(f"precompiled kernels installed for {len(ahead)} problem(s) of this split: measured first", flush=True)
+        measured = _measured(out)
+        left = sum(p not in measured for p in ahead)
+        print(
+            f"precompiled kernels installed for {len(ahead)} problem(s) of this split, {left} of them not in "
+            f"{out.name} yet: measured first",
+            flush=True,
+        )
+        if ahead and not left:
+            print(
+                f"--precompiled: {out} holds every problem of the packs already, so none of their kernels is "
+                f"used here (`campaign.py packs --hardware {args.hardware}` tells before a chunk)",
+                file=sys.stderr,
+            )
         taken = set(ahead)
         problems = ahead + [p for p in problems if p not in taken]
     # collect() resumes: its writer skips (and logs) the problems already in the file.
@@ -202,8 +224,7 @@ def cmd_precompile(args: argparse.Namespace) -> int:
         print(f"precompile: the target file is {target.hardware}'s, not {args.hardware}'s", file=sys.stderr)
         return 2
     out = _dir(args) / SPLITS[args.split][0]
-    done = read_dataset(out, recover=True).measured_problems() if out.exists() else set()
-    done |= set(partial_choices(out))
+    done = _measured(out) | set(partial_choices(out))
     pack = Path(args.output)
     packed: set = set()
     for other in sorted(pack.parent.glob("*.tar.xz")):  # the packs made before: their problems are taken
@@ -238,6 +259,50 @@ def cmd_precompile(args: argparse.Namespace) -> int:
         f"{len(s.left_out)} left out by --max-mb"
     )
     return 0
+
+
+def cmd_packs(args: argparse.Namespace) -> int:
+    """Before a chunk: what each pack holds for this GPU (its plan's splits, what is still to
+    measure, whether the pack's target is this GPU's), so a chunk does not carry a spent pack."""
+    from torch_diode.collect.precompile import Target, read_manifest
+
+    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    splits = {"train": set(plan.train), "val": set(plan.val)}
+    measured = {s: _measured(_dir(args) / SPLITS[s][0]) for s in splits}
+    try:
+        here = Target.load(_dir(args) / "triton-target.json").key_id()
+    except ValueError:
+        here = None
+    packs = [Path(p) for p in args.packs] or sorted(Path(args.pack_dir).glob("*.tar.xz"))
+    if not packs:
+        print(f"packs: no pack given and none in {args.pack_dir}", file=sys.stderr)
+        return 2
+    rc = 0
+    for pack in packs:
+        try:
+            m = read_manifest(pack)
+        except ValueError as e:
+            print(f"packs: {e}", file=sys.stderr)
+            rc = 2
+            continue
+        probs = [Problem.from_dict(d["problem"]) for d in m["problems"]]
+        parts = []
+        for split, members in splits.items():
+            inside = [p for p in probs if p in members]
+            if inside:
+                todo = sum(p not in measured[split] for p in inside)
+                parts.append(f"{len(inside)} {split} problem(s), {todo} not in {SPLITS[split][0]} yet")
+        other = sum(not any(p in members for members in splits.values()) for p in probs)
+        if other:
+            parts.append(f"{other} not in the plan")
+        if here is None:
+            fit = "target unknown here: no triton-target.json"
+        elif m["target"] == here:
+            fit = "installs here"
+        else:
+            fit = f"another target ({m['target']}, here {here}): compiles here"
+        print(f"{pack}: {m['hardware']}'s pack, {fit}; " + "; ".join(parts))
+    return rc
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -444,6 +509,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--workers", type=int, default=None, help="compile processes (default: every CPU)")
     c.add_argument("--max-mb", type=float, default=30, help="stop adding problems before the pack passes this")
     c.set_defaults(func=cmd_precompile)
+    pk = sub.add_parser(
+        "packs", help="what each precompiled pack holds for this GPU: problems still to measure, target"
+    )
+    pk.add_argument("--hardware", required=True)
+    pk.add_argument("packs", nargs="*", help="packs (default: every .tar.xz in --pack-dir)")
+    pk.add_argument("--pack-dir", default=".precompiled")
+    pk.set_defaults(func=cmd_packs)
     s = sub.add_parser("status", help="what is collected so far")
     s.add_argument("--hardware", required=True)
     s.set_defaults(func=cmd_status)

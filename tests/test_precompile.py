@@ -241,6 +241,40 @@ def test_campaign_precompile_needs_a_target_file(tmp_path):
     assert r.returncode == 2 and "give --problems N, --fill" in r.stderr, r.stderr
 
 
+def test_campaign_packs_tells_what_a_pack_holds_for_a_gpu(target, pack, tmp_path):
+    """`campaign.py packs`: per pack, its problems per split of the GPU's plan, how many that GPU's
+    files do not hold yet, and whether the pack installs there; a spent pack reads as such (session
+    21 carried one to the H200 and compiled its chunk's problems there)."""
+    from torch_diode.collect.campaign import CampaignOptions, CampaignPlan
+    from torch_diode.dataset import Dataset, write_dataset
+    from torch_diode.records import Choice, Provenance, TimingRecord
+
+    key = "NVIDIA-H200"
+    d = tmp_path / "data" / key
+    d.mkdir(parents=True)
+    CampaignPlan(CampaignOptions(), "test", train=[PROBLEMS[0]], val=[PROBLEMS[1]]).save(d / "plan.json")
+    rec = TimingRecord(problem=PROBLEMS[0], choice=Choice.aten("mm"), time_us=5.0, hardware=key)
+    write_dataset(Dataset.from_records([rec], Provenance(hardware=key)), d / "train.msgpack")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "packages" / "torch-diode-lib" / "src")}
+    cmd = [sys.executable, str(ROOT / "scripts" / "campaign.py"), "--data-dir", str(tmp_path / "data"), "packs",
+           "--hardware", key, str(pack[0])]  # fmt: skip
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "target unknown here" in r.stdout
+    assert "1 train problem(s), 0 not in train.msgpack yet; 1 val problem(s), 1 not in val.msgpack yet" in r.stdout
+    target.save(d / "triton-target.json")
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"{pack[0]}: NVIDIA-H100's pack, installs here;" in r.stdout, r.stdout + r.stderr
+    replace(target, arch=80).save(d / "triton-target.json")
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert "another target" in r.stdout and "compiles here" in r.stdout, r.stdout
+    bad = tmp_path / "bad.tar.xz"
+    bad.write_bytes(b"no xz stream")  # (a truncated pack still lists its manifest, which comes first)
+    r = subprocess.run([*cmd, str(bad)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "not a readable precompiled-kernels pack" in r.stderr, r.stderr
+    assert str(bad) not in r.stdout and f"{pack[0]}: NVIDIA-H100's pack" in r.stdout  # the others still listed
+
+
 def test_bench_compile_compiles_for_an_emulated_target(target, tmp_path):
     """scripts/bench_compile.py (the campaign's compile rate per process count and environment):
     real compiles for the emulated target, one row per setting, every kernel accounted for."""
