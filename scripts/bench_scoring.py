@@ -1,13 +1,15 @@
 """Median time to featurize and score 1,500 candidates of one GEMM problem on one CPU core.
 
 This is the work the Inductor choices handler does per GEMM lowering: ``DiodeModel.predict``
-(``featurize`` + one batched ensemble forward). Two cases: the same ``Choice`` objects every
-call (a handler that keeps its choices), and fresh but equal ``Choice`` objects every call.
+(``featurize``, the ensemble forward and, in a trained model file, the neighbour memory, the
+ATen head and the ranking forest). Two cases: the same ``Choice`` objects every call (a handler
+that keeps its choices), and fresh but equal ``Choice`` objects every call.
 
 Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
                                       [--members 4] [--hidden H] [--depth D]
-Without --model, an untrained model of the preset architecture (or of --hidden / --depth) is
-timed (speed does not depend on the weights).
+Without --model, an untrained network of the preset architecture (or of --hidden / --depth) is
+timed, with no memory, head or forest (speed does not depend on the weights); give a trained
+model file (a preview: benchmarks/models/<KEY>-preview/README.md) for the handler's real cost.
 """
 
 from __future__ import annotations

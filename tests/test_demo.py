@@ -35,7 +35,15 @@ H100_STOCK = REPO / "data" / "NVIDIA-H100" / "shared-spec" / "val-stock.msgpack"
 SRC_DIRS = [REPO / "packages" / p / "src" for p in ("torch-diode-lib", "torch-diode-models", "torch-diode")]
 # The CLI runs in a temp directory: make sure it imports this checkout even with a relative PYTHONPATH.
 ENV = {"PYTHONPATH": os.pathsep.join([str(Path(torch_diode.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
-FAST = dict(ensemble_size=2, batch_size=8, max_choices_per_problem=64, num_epochs=4, progress=False, num_threads=1)
+FAST = dict(
+    ensemble_size=2,
+    batch_size=8,
+    max_choices_per_problem=64,
+    num_epochs=4,
+    progress=False,
+    num_threads=1,
+    forest_trees=8,
+)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

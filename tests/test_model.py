@@ -98,7 +98,7 @@ def test_prediction_shapes_uncertainty_and_batched_path(model_type: str) -> None
 
 def _rewrite(src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | None = None) -> Path:
     """Re-encode a model file with changed metadata or tensors (valid checksums); a tensor given as
-    None is left out. The file's neighbour memory and ATen head tensors are kept."""
+    None is left out. The file's neighbour memory, ATen head and forest tensors are kept."""
     data = src.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8 : 8 + n])
@@ -110,7 +110,7 @@ def _rewrite(src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | 
     md.update(meta or {})
     loaded = load_model(src)
     ts = {k: v.detach().contiguous() for k, v in loaded.net.state_dict().items()}
-    for part in (loaded.memory, loaded.aten_head):
+    for part in (loaded.memory, loaded.aten_head, loaded.forest):
         if part is not None:
             ts.update({k: torch.from_numpy(v.copy()) for k, v in part.to_tensors().items()})
     for k, v in (tensors or {}).items():

@@ -21,7 +21,15 @@ from torch_diode.train import TrainOptions, train
 
 GPU = gpu_constants(H100)
 REAL = Path(__file__).resolve().parents[1] / "data" / "NVIDIA-H200" / "train.msgpack"
-FAST = dict(ensemble_size=2, batch_size=4, max_choices_per_problem=64, num_epochs=4, progress=False, num_threads=1)
+FAST = dict(
+    ensemble_size=2,
+    batch_size=4,
+    max_choices_per_problem=64,
+    num_epochs=4,
+    progress=False,
+    num_threads=1,
+    forest_trees=8,
+)
 
 
 def _memory(problems: list[Problem], rel: list[dict[int, float]], **opts: float) -> NeighbourMemory:

@@ -29,7 +29,15 @@ DATA = Path(__file__).parent / "data" / "small_synthetic.msgpack"
 # The CLI runs in a temp directory: make sure it imports this checkout even with a relative PYTHONPATH.
 ENV = {"PYTHONPATH": os.pathsep.join([str(Path(torch_diode.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
 # Small and single-threaded: on a busy 2-core machine one thread is ~10x faster for these batches.
-FAST = dict(ensemble_size=2, batch_size=4, max_choices_per_problem=64, num_epochs=6, progress=False, num_threads=1)
+FAST = dict(
+    ensemble_size=2,
+    batch_size=4,
+    max_choices_per_problem=64,
+    num_epochs=6,
+    progress=False,
+    num_threads=1,
+    forest_trees=8,
+)
 
 
 @pytest.fixture(scope="module")

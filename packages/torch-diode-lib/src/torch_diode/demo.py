@@ -426,7 +426,7 @@ TRAIN_FILE = "train.msgpack"
 
 def train_previews(data_dir: Path, out_dir: Path, emit: Callable[[str], None]) -> list[tuple[str, Path]]:
     """When no model is shipped: train a preview model per hardware key of ``data_dir`` that has
-    both a training and a validation file (under a minute each on a CPU; the same trainer and
+    both a training and a validation file (one to two minutes each on a CPU; the same trainer and
     options as ``diode train --seed 0 --val-fraction 0``), so the demo still shows the whole
     toolchain."""
     import time

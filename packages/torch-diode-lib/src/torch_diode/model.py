@@ -10,16 +10,18 @@ Architectures (``model_type``):
 * ``base``: input -> ``hidden`` -> ReLU -> (``depth`` plain ReLU layers) -> 1;
 * ``deep``: input -> ``hidden`` -> ReLU -> ``depth`` residual blocks ``h + ReLU(W h + b)`` -> 1.
 
-File format (``format`` = ``torch-diode-model``, ``format_version`` = 3): a safetensors file whose
+File format (``format`` = ``torch-diode-model``, ``format_version`` = 4): a safetensors file whose
 tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``,
-:mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32) and an
-ATen head (``aten_head.*``, float32, :mod:`torch_diode.aten_head`), and
+:mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), an
+ATen head (``aten_head.*``, float32, :mod:`torch_diode.aten_head`) and a ranking forest
+(``forest.*``, :mod:`torch_diode.forest`; ``forest.features`` is int32), and
 whose ``__metadata__`` (str -> str, JSON-encoded values) holds the hardware key and figures, the
 feature spec, normalisation statistics, architecture, training-data hash, torch/triton versions,
 training options and held-out metrics, plus ``tensors_sha256`` over the tensor bytes, and
 ``neighbour_memory`` (its options and sizes) when the file has a memory, ``aten_head`` (its
-options and input count) when it has a head. Version 1 files (network only, written before
-session 9) and version 2 files (no ATen head, before session 13) still load. The header is written with sorted keys so a model
+options and input count) when it has a head, ``forest`` (its options) when it has a forest.
+Version 1 files (network only, written before session 9), version 2 files (no ATen head, before
+session 13) and version 3 files (no forest, before session 22) still load. The header is written with sorted keys so a model
 always serialises to the same bytes (``model_hash`` is the sha256 of the file).
 :func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
 otherwise; it never unpickles anything.
@@ -49,11 +51,15 @@ from torch_diode.records import Choice, Problem
 
 if TYPE_CHECKING:  # aten_head builds on this module's EnsembleMLP
     from torch_diode.aten_head import AtenHead
+    from torch_diode.forest import RankingForest
 
 FORMAT_NAME = "torch-diode-model"
 _T = TypeVar("_T")
-FORMAT_VERSION = 3  # 2: optional neighbour memory (memory.* tensors, int32 rel_flat); 3: optional ATen head
-_READABLE_VERSIONS = ("1", "2", "3")
+# 2: optional neighbour memory (memory.* tensors, int32 rel_flat); 3: optional ATen head; 4: optional forest
+FORMAT_VERSION = 4
+_READABLE_VERSIONS = ("1", "2", "3", "4")
+#: The only int32 tensors of a model file; every other one is float32.
+_INT32_TENSORS = frozenset({"memory.rel_flat", "forest.features"})
 MODEL_TYPES: tuple[str, ...] = ("base", "deep")
 #: Column of ``kind_aten`` in the per-choice part of the features (``featurize_split``).
 _KIND_ATEN = FEATURE_SPEC.names.index("kind_aten") - N_PROBLEM_FEATURES
@@ -170,17 +176,37 @@ class EnsembleMLP(nn.Module):
             h = h + z if self.arch.residual else z
         return torch.baddbmm(self.b_out, h, self.w_out).squeeze(-1)  # [K, N]
 
-    def inference_weights(self, shared: int) -> tuple[tuple[torch.Tensor, ...], ...]:
+    def inference_weights(
+        self, shared: int, normalization: Normalization | None = None
+    ) -> tuple[tuple[torch.Tensor, ...], ...]:
         """Detached, contiguous weights for :meth:`forward_shared`, one tuple per member: the
         first layer split into its first ``shared`` inputs and the rest, then the hidden layers'
-        weights and biases, then the output layer's."""
+        weights and biases, then the output layer's.
+
+        With ``normalization``, the standardisation of the per-candidate inputs (columns from
+        ``shared`` on) and of the output are folded into the first and last layers (computed in
+        float64): :meth:`forward_shared` then takes those inputs raw and returns log times,
+        saving two passes over the ``[N, F - S]`` candidate matrix and one over the output on
+        every call. The shared inputs stay standardised by the caller (one row).
+        """
         d = self.arch.depth
         with torch.no_grad():
             out = []
             for k in range(self.arch.members):
-                w = [self.w_in[k, :shared, :], self.w_in[k, shared:, :], self.b_in[k, 0]]
+                w_sh, w_rest, b_in = self.w_in[k, :shared, :], self.w_in[k, shared:, :], self.b_in[k, 0]
+                w_out, b_out = self.w_out[k], self.b_out[k, 0]
+                if normalization is not None:
+                    mean = torch.from_numpy(normalization.x_mean[shared:].astype(np.float64))
+                    inv = torch.from_numpy(1.0 / normalization.x_std[shared:].astype(np.float64))
+                    w64 = w_rest.double()
+                    b_in = (b_in.double() - (mean * inv) @ w64).float()  # (x - m) / s @ W + b
+                    w_rest = (w64 * inv[:, None]).float()
+                    y_std, y_mean = float(normalization.y_std), float(normalization.y_mean)
+                    w_out = (w_out.double() * y_std).float()  # out * y_std + y_mean
+                    b_out = (b_out.double() * y_std + y_mean).float()
+                w = [w_sh, w_rest, b_in]
                 w += [self.w_hidden[i, k] for i in range(d)] + [self.b_hidden[i, k, 0] for i in range(d)]
-                w += [self.w_out[k], self.b_out[k, 0]]
+                w += [w_out, b_out]
                 out.append(tuple(t.detach().contiguous() for t in w))
             return tuple(out)
 
@@ -270,8 +296,10 @@ class DiodeModel:
         model_hash: sha256 (hex) of the model file's bytes (of the bytes ``save_model`` writes).
         metadata: the decoded metadata (every value parsed from its JSON string).
         memory: the neighbour memory blended into :meth:`predict` (None: the network alone).
-        aten_head: the problem-level ATen-or-Triton model applied last in :meth:`predict`
-            (:mod:`torch_diode.aten_head`; None: none).
+        aten_head: the problem-level ATen-or-Triton model applied in :meth:`predict` after the
+            memory (:mod:`torch_diode.aten_head`; None: none).
+        forest: the ranking forest that re-ranks the shortlist last in :meth:`predict`
+            (:mod:`torch_diode.forest`; None: none).
     """
 
     def __init__(
@@ -284,10 +312,12 @@ class DiodeModel:
         metadata: Mapping[str, Any],
         memory: NeighbourMemory | None = None,
         aten_head: AtenHead | None = None,
+        forest: RankingForest | None = None,
     ) -> None:
         self.net = net.eval()
-        self.memory = memory
-        self.aten_head = aten_head
+        self._memory = memory
+        self._aten_head = aten_head
+        self._forest = forest
         self.arch = net.arch
         self.hardware = hardware
         self.gpu = gpu
@@ -301,8 +331,41 @@ class DiodeModel:
     def update_metadata(self, values: Mapping[str, Any]) -> None:
         """Add or replace metadata entries (JSON-serialisable values); ``model_hash`` follows."""
         self.metadata.update(values)
+        self._changed()
+
+    def _changed(self) -> None:
+        """Forget the cached file bytes and hash (a part or the metadata changed)."""
         self._bytes = None
         self._hash = None
+
+    # The optional parts are properties so that replacing one (the trainer does; so may a user
+    # comparing a model with and without one) also changes what save_model writes and model_hash.
+    @property
+    def memory(self) -> NeighbourMemory | None:
+        return self._memory
+
+    @memory.setter
+    def memory(self, value: NeighbourMemory | None) -> None:
+        self._memory = value
+        self._changed()
+
+    @property
+    def aten_head(self) -> AtenHead | None:
+        return self._aten_head
+
+    @aten_head.setter
+    def aten_head(self, value: AtenHead | None) -> None:
+        self._aten_head = value
+        self._changed()
+
+    @property
+    def forest(self) -> RankingForest | None:
+        return self._forest
+
+    @forest.setter
+    def forest(self, value: RankingForest | None) -> None:
+        self._forest = value
+        self._changed()
 
     def out_of_coverage(self, problem: Problem, triton: Sequence[Choice]) -> str | None:
         """Why ``problem`` (with these Triton candidates) lies outside what the model was trained
@@ -334,7 +397,9 @@ class DiodeModel:
         ``predict_features`` on the same matrix up to float rounding. With a neighbour ``memory``,
         the mean log time is then blended with what the nearest training problems measured
         (:mod:`torch_diode.neighbours`); the uncertainty stays the network's. With an ``aten_head``,
-        the ATen choices are last shifted by one constant (:meth:`AtenHead.adjust`).
+        the ATen choices are then shifted by one constant (:meth:`AtenHead.adjust`). With a
+        ``forest``, the shortlist's log times are last blended with the forest's order
+        (:meth:`RankingForest.rerank`).
         """
         x_shared, x_rest, index = featurize_split_indexed(problem, choices, self.gpu)  # [S], [N, F-S]
         if len(choices) == 0:
@@ -343,22 +408,23 @@ class DiodeModel:
         s = N_PROBLEM_FEATURES
         norm = self.normalization
         xs = (x_shared - norm.x_mean[:s]) * self._inv_std[:s]  # [S]
-        xr = (x_rest - norm.x_mean[s:]) * self._inv_std[s:]  # [N, F-S]
         with torch.inference_mode():
-            if self._inference_weights is None:
-                self._inference_weights = self.net.inference_weights(s)
-            out = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(xr), self._inference_weights)  # [K, N]
-            pred = self._summarise(out)
+            if self._inference_weights is None:  # the candidates' standardisation folded in
+                self._inference_weights = self.net.inference_weights(s, norm)
+            log_t = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(x_rest), self._inference_weights)
+            pred = self._summarise(log_t.numpy())  # [K, N] log times
         if self.memory is not None:
             pred = Prediction(self.memory.blend(problem, x_rest, pred.log_time_us, index), pred.std)
         if self.aten_head is not None:
             aten = x_rest[:, _KIND_ATEN] > 0.5
             pred = Prediction(self.aten_head.adjust(pred.log_time_us, aten, x_shared), pred.std)
+        if self.forest is not None:
+            pred = Prediction(self.forest.rerank(pred.log_time_us, x_shared, x_rest), pred.std)
         return pred
 
-    def _summarise(self, out: torch.Tensor) -> Prediction:
+    def _summarise(self, log_t: np.ndarray) -> Prediction:
+        """The members' mean and spread of ``log_t [K, N]`` (natural-log times)."""
         # (torch.std over a [4, 1500] tensor costs ~0.2 ms on CPU, numpy ~0.02 ms)
-        log_t = out.numpy() * np.float32(self.normalization.y_std) + np.float32(self.normalization.y_mean)  # [K, N]
         mean = log_t.mean(axis=0)
         std = np.sqrt(np.square(log_t - mean).mean(axis=0)) if self.arch.members > 1 else np.zeros_like(mean)
         return Prediction(mean, std)
@@ -366,10 +432,11 @@ class DiodeModel:
     def predict_features(self, x: np.ndarray) -> Prediction:
         """The network's prediction from a feature matrix ``[N, F]`` computed by ``featurize``
         (no neighbour memory: the rows need not be one problem's)."""
-        xn = (x - self.normalization.x_mean) * self._inv_std  # [N, F] float32
+        norm = self.normalization
+        xn = (x - norm.x_mean) * self._inv_std  # [N, F] float32
         with torch.inference_mode():
             out = self.net(torch.from_numpy(np.ascontiguousarray(xn, dtype=np.float32)))  # [K, N]
-            return self._summarise(out)
+        return self._summarise(out.numpy() * np.float32(norm.y_std) + np.float32(norm.y_mean))
 
     # -- serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -379,12 +446,16 @@ class DiodeModel:
             meta = dict(self.metadata)
             meta.pop("neighbour_memory", None)
             meta.pop("aten_head", None)
+            meta.pop("forest", None)
             if self.memory is not None:
                 tensors.update({k: torch.from_numpy(v) for k, v in self.memory.to_tensors().items()})
                 meta["neighbour_memory"] = self.memory.metadata()
             if self.aten_head is not None:
                 tensors.update({k: torch.from_numpy(v) for k, v in self.aten_head.to_tensors().items()})
                 meta["aten_head"] = self.aten_head.metadata()
+            if self.forest is not None:
+                tensors.update({k: torch.from_numpy(v) for k, v in self.forest.to_tensors().items()})
+                meta["forest"] = self.forest.metadata()
             meta.update(
                 format=FORMAT_NAME,
                 format_version=FORMAT_VERSION,
@@ -557,7 +628,7 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     except (SafetensorError, ValueError, RuntimeError) as e:
         raise _bad(source, f"safetensors could not read the tensors ({e}); the file is corrupt") from None
     for name, t in tensors.items():
-        if name == "memory.rel_flat":
+        if name in _INT32_TENSORS:
             if t.dtype != torch.int32:
                 raise _bad(source, f"tensor {name!r} is not int32")
         elif t.dtype != torch.float32 or not torch.isfinite(t).all():
@@ -575,11 +646,13 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
             raise _bad(source, f"{what} is malformed ({type(e).__name__}: {e}); the file is corrupt") from None
 
     from torch_diode.aten_head import AtenHead
+    from torch_diode.forest import RankingForest
 
     memory = optional_part("memory.", "neighbour_memory", "neighbour memory", NeighbourMemory.from_tensors)
     aten_head = optional_part("aten_head.", "aten_head", "ATen head", AtenHead.from_tensors)
     if aten_head is not None and aten_head.inputs != N_PROBLEM_FEATURES:
         raise _bad(source, f"ATen head takes {aten_head.inputs} inputs, not the {N_PROBLEM_FEATURES} problem features")
+    forest = optional_part("forest.", "forest", "ranking forest", RankingForest.from_tensors)
     with torch.device("meta"):
         net = EnsembleMLP(arch)
     try:
@@ -587,7 +660,14 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     except RuntimeError as e:
         raise _bad(source, f"weights do not fit the recorded architecture: {e}") from None
     model = DiodeModel(
-        net, hardware=meta["hardware"], gpu=gpu, normalization=norm, metadata=meta, memory=memory, aten_head=aten_head
+        net,
+        hardware=meta["hardware"],
+        gpu=gpu,
+        normalization=norm,
+        metadata=meta,
+        memory=memory,
+        aten_head=aten_head,
+        forest=forest,
     )
     model._bytes = bytes(data)
     return model

@@ -27,7 +27,9 @@ weights ship and the validation problems only measure (``early_stopping=False``:
 validation problems, picking the best epoch selected noise, sometimes a barely trained model). With
 ``early_stopping``, training stops after ``patience`` epochs without improvement of ``mean log
 regret@1 + mean log regret@5 + 0.001 * MSE`` and the best epoch's averaged weights are restored.
-The same seed gives the same model, bit for bit, on the same machine with the same number of CPU
+After the network, a ranking forest (boosted oblivious trees, LambdaRank; :mod:`torch_diode.forest`,
+``forest_trees``) is fit on the training split's rows; it re-ranks the network's shortlist in
+``DiodeModel.predict``. The same seed gives the same model, bit for bit, on the same machine with the same number of CPU
 threads (``num_threads``; a different thread count changes float rounding; the count used is
 recorded in the model's ``training`` metadata).
 """
@@ -51,6 +53,7 @@ from torch_diode.aten_head import AtenHead, AtenHeadOptions
 from torch_diode.dataset import Dataset
 from torch_diode.evaluate import problem_evals, regret_at_k, summarize
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, GpuConstants, featurize, gpu_constants
+from torch_diode.forest import ForestOptions, RankingForest
 from torch_diode.model import ARCH_PRESETS, MODEL_TYPES, Architecture, DiodeModel, Normalization, build_model, versions
 from torch_diode.neighbours import NeighbourMemory, NeighbourOptions
 
@@ -95,6 +98,12 @@ class TrainOptions:
             per training problem after the network) in the call between ATen and the best Triton
             config: the gap between the two is this share of the head's predicted gap and the
             rest the network's; 0: no head. 0.5 since session 13 (``cv-session13.md``).
+        forest_trees: boosting rounds of the ranking forest (:mod:`torch_diode.forest`, fit on the
+            training split after the network) that re-ranks the network's shortlist; 0: no
+            forest. 64 since session 22 (``benchmarks/models/cv-session22.md``).
+        forest_depth, forest_learning_rate: the forest's tree depth and shrinkage.
+        forest_blend: the forest's weight in the blend over the shortlist (0.5).
+        forest_shortlist: how many of the network's best candidates the forest re-ranks (512).
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -127,6 +136,11 @@ class TrainOptions:
     neighbour_bandwidth: float = 3.0
     neighbour_prior: float = 1.0
     aten_head_blend: float = 0.5
+    forest_trees: int = 64
+    forest_depth: int = 6
+    forest_learning_rate: float = 0.22
+    forest_blend: float = 0.5
+    forest_shortlist: int = 512
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -163,6 +177,7 @@ class TrainOptions:
             raise ValueError(f"val_fraction: must be in [0, 1), got {self.val_fraction!r}")
         self.neighbour_options()  # raises on a bad neighbours / bandwidth / prior
         self.aten_head_options()  # raises on a bad blend
+        self.forest_options()  # raises on bad forest options
         if not isinstance(self.device, str) or not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ValueError(f"device: must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
 
@@ -175,6 +190,20 @@ class TrainOptions:
         if isinstance(self.aten_head_blend, bool) or not isinstance(self.aten_head_blend, (int, float)):
             raise ValueError(f"aten_head_blend: must be a number in [0, 1], got {self.aten_head_blend!r}")
         return AtenHeadOptions(blend=float(self.aten_head_blend))
+
+    def forest_options(self) -> ForestOptions | None:
+        """The ranking forest's options, or None with ``forest_trees`` 0."""
+        if isinstance(self.forest_trees, bool) or not isinstance(self.forest_trees, int) or self.forest_trees < 0:
+            raise ValueError(f"forest_trees: must be a non-negative integer, got {self.forest_trees!r}")
+        if self.forest_trees == 0:
+            return None
+        return ForestOptions(
+            trees=self.forest_trees,
+            depth=self.forest_depth,
+            learning_rate=self.forest_learning_rate,
+            blend=self.forest_blend,
+            shortlist=self.forest_shortlist,
+        )
 
     def architecture(self) -> Architecture:
         preset = ARCH_PRESETS[self.model_type]
@@ -631,6 +660,9 @@ def _train(
         if nopts.k
         else None
     )
+    fopts = opts.forest_options()
+    if fopts is not None:  # the training split's rows, as the network's: held-out metrics describe the file's forest
+        model.forest = RankingForest.fit(rows_tr.x, rows_tr.y, rows_tr.counts, fopts, opts.seed + 2)
     hopts = opts.aten_head_options()
     held_out: dict[str, Any] = {}
     if val_ids:
@@ -651,7 +683,8 @@ def _train(
             "val_problems": len(val_ids),
             "held_out_metrics_are_from": "the validation problems of the split (also used for early stopping); "
             "with a neighbour memory and an ATen head, those built from the training problems of the split "
-            "only (the memory and head in this file also have the validation problems)",
+            "only (the memory and head in this file also have the validation problems; the network and the "
+            "ranking forest were trained on the training problems of the split only)",
             "train_rows": len(rows_tr.y),
             "best_epoch": best_epoch,
             "threads": torch.get_num_threads(),

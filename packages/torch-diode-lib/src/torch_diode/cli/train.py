@@ -83,6 +83,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "in the call between the two; 0: no head (default: 0.5)",
     )
     t.add_argument(
+        "--forest-trees",
+        type=int,
+        default=64,
+        help="boosting rounds of the ranking forest (oblivious trees, LambdaRank) that re-ranks the network's "
+        "shortlist; 0: no forest (default: 64)",
+    )
+    t.add_argument("--forest-depth", type=int, default=6, help="levels per forest tree (default: 6)")
+    t.add_argument("--forest-learning-rate", type=float, default=0.22, help="forest shrinkage (default: 0.22)")
+    t.add_argument(
+        "--forest-blend",
+        type=float,
+        default=0.5,
+        help="weight of the forest's order against the network's over the shortlist, 0..1 (default: 0.5)",
+    )
+    t.add_argument(
+        "--forest-shortlist",
+        type=int,
+        default=512,
+        help="how many of the network's best candidates the forest re-ranks (default: 512)",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -214,6 +235,11 @@ def _train(args: argparse.Namespace) -> int:
             neighbour_bandwidth=args.neighbour_bandwidth,
             neighbour_prior=args.neighbour_prior,
             aten_head_blend=args.aten_head_blend,
+            forest_trees=args.forest_trees,
+            forest_depth=args.forest_depth,
+            forest_learning_rate=args.forest_learning_rate,
+            forest_blend=args.forest_blend,
+            forest_shortlist=args.forest_shortlist,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
@@ -228,7 +254,9 @@ def _train(args: argparse.Namespace) -> int:
     path = save_model(model, args.model)
     o = report.held_out.get("overall", {})
     lines = [
-        f"wrote {path} ({model.arch.model_type}, {model.arch.members} members, sha256 {model.model_hash[:16]})",
+        f"wrote {path} ({model.arch.model_type}, {model.arch.members} members"
+        + (f", a ranking forest of {model.forest.options.trees} trees" if model.forest is not None else "")
+        + f", sha256 {model.model_hash[:16]})",
         f"  {report.train_problems} training / {report.val_problems} validation problems, {report.train_rows} rows; "
         f"{report.epochs_run} epochs (best {report.best_epoch}) in {report.seconds:.1f} s on {report.device}",
     ]
