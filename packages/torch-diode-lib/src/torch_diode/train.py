@@ -662,7 +662,10 @@ def _train(
     )
     fopts = opts.forest_options()
     if fopts is not None:  # the training split's rows, as the network's: held-out metrics describe the file's forest
+        t_forest = time.perf_counter()
+        log.info("fitting a ranking forest of %d trees on %d rows", fopts.trees, len(rows_tr.y))
         model.forest = RankingForest.fit(rows_tr.x, rows_tr.y, rows_tr.counts, fopts, opts.seed + 2)
+        log.info("ranking forest fit in %.1f s", time.perf_counter() - t_forest)
     hopts = opts.aten_head_options()
     held_out: dict[str, Any] = {}
     if val_ids:
