@@ -99,9 +99,17 @@ def test_the_reference_kernels_reproduce_and_a_different_build_is_refused(target
     other = replace(target, triton_key=target.triton_key + "-another-build")
     with pytest.raises(pc.TargetMismatch, match=r"cache key .* would not be hit"):
         pc.verify_target(other)
-    forged = [dict(r, cubin_sha256="0" * 64) for r in target.references]
-    with pytest.raises(pc.TargetMismatch, match="different cubin"):
+    assert all(len(r["cubin_code_sha256"]) == 64 for r in target.references)
+    # Only the code is compared (the full cubin holds the checkout's path in its line tables) ...
+    pc.verify_target(replace(target, references=[dict(r, cubin_sha256="0" * 64) for r in target.references]))
+    forged = [dict(r, cubin_code_sha256="0" * 64) for r in target.references]
+    with pytest.raises(pc.TargetMismatch, match="different code"):
         pc.verify_target(replace(target, references=forged))
+    # ... except in targets captured before code hashes, which must match byte for byte.
+    old = [{k: v for k, v in r.items() if k != "cubin_code_sha256"} for r in target.references]
+    pc.verify_target(replace(target, references=old))
+    with pytest.raises(pc.TargetMismatch, match=r"different cubin.*capture it again"):
+        pc.verify_target(replace(target, references=[dict(r, cubin_sha256="0" * 64) for r in old]))
     with pytest.raises(pc.TargetMismatch, match=re.escape("install triton==0.0.1")):
         pc.emulate(replace(target, triton_version="0.0.1"))
 
@@ -293,3 +301,61 @@ def test_bench_compile_compiles_for_an_emulated_target(target, tmp_path):
     assert out["machine"]["triton"] == triton.__version__
     bad = subprocess.run([*cmd, "--workers", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--workers: give positive process counts" in bad.stderr
+
+
+_COMPILE_REFERENCE = """
+import hashlib, json, sys, tempfile
+from pathlib import Path
+from torch_diode.collect import precompile as pc
+target = pc.Target.from_dict(json.loads(sys.argv[1]))
+pc.emulate(target)
+problem, choice = pc.REFERENCES[0]
+with tempfile.TemporaryDirectory() as tmp:
+    status, msg, entries = pc._compile_into(tmp, problem, choice, target, None)
+    cubin = next((Path(tmp) / entries[0]).glob("*.cubin")).read_bytes()
+print(json.dumps([pc.kernel_source_dir(), entries[0], hashlib.sha256(cubin).hexdigest(), pc.code_sha256(cubin)]))
+"""
+
+
+def test_a_checkout_at_another_path_compiles_the_same_code(target, tmp_path):
+    """The kernels' line tables hold the directory they were compiled from: a copy of the package
+    elsewhere compiles another cubin under the same cache key, with the same code hash."""
+    import shutil
+
+    src = Path(pc.__file__).resolve().parents[2]  # .../src holding torch_diode
+    copy = tmp_path / "elsewhere" / "src"
+    shutil.copytree(src / "torch_diode", copy / "torch_diode")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run(
+        [sys.executable, "-c", _COMPILE_REFERENCE, json.dumps(target.to_dict())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    source_dir, key, full, code = json.loads(out.stdout.strip().splitlines()[-1])
+    ref = target.references[0]
+    assert source_dir.startswith(str(copy)) and source_dir != pc.kernel_source_dir()
+    assert key == ref["cache_key"] and full != ref["cubin_sha256"] and code == ref["cubin_code_sha256"]
+
+
+def test_code_hash_reads_only_elf_and_sees_code_changes(pack, tmp_path):
+    path, _ = pack
+    with tarfile.open(path) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith(".cubin"))
+        cubin = tar.extractfile(member).read()
+    sections = {name.decode(): (off, size) for name, _, off, size in pc._elf_sections(cubin)}
+    text = next(n for n in sections if n.startswith(".text."))
+    off, size = sections[text]
+    changed = bytearray(cubin)
+    changed[off + size // 2] ^= 0xFF
+    assert pc.code_sha256(bytes(changed)) != pc.code_sha256(cubin)
+    off, size = sections[".debug_line"]
+    debug_only = bytearray(cubin)
+    debug_only[off : off + size] = bytes(size)
+    assert pc.code_sha256(bytes(debug_only)) == pc.code_sha256(cubin)
+    with pytest.raises(ValueError, match="not a 64-bit"):
+        pc.code_sha256(b"not an ELF file")
+    with pytest.raises(ValueError, match="not a 64-bit"):
+        pc.code_sha256(cubin[: len(cubin) // 2])  # section headers cut off

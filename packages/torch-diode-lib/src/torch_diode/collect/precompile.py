@@ -106,6 +106,10 @@ class Target:
     env_vars: dict[str, str]
     torch_version: str
     references: list[dict[str, Any]] = field(default_factory=list)
+    # The directory the GPU machine compiled the sweep kernels from: their line tables (ptxas
+    # -lineinfo) hold it, so a checkout at another path compiles other cubin bytes under the same
+    # cache keys. Empty in targets captured before it was recorded.
+    kernel_source_dir: str = ""
 
     def key_id(self) -> str:
         """A short id of the Triton build and target a pack is made for."""
@@ -121,10 +125,10 @@ class Target:
         if d.get("version") != VERSION:
             raise ValueError(f"Triton target file version {d.get('version')!r}; this torch-diode reads {VERSION}")
         names = set(cls.__dataclass_fields__)
-        missing = names - set(d)
+        missing = names - set(d) - {"kernel_source_dir"}
         if missing:
             raise ValueError(f"Triton target file lacks {sorted(missing)}")
-        return cls(**{k: d[k] for k in names})
+        return cls(**{k: d[k] for k in names if k in d})
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         p = Path(path)
@@ -244,11 +248,13 @@ def _reference(problem: Problem, choice: Choice, target: Target) -> dict[str, An
         cubins = list((Path(tmp) / entries[0]).glob("*.cubin"))
         if len(cubins) != 1:
             raise TargetMismatch(f"reference kernel {problem.key()}: {len(cubins)} cubins in one cache entry")
+        cubin = cubins[0].read_bytes()
         return {
             "problem": problem.to_dict(),
             "choice": choice.to_dict(),
             "cache_key": entries[0],
-            "cubin_sha256": hashlib.sha256(cubins[0].read_bytes()).hexdigest(),
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
+            "cubin_code_sha256": code_sha256(cubin),
         }
 
 
@@ -294,9 +300,20 @@ def capture_target(hardware: str, *, device: str = "cuda") -> Target:
         shared_memory_limit=limit,
         env_vars=_local_invalidating_env(),
         torch_version=torch.__version__,
+        kernel_source_dir=kernel_source_dir(),
     )
     refs = _run_in_process(_references_task, target.to_dict(), emulated=False)
     return replace(target, references=refs)
+
+
+def kernel_source_dir() -> str:
+    """The directory this process compiles the sweep kernels from (``sweep_kernels.py``'s)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch_diode.collect.sweep_kernels")
+    if spec is None or spec.origin is None:
+        raise TargetMismatch("torch_diode.collect.sweep_kernels cannot be found")
+    return str(Path(spec.origin).parent)
 
 
 def _references_task(target_dict: dict[str, Any], emulated: bool) -> list[dict[str, Any]]:
@@ -330,10 +347,20 @@ def verify_target(target: Target) -> None:
                 f"{target.gpu_name}: this Triton does not compile what that machine's does (its files, ptxas or "
                 "environment differ), so its cache would not be hit there"
             )
-        if want["cubin_sha256"] != have["cubin_sha256"]:
+        if "cubin_code_sha256" in want:  # captured since session 23: the code, debug sections aside
+            if want["cubin_code_sha256"] != have["cubin_code_sha256"]:
+                raise TargetMismatch(
+                    f"reference kernel {name}: same cache key but different code (cubin sha256 without its "
+                    f"debug sections {have['cubin_code_sha256'][:12]} here, {want['cubin_code_sha256'][:12]} there): "
+                    "the kernels would not be the ones that machine compiles"
+                )
+        elif want["cubin_sha256"] != have["cubin_sha256"]:
             raise TargetMismatch(
                 f"reference kernel {name}: same cache key but a different cubin (sha256 {have['cubin_sha256'][:12]} "
-                f"here, {want['cubin_sha256'][:12]} there): the kernels would not be the ones that machine compiles"
+                f"here, {want['cubin_sha256'][:12]} there): the kernels would not be the ones that machine compiles, "
+                "or only their line tables differ (they hold the path of the checkout the kernels were compiled "
+                f"from, here {kernel_source_dir()}); this target predates code hashes: capture it again on "
+                "that machine (campaign.py target) to compare the code alone"
             )
 
 
@@ -464,32 +491,67 @@ def _add_entry(tar: tarfile.TarFile, entry: Path, name: str) -> None:
 
 _SHT_NOBITS = 8  # an ELF section type with no bytes in the file
 
+#: Sections that only describe a kernel for debuggers: line tables (which hold the path of the file
+#: the kernel was compiled from, so a checkout at another path gives other bytes) and the embedded
+#: PTX text. The code and everything loading it reads lie elsewhere.
+_DEBUG_PREFIXES = (".debug", ".rela.debug", ".rel.debug", ".nv_debug")
+
+
+def _elf_sections(elf: bytes) -> list[tuple[bytes, int, int, int]] | None:
+    """(name, type, offset, size) of each section of ``elf`` (a 64-bit little-endian ELF file, as
+    cubins are), in header order; None when it is no such file or a header points outside it."""
+    if len(elf) < 64 or elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
+        return None
+    shoff = struct.unpack_from("<Q", elf, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    if shentsize < 64 or shstrndx >= shnum or shoff + shnum * shentsize > len(elf):
+        return None
+    # Elf64_Shdr: name, type, flags, addr, offset, size, ...
+    headers = [struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    strtab_off, strtab_size = headers[shstrndx][4], headers[shstrndx][5]
+    if strtab_off + strtab_size > len(elf):
+        return None
+    out = []
+    for name_off, sh_type, _, _, off, size in headers:
+        end = elf.find(b"\0", strtab_off + name_off, strtab_off + strtab_size)
+        if end < 0 or (sh_type != _SHT_NOBITS and off + size > len(elf)):
+            return None
+        out.append((elf[strtab_off + name_off : end], sh_type, off, size))
+    return out
+
 
 def zero_sections(elf: bytes, names: Sequence[str]) -> bytes:
     """``elf`` (a 64-bit little-endian ELF file, as cubins are) with the contents of its sections
     named ``names`` overwritten with zeros, everything else unchanged; ``elf`` itself if it is no
     such file or a section header points outside it."""
-    if len(elf) < 64 or elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
-        return elf
-    shoff = struct.unpack_from("<Q", elf, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
-    if shentsize < 64 or shstrndx >= shnum or shoff + shnum * shentsize > len(elf):
-        return elf
-    # Elf64_Shdr: name, type, flags, addr, offset, size, ...
-    headers = [struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize) for i in range(shnum)]
-    strtab_off, strtab_size = headers[shstrndx][4], headers[shstrndx][5]
-    if strtab_off + strtab_size > len(elf):
+    sections = _elf_sections(elf)
+    if sections is None:
         return elf
     out = bytearray(elf)
     wanted = {n.encode() for n in names}
-    for name_off, sh_type, _, _, off, size in headers:
-        end = elf.find(b"\0", strtab_off + name_off, strtab_off + strtab_size)
-        if end < 0 or elf[strtab_off + name_off : end] not in wanted or sh_type == _SHT_NOBITS:
-            continue
-        if off + size > len(elf):
-            return elf
-        out[off : off + size] = bytes(size)
+    for name, sh_type, off, size in sections:
+        if name in wanted and sh_type != _SHT_NOBITS:
+            out[off : off + size] = bytes(size)
     return bytes(out)
+
+
+def code_sha256(elf: bytes) -> str:
+    """A sha256 of a cubin without its debug sections (:data:`_DEBUG_PREFIXES`): every other
+    section's name, type, size and bytes, in order. Two compiles of one kernel from checkouts at
+    different paths differ only in their line tables, so they share it; any change to the code,
+    its registers, shared memory or launch metadata changes it. Raises ValueError on a file that
+    is no 64-bit ELF."""
+    sections = _elf_sections(elf)
+    if sections is None:
+        raise ValueError("not a 64-bit little-endian ELF file (a cubin)")
+    h = hashlib.sha256()
+    for name, sh_type, off, size in sections:
+        if name.startswith(tuple(p.encode() for p in _DEBUG_PREFIXES)):
+            continue
+        h.update(struct.pack("<IIQ", len(name), sh_type, size) + name)
+        if sh_type != _SHT_NOBITS:
+            h.update(elf[off : off + size])
+    return h.hexdigest()
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
