@@ -128,3 +128,20 @@ def test_two_gpus_shard_and_merge(tmp_path):
     assert summary.problems_measured == 4
     assert set(read_dataset(out).problems) == set(problems)
     assert not any(s.exists() for s in summary.shards)
+
+
+def test_another_gpus_key_is_refused(tmp_path, monkeypatch):
+    """A dataset holds one GPU's timings: asking to record this GPU's as another known GPU's fails
+    before anything is written (session 23's device calls came on the other GPU kind)."""
+    from torch_diode.errors import CollectionError
+    from torch_diode.hardware import detect
+
+    monkeypatch.delenv("TORCH_DIODE_HARDWARE", raising=False)
+    key = detect().key
+    if key is None:
+        pytest.skip("a GPU torch-diode has no hardware key for: any key is taken")
+    other = "NVIDIA-A100" if key != "NVIDIA-A100" else "NVIDIA-H100"
+    out = tmp_path / "other.msgpack"
+    with pytest.raises(CollectionError, match=f"hardware key {key}"):
+        collect([CASES[0]], CollectOptions(hardware=other, progress=False), out)
+    assert not out.exists()

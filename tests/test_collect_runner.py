@@ -377,3 +377,41 @@ def test_interrupted_workers_merge_what_they_finished(tmp_path):
     after = read_dataset(out)
     assert set(after.problems) == set(problems)
     assert all(n == 1 for n in collections.Counter(_pairs(after)).values())
+
+
+def _as_if_on_a_gpu(monkeypatch, name: str, sm_count: int) -> None:
+    """The driver's answers on a GPU machine (the outside world: this CPU machine has no GPU)."""
+    import types
+
+    import torch
+
+    props = types.SimpleNamespace(name=name, major=9, minor=0, multi_processor_count=sm_count, total_memory=150 * 2**30)
+    monkeypatch.setattr(torch.version, "cuda", torch.version.cuda or "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.delenv("TORCH_DIODE_HARDWARE", raising=False)
+
+
+def test_timings_are_not_recorded_under_another_gpus_key(tmp_path, monkeypatch):
+    """Session 23's device calls asked for one GPU kind and got the other: the key given must be the GPU's."""
+    from torch_diode.collect import runner
+
+    def key(hardware: str, device: str = "cuda") -> str:
+        return runner._hardware_key(CollectOptions(device=device, hardware=hardware, progress=False))
+
+    _as_if_on_a_gpu(monkeypatch, "NVIDIA H200", 132)
+    with pytest.raises(CollectionError, match=r"NVIDIA H200 \(hardware key NVIDIA-H200\).*recorded as NVIDIA-H100"):
+        key("NVIDIA-H100")
+    out = tmp_path / "h100.msgpack"
+    options = CollectOptions(device="cuda", hardware="NVIDIA-H100", progress=False)
+    with pytest.raises(CollectionError, match="Pass --hardware NVIDIA-H200"):
+        runner._run_rank([bmm(1)], options, out, device="cuda")
+    assert not out.exists()  # refused before anything is written
+    # the GPU's own key, a CPU run, and the user's explicit override are taken at their word
+    assert key("NVIDIA-H200") == "NVIDIA-H200" and key("NVIDIA-H100", device="cpu") == "NVIDIA-H100"
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "NVIDIA-H100")
+    assert key("NVIDIA-H100") == "NVIDIA-H100"
+    # so is any key on a GPU torch-diode does not know
+    _as_if_on_a_gpu(monkeypatch, "ACME X1", 100)
+    assert key("custom-gpu") == "custom-gpu"

@@ -60,7 +60,8 @@ class CollectOptions:
         search_mode: ``"max-autotune"`` or ``"max-autotune-no-cudagraphs"``.
         via_linear: compile mm/addmm problems through ``F.linear`` (as ``nn.Linear`` lowers).
         hardware: the hardware key to record; by default detected (``torch_diode.hardware``),
-            ``cpu-<machine>`` on CPU.
+            ``cpu-<machine>`` on CPU. On a GPU torch-diode knows, another known GPU's key is
+            refused (a dataset holds one GPU's timings), unless ``TORCH_DIODE_HARDWARE`` sets it.
         workers: local processes, one per GPU; None = every visible GPU (1 on CPU).
         rank, world_size: this process's shard; None = from ``RANK``/``WORLD_SIZE`` (torchrun) or 0/1.
         format: ``"msgpack"`` or ``"json"``; None = from the output's extension.
@@ -370,6 +371,8 @@ def _env_int(name: str) -> int | None:
 
 def _hardware_key(options: CollectOptions) -> str:
     if options.hardware:
+        if options.device == "cuda":
+            _check_hardware_is_this_gpu(options.hardware)
         return options.hardware
     if options.device == "cpu":
         return f"cpu-{platform.machine() or 'unknown'}"
@@ -381,6 +384,25 @@ def _hardware_key(options: CollectOptions) -> str:
             f"cannot name the GPU for the records: {info.reason}; pass --hardware KEY (CollectOptions.hardware)"
         )
     return info.key
+
+
+def _check_hardware_is_this_gpu(key: str) -> None:
+    """Refuse to label this GPU's timings with another known GPU's key: a dataset holds one GPU's
+    timings. A GPU torch-diode does not know (no key detected), a failed detection, or a key set in
+    ``TORCH_DIODE_HARDWARE`` (the user's own statement) is taken at its word."""
+    from torch_diode.hardware import HardwareError, detect
+
+    try:
+        info = detect()
+    except HardwareError:
+        return
+    if info.source == "env" or info.key is None or info.key == key:
+        return
+    raise CollectionError(
+        f"this GPU is {info.name or 'a GPU'} (hardware key {info.key}), but its timings were to be recorded as "
+        f"{key}: one dataset holds one GPU's timings. Pass --hardware {info.key} (CollectOptions.hardware), run on "
+        f"a {key} GPU, or set TORCH_DIODE_HARDWARE={key} if this GPU really is to be counted as one"
+    )
 
 
 def driver_version() -> str:
