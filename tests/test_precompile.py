@@ -304,16 +304,10 @@ def test_bench_compile_compiles_for_an_emulated_target(target, tmp_path):
 
 
 _COMPILE_REFERENCE = """
-import hashlib, json, sys, tempfile
-from pathlib import Path
+import json, sys
 from torch_diode.collect import precompile as pc
-target = pc.Target.from_dict(json.loads(sys.argv[1]))
-pc.emulate(target)
-problem, choice = pc.REFERENCES[0]
-with tempfile.TemporaryDirectory() as tmp:
-    status, msg, entries = pc._compile_into(tmp, problem, choice, target, None)
-    cubin = next((Path(tmp) / entries[0]).glob("*.cubin")).read_bytes()
-print(json.dumps([pc.kernel_source_dir(), entries[0], hashlib.sha256(cubin).hexdigest(), pc.code_sha256(cubin)]))
+ref = pc._references_task(json.loads(sys.argv[1]), True)[0]
+print(json.dumps([pc.kernel_source_dir(), ref["cache_key"], ref["cubin_sha256"], ref["cubin_code_sha256"]]))
 """
 
 

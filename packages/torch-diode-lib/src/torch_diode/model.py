@@ -38,7 +38,7 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import numpy as np
 import torch
@@ -288,6 +288,25 @@ class Normalization:
         )
 
 
+class _Part(Generic[_T]):
+    """An optional part of a :class:`DiodeModel` (stored as ``_<name>``): setting it forgets the
+    model's cached file bytes and hash."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attr = "_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _Part[_T]: ...
+    @overload
+    def __get__(self, obj: DiodeModel, objtype: type | None = None) -> _T | None: ...
+    def __get__(self, obj: DiodeModel | None, objtype: type | None = None) -> _Part[_T] | _T | None:
+        return self if obj is None else getattr(obj, self._attr)
+
+    def __set__(self, obj: DiodeModel, value: _T | None) -> None:
+        setattr(obj, self._attr, value)
+        obj._changed()
+
+
 class DiodeModel:
     """A trained kernel-time model for one GPU.
 
@@ -338,34 +357,11 @@ class DiodeModel:
         self._bytes = None
         self._hash = None
 
-    # The optional parts are properties so that replacing one (the trainer does; so may a user
-    # comparing a model with and without one) also changes what save_model writes and model_hash.
-    @property
-    def memory(self) -> NeighbourMemory | None:
-        return self._memory
-
-    @memory.setter
-    def memory(self, value: NeighbourMemory | None) -> None:
-        self._memory = value
-        self._changed()
-
-    @property
-    def aten_head(self) -> AtenHead | None:
-        return self._aten_head
-
-    @aten_head.setter
-    def aten_head(self, value: AtenHead | None) -> None:
-        self._aten_head = value
-        self._changed()
-
-    @property
-    def forest(self) -> RankingForest | None:
-        return self._forest
-
-    @forest.setter
-    def forest(self, value: RankingForest | None) -> None:
-        self._forest = value
-        self._changed()
+    # Replacing an optional part (the trainer does; so may a user comparing a model with and
+    # without one) also changes what save_model writes and model_hash.
+    memory: _Part[NeighbourMemory] = _Part()
+    aten_head: _Part[AtenHead] = _Part()
+    forest: _Part[RankingForest] = _Part()
 
     def out_of_coverage(self, problem: Problem, triton: Sequence[Choice]) -> str | None:
         """Why ``problem`` (with these Triton candidates) lies outside what the model was trained

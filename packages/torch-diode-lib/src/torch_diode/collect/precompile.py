@@ -494,7 +494,7 @@ _SHT_NOBITS = 8  # an ELF section type with no bytes in the file
 #: Sections that only describe a kernel for debuggers: line tables (which hold the path of the file
 #: the kernel was compiled from, so a checkout at another path gives other bytes) and the embedded
 #: PTX text. The code and everything loading it reads lie elsewhere.
-_DEBUG_PREFIXES = (".debug", ".rela.debug", ".rel.debug", ".nv_debug")
+_DEBUG_PREFIXES = (b".debug", b".rela.debug", b".rel.debug", b".nv_debug")
 
 
 def _elf_sections(elf: bytes) -> list[tuple[bytes, int, int, int]] | None:
@@ -546,7 +546,7 @@ def code_sha256(elf: bytes) -> str:
         raise ValueError("not a 64-bit little-endian ELF file (a cubin)")
     h = hashlib.sha256()
     for name, sh_type, off, size in sections:
-        if name.startswith(tuple(p.encode() for p in _DEBUG_PREFIXES)):
+        if name.startswith(_DEBUG_PREFIXES):
             continue
         h.update(struct.pack("<IIQ", len(name), sh_type, size) + name)
         if sh_type != _SHT_NOBITS:
