@@ -12,30 +12,29 @@ candidates (stock max-autotune's own set). Diagnostics on the held-out set, not 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from torch_diode.collect.sweep import inductor_choices
-from torch_diode.dataset import read_dataset
-from torch_diode.evaluate import problem_evals, read_max_autotune_solution
-from torch_diode.model import load_model
-
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from cv_model import with_aten_margin  # noqa: E402
+
+from torch_diode.collect.sweep import inductor_choices  # noqa: E402
+from torch_diode.dataset import read_dataset  # noqa: E402
+from torch_diode.evaluate import problem_evals, read_max_autotune_solution, summarize  # noqa: E402
+from torch_diode.model import load_model  # noqa: E402
 
 
-def top(evals, shift):
-    """regret@1, regret@5, p95 regret@5, vs stock and ATen picks with predictions + shift[i] (per choice)."""
-    r1, r5, vs, na = [], [], [], 0
-    for e, s in zip(evals, shift):
-        o = np.argsort(e.predicted_log_us + s, kind="stable")
-        best = e.measured_us.min()
-        r1.append(np.log(e.measured_us[o[0]] / best))
-        r5.append(np.log(e.measured_us[o[:5]].min() / best))
-        vs.append(np.log(e.measured_us[o[0]] / e.stock_us))
-        na += not e.choices[o[0]].is_triton
-    g = lambda v: float(np.exp(np.mean(v)))  # noqa: E731
-    return f"regret@1 {g(r1):.4f}, regret@5 {g(r5):.4f} (p95 {np.exp(np.percentile(r5, 95)):.3f}), vs stock {g(vs):.4f}, ATen picks {na}"
+def top(shifted):
+    """The headline figures of ``diode validate-max-autotune`` for the re-ranked evaluations."""
+    o = summarize(shifted, with_tau=False)["overall"]
+    return (
+        f"regret@1 {o['regret@1']['geomean']:.4f}, regret@5 {o['regret@5']['geomean']:.4f} "
+        f"(p95 {o['regret@5']['p95']:.3f}), vs stock {o['vs_max_autotune']['geomean']:.4f}, "
+        f"ATen picks {round(o['model_picks_aten_share'] * len(shifted))}"
+    )
 
 
 def main() -> None:
@@ -70,13 +69,14 @@ def main() -> None:
     )
     print(f"  the oracle decision between that pick and ATen: {np.exp(np.mean(oracle)):.4f}")
     for d in (-0.05, 0.0, 0.02, 0.05, 0.1, 0.2):
-        print(f"  ATen's predictions {d:+.2f}: {top(evals, [d * isa for isa in aten])}")
+        print(f"  ATen's predictions {d:+.2f}: {top(with_aten_margin(evals, d))}")
     default = []
     for e in evals:
         cands = {it.choice for it in inductor_choices(e.problem, "DEFAULT")}
         default.append(np.array([c in cands or not c.is_triton for c in e.choices]))
     for d in (0.02, 0.05, 0.1, 0.2, 10.0):
-        print(f"  non-DEFAULT configs {d:+.2f}: {top(evals, [d * ~m for m in default])}")
+        shifted = [replace(e, predicted_log_us=e.predicted_log_us + d * ~m) for e, m in zip(evals, default)]
+        print(f"  non-DEFAULT configs {d:+.2f}: {top(shifted)}")
 
 
 if __name__ == "__main__":
