@@ -129,9 +129,14 @@ def test_select_rule_on_known_predictions() -> None:
     opts = DiodeOptions(model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9)
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
-    # ATen 2x slower, confident: dropped; the two best Triton within 10% kept
-    s = select(t, zero, np.log([20.0]), np.zeros(1), opts, keep_one_triton=False)
-    assert (s.triton, s.aten, s.confident) == ([0, 1], [], True)
+    # ATen 2x slower, confident: dropped where one Triton config is kept, ...
+    one = DiodeOptions(model="m", top_k_configs=1, performance_threshold=1.1, confidence_threshold=0.9)
+    s = select(t, zero, np.log([20.0]), np.zeros(1), one, keep_one_triton=False)
+    assert (s.triton, s.aten, s.confident) == ([0], [], True)
+    # ... but with the two best Triton within 10% kept, the best-predicted ATen stays as
+    # Inductor's fallback for a layout conflict among several choices
+    s = select(t, zero, np.log([25.0, 20.0]), np.zeros(2), opts, keep_one_triton=False)
+    assert (s.triton, s.aten, s.confident) == ([0, 1], [1], True)
     # ATen slower but uncertain (std 0.5 -> confidence 0.61 < 0.9): kept
     s = select(t, zero, np.log([20.0]), np.array([0.5]), opts, keep_one_triton=False)
     assert s.aten == [0]

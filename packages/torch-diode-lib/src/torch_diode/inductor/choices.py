@@ -12,7 +12,8 @@ generators of candidate configs (KTCs) per template. This handler
 2. returns the measured best choices of an exact hit in the kernel lookup table, if one is set;
 3. otherwise scores every Triton candidate and ATen in ONE batched ``model.predict`` call, and
    keeps the ``top_k_configs`` Triton configs predicted within ``performance_threshold`` of the
-   best prediction, plus ATen unless the model is confident ATen loses (see :func:`select`).
+   best prediction, plus ATen unless the model is confident ATen loses and a single Triton config
+   is kept (see :func:`select`).
 
 Inductor then benchmarks only what is returned, and nothing when one choice is left. KTCs are
 returned as Inductor's heuristic built them: kwargs (``EVEN_K``, ``ALLOW_TF32``,
@@ -126,6 +127,12 @@ def select(
       ``confidence_threshold`` AND a Triton config is kept.
     * ``keep_one_triton``: the call has no ATen to fall back on, so keep the best Triton config
       even when none is within the threshold.
+    * Several choices and no ATen left: the best-predicted ATen choice is kept after all. Inductor
+      defers the pick among several choices (a ``MultiTemplateBuffer``) and, when the picked
+      template's input layouts conflict with a layout frozen later, falls back to an extern
+      kernel; with none among the choices the compile fails (``No extern kernel detected``: seen
+      on an H100 with torch 2.11, baddbmm bf16 with a strided input). A single choice is lowered
+      at once and needs no fallback.
     """
     all_log = np.concatenate([triton_log, aten_log])
     all_std = np.concatenate([triton_std, aten_std])
@@ -152,6 +159,8 @@ def select(
         sure = math.exp(-float(aten_std[i])) >= options.confidence_threshold
         if not (beyond and sure and kept):
             aten_kept.append(i)
+    if len(kept) > 1 and not aten_kept and len(aten_log):
+        aten_kept.append(int(np.argmin(aten_log)))
     return Selection(kept, aten_kept, confident, math.exp(-std_best))
 
 
