@@ -324,3 +324,40 @@ def test_a_problems_aten_rows_are_always_in_its_sample() -> None:
     assert len(seen) > 200  # the rest is sampled, not fixed
     np.testing.assert_array_equal(_sample_choices(rng, aten[:10], 16), np.arange(10))  # few: all
     assert _sample_choices(rng, aten, 1).tolist() == [5]  # a cap below the ATen rows: the first ones
+
+
+def test_a_separate_held_out_set_measures_the_finished_model(tmp_path: Path, run_diode) -> None:
+    """``held_out=`` (``diode train --held-out-dataset``): its metrics, on the model in the file,
+    become the model's ``held_out_metrics`` (what the models manifest publishes); the split's go to
+    ``training.split_metrics``; a set sharing problems with training, or of another GPU, is refused."""
+    from torch_diode.evaluate import summarize
+    from torch_diode.train import check_held_out
+
+    real, val = read_dataset(REAL), read_dataset(REAL_VAL)
+    train_probs = [t.problem for t in real.by_problem()][:40]
+    val_probs = [t.problem for t in val.by_problem()][:8]
+    tr, held = real.select_problems(train_probs), val.select_problems(val_probs)
+    opts = TrainOptions(seed=3, val_fraction=0.2, **FAST | {"num_epochs": 3, "forest_trees": 4})
+    model, report = train(tr, opts, held_out=held, held_out_max_compile_cost=131072.0)
+    again = load_model(save_model(model, tmp_path / "m.safetensors"))
+    meta = again.metadata
+    want = summarize(problem_evals(again, held, max_compile_cost=131072.0), with_tau=True)
+    for key in ("regret@1", "regret@5", "recall@5", "kendall_tau"):
+        assert want["overall"][key] == meta["held_out_metrics"]["overall"][key] == report.held_out["overall"][key]
+    assert set(meta["held_out_metrics"]["per_op"]) == set(want["per_op"])
+    assert meta["held_out_metrics"]["overall"]["problems"] == 8
+    assert "separate held-out dataset of 8 problems" in meta["training"]["held_out_metrics_are_from"]
+    assert meta["training"]["split_metrics"]["overall"]["problems"] == report.val_problems == 8  # 20% of 40
+    # refused: problems shared with the training data, another GPU, no records
+    with pytest.raises(ValueError, match="1 of its problems are also training problems"):
+        check_held_out(tr, real.select_problems(train_probs[:1]))
+    other = read_dataset(DATA)  # synthetic H100 timings
+    with pytest.raises(ValueError, match="same GPU"):
+        check_held_out(tr, other)
+    with pytest.raises(ValueError, match="no timing records"):
+        check_held_out(tr, val.select_problems([]))
+    r = run_diode(
+        "train", "--dataset", str(REAL), "--held-out-dataset", str(REAL), "--model", str(tmp_path / "x.safetensors"),
+        env=ENV,
+    )
+    assert r.returncode == 2 and "also training problems" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -492,6 +492,8 @@ def train(
     options: TrainOptions | None = None,
     *,
     on_epoch: Callable[[dict[str, float]], None] | None = None,
+    held_out: Dataset | None = None,
+    held_out_max_compile_cost: float | None = None,
 ) -> tuple[DiodeModel, TrainReport]:
     """Train a model on one GPU's dataset.
 
@@ -499,26 +501,59 @@ def train(
         dataset: timing records of a single hardware key.
         options: see :class:`TrainOptions`.
         on_epoch: called after each epoch with that epoch's history entry.
+        held_out: a separate validation set of the same GPU (problems none of ``dataset``'s), only
+            measured, after training, with the finished model: its metrics become the model's
+            ``held_out_metrics`` (those of the split's validation problems, if any, are kept under
+            ``training.split_metrics``). It plays no part in training or early stopping.
+        held_out_max_compile_cost: rank only the choices of ``held_out`` that the choices handler
+            would consider with this ``max_compile_cost`` (as ``diode validate-max-autotune``).
 
     Returns:
         The model (best validation epoch's weights; metadata includes the held-out metrics) and
         a :class:`TrainReport`.
 
     Raises:
-        ValueError: the dataset is empty or mixes hardware keys.
+        ValueError: the dataset is empty or mixes hardware keys, or ``held_out`` is of another GPU,
+            empty, or shares problems with ``dataset``.
     """
     opts = options or TrainOptions()
+    if held_out is not None:
+        check_held_out(dataset, held_out)
     threads = torch.get_num_threads()
     if opts.num_threads is not None:
         torch.set_num_threads(opts.num_threads)
     try:
-        return _train(dataset, opts, on_epoch)
+        return _train(dataset, opts, on_epoch, held_out, held_out_max_compile_cost)
     finally:
         torch.set_num_threads(threads)
 
 
+def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
+    """Refuse a held-out set that cannot measure a model trained on ``dataset``: another GPU's,
+    empty, or sharing problems with it (its metrics would not be held out)."""
+    if len(held_out) == 0:
+        raise ValueError("held-out dataset: no timing records")
+    if len(held_out.hardware_keys) != 1 or held_out.hardware != dataset.hardware:
+        raise ValueError(
+            f"held-out dataset: its timings are of {held_out.hardware_keys}, the training data's of "
+            f"{dataset.hardware}; give a validation set measured on the same GPU"
+        )
+    common = {g.problem for g in dataset.by_problem()} & {g.problem for g in held_out.by_problem()}
+    if common:
+        example = sorted(str(p) for p in common)[0]
+        raise ValueError(
+            f"held-out dataset: {len(common)} of its problems are also training problems (e.g. {example}); "
+            "its metrics would not be held out: use a validation set disjoint from the training data "
+            "(diode create-validation)"
+        )
+
+
 def _train(
-    dataset: Dataset, opts: TrainOptions, on_epoch: Callable[[dict[str, float]], None] | None = None
+    dataset: Dataset,
+    opts: TrainOptions,
+    on_epoch: Callable[[dict[str, float]], None] | None = None,
+    held_out_ds: Dataset | None = None,
+    held_out_max_compile_cost: float | None = None,
 ) -> tuple[DiodeModel, TrainReport]:
     t0 = time.perf_counter()
     hardware = dataset.hardware
@@ -677,6 +712,27 @@ def _train(
         held_out = summarize(problem_evals(model, val_ds), with_tau=True)
     model.memory = memory
     model.aten_head = _fit_aten_head([rows_tr, rows_va], hopts, opts.seed)
+    split_metrics: dict[str, Any] = {}
+    held_out_from = (
+        "the validation problems of the split (also used for early stopping); "
+        "with a neighbour memory and an ATen head, those built from the training problems of the split "
+        "only (the memory and head in this file also have the validation problems; the network and the "
+        "ranking forest were trained on the training problems of the split only)"
+    )
+    if held_out_ds is not None:
+        split_metrics, held_out = held_out, summarize(
+            problem_evals(model, held_out_ds, max_compile_cost=held_out_max_compile_cost), with_tau=True
+        )
+        held_out_from = (
+            f"a separate held-out dataset of {len(held_out_ds.by_problem())} problems (sha256 "
+            f"{dataset_hash(held_out_ds)[:16]}), none of them a training problem, measured after training with "
+            "the model in this file ("
+            + (
+                "every measured choice ranked)"
+                if held_out_max_compile_cost is None
+                else f"Triton configs over compile cost {held_out_max_compile_cost:g} not ranked, as in the handler)"
+            )
+        )
     meta: dict[str, Any] = {
         "feature_spec": FEATURE_SPEC.to_dict(),
         "training_data_hash": dataset_hash(dataset),
@@ -684,10 +740,8 @@ def _train(
             "options": asdict(opts),
             "train_problems": len(train_ids),
             "val_problems": len(val_ids),
-            "held_out_metrics_are_from": "the validation problems of the split (also used for early stopping); "
-            "with a neighbour memory and an ATen head, those built from the training problems of the split "
-            "only (the memory and head in this file also have the validation problems; the network and the "
-            "ranking forest were trained on the training problems of the split only)",
+            "held_out_metrics_are_from": held_out_from,
+            **({"split_metrics": split_metrics} if split_metrics else {}),
             "train_rows": len(rows_tr.y),
             "best_epoch": best_epoch,
             "threads": torch.get_num_threads(),

@@ -26,6 +26,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_dataset_args(t)
     t.add_argument("--model", required=True, metavar="OUT", help="model file to write (.safetensors)")
+    t.add_argument(
+        "--held-out-dataset",
+        nargs="+",
+        metavar="F",
+        help="a validation set of the same GPU with none of the training problems (diode create-validation), "
+        "measured with the finished model; its metrics become the model's held-out metrics (the manifest's). "
+        "It plays no part in training or early stopping",
+    )
+    _add_compile_cost_arg(t)
     t.add_argument("--model-type", choices=("base", "deep"), default="deep", help="architecture (default: deep)")
     t.add_argument("--hidden", type=int, help="hidden width (default: the model type's preset)")
     t.add_argument("--depth", type=int, help="hidden layers / residual blocks (default: the model type's preset)")
@@ -190,7 +199,7 @@ def _add_dataset_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_dataset(args: argparse.Namespace) -> Any:
-    from torch_diode.dataset import find_dataset_files, read_datasets
+    from torch_diode.dataset import find_dataset_files
 
     if args.dataset:
         files = [Path(f) for f in args.dataset]
@@ -202,11 +211,18 @@ def _load_dataset(args: argparse.Namespace) -> Any:
         files = find_dataset_files(d, exts)
         if not files:
             raise UsageError(f"--data-dir {d}: no files with extension(s) {', '.join(exts)}")
-    ds = read_datasets(files)
+    return _read_files(files)
+
+
+def _read_files(files: list[Any], *, what: str = "the dataset") -> Any:
+    """One GPU's timing records from ``files``; empty or mixed-GPU data is a usage error."""
+    from torch_diode.dataset import read_datasets
+
+    ds = read_datasets([Path(f) for f in files])
     if len(ds) == 0:
         raise UsageError(f"{', '.join(map(str, files))}: no timing records")
     if len(ds.hardware_keys) != 1:
-        raise UsageError(f"the dataset mixes hardware keys {ds.hardware_keys}; train one model per GPU")
+        raise UsageError(f"{what} mixes hardware keys {ds.hardware_keys}; train one model per GPU")
     return ds
 
 
@@ -249,8 +265,23 @@ def _train(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
     ds = _load_dataset(args)
+    held_out = None
+    if args.held_out_dataset:
+        from torch_diode.train import check_held_out
+
+        held_out = _read_files(args.held_out_dataset, what="--held-out-dataset")
+        try:
+            check_held_out(ds, held_out)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     log.info("training on %s", ds)
-    model, report = train(ds, opts, on_epoch=None if opts.progress else _log_epoch)
+    model, report = train(
+        ds,
+        opts,
+        on_epoch=None if opts.progress else _log_epoch,
+        held_out=held_out,
+        held_out_max_compile_cost=args.max_compile_cost,
+    )
     path = save_model(model, args.model)
     o = report.held_out.get("overall", {})
     lines = [
@@ -261,8 +292,9 @@ def _train(args: argparse.Namespace) -> int:
         f"{report.epochs_run} epochs (best {report.best_epoch}) in {report.seconds:.1f} s on {report.device}",
     ]
     if o:
+        src = f" ({len(held_out.by_problem())} problems of --held-out-dataset)" if held_out is not None else ""
         lines.append(
-            f"  held out: regret@1 geomean {o['regret@1']['geomean']:.4f} p95 {o['regret@1']['p95']:.4f}, "
+            f"  held out{src}: regret@1 geomean {o['regret@1']['geomean']:.4f} p95 {o['regret@1']['p95']:.4f}, "
             f"regret@5 geomean {o['regret@5']['geomean']:.4f} p95 {o['regret@5']['p95']:.4f}, recall@5 {o['recall@5']:.3f}"
         )
     print("\n".join(lines))
