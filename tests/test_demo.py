@@ -276,22 +276,26 @@ def test_demo_errors_are_one_line(run_diode, h200_model: Path, tmp_path: Path) -
     assert err == f"diode demo: error: --data-dir {tmp_path / 'missing'}: not a directory"
 
 
-def test_demo_without_shipped_models_or_training_data_says_so(run_diode, tmp_path: Path) -> None:
-    if shipped_models():
-        pytest.skip("models are shipped in this environment, so the no-model error cannot happen here")
+def test_demo_without_training_data_to_train_previews_says_so(run_diode, tmp_path: Path) -> None:
     empty = tmp_path / "data"
     (empty / "NVIDIA-H200").mkdir(parents=True)
     shutil.copy(H200_VAL, empty / "NVIDIA-H200" / "val.msgpack")  # validation data, but nothing to train on
-    err = _one_line_error(run_diode("demo", "--cpu-only", "--data-dir", str(empty), env=ENV))
-    assert err.startswith("diode demo: error: no shipped model found: ")
-    assert "no training data" in err and "pass --model FILE --dataset FILE" in err
+    err = _one_line_error(run_diode("demo", "--cpu-only", "--train-previews", "--data-dir", str(empty), env=ENV))
+    assert err == (
+        f"diode demo: error: --train-previews: no <hardware key>/train.msgpack with a val.msgpack beside it in {empty}"
+    )
+    err = _one_line_error(run_diode("demo", "--train-previews", "--model", "m.safetensors", env=ENV))
+    assert err == "diode demo: error: --train-previews trains its own models: give it no --model or --dataset"
+    if not shipped_models():  # a checkout whose models package lists none (or a lib-only install)
+        err = _one_line_error(run_diode("demo", "--cpu-only", "--data-dir", str(empty), env=ENV))
+        assert err.startswith("diode demo: error: no shipped model found: ")
+        assert "no training data" in err and "pass --model FILE --dataset FILE" in err
 
 
-def test_demo_trains_a_preview_when_no_model_ships(run_diode, tmp_path: Path) -> None:
-    """From a fresh clone nothing ships yet: the demo trains a preview from data/<KEY>/train.msgpack
-    (here a 24-problem slice of the real H200 training set) and shows it on the validation set."""
-    if shipped_models():
-        pytest.skip("models are shipped in this environment: the demo shows those instead")
+def test_demo_trains_a_preview_from_the_data(run_diode, tmp_path: Path) -> None:
+    """``--train-previews`` (and, from a checkout whose models package lists none, the demo by
+    itself) trains a preview from data/<KEY>/train.msgpack (here a 24-problem slice of the real H200
+    training set) and shows it on the validation set."""
     data = tmp_path / "data" / "NVIDIA-H200"
     data.mkdir(parents=True)
     train_ds = read_dataset(H200_TRAIN)
@@ -299,11 +303,13 @@ def test_demo_trains_a_preview_when_no_model_ships(run_diode, tmp_path: Path) ->
     val_ds = read_dataset(H200_VAL)
     write_dataset(val_ds.select_problems(val_ds.problems[:5]), data / "val.msgpack")
     out = tmp_path / "plots"
-    r = run_diode("demo", "--cpu-only", "--data-dir", str(tmp_path / "data"), "--plot-dir", str(out), env=ENV,
-                  check=True, timeout=600)  # fmt: skip
+    r = run_diode("demo", "--cpu-only", "--train-previews", "--data-dir", str(tmp_path / "data"), "--plot-dir",
+                  str(out), env=ENV, check=True, timeout=600)  # fmt: skip
     lines = r.stdout.splitlines()
+    prefix = "--train-previews: " if shipped_models() else "no shipped model yet: "
     assert re.match(
-        r"no shipped model yet: trained a preview NVIDIA-H200 model on .*train\.msgpack \(24 problems, \d+ timings\)",
+        re.escape(prefix)
+        + r"trained a preview NVIDIA-H200 model on .*train\.msgpack \(24 problems, \d+ timings\)",
         lines[0],
     ), r.stdout
     assert any(line.startswith("NVIDIA-H200-matmul-preview (NVIDIA-H200): 5 held-out problems") for line in lines)

@@ -403,6 +403,8 @@ class DemoOptions:
         data_dir: holds ``<hardware key>/val.msgpack`` (default: :func:`repo_data_dir`).
         plot_dir: where the PNGs go (created when missing).
         gpu: also run the GPU part when a CUDA GPU is present.
+        train_previews: train a preview per GPU of ``data_dir`` (:func:`train_previews`) and show it
+            instead of the shipped models (without shipped models the demo does so by itself).
     """
 
     model: str | None = None
@@ -410,10 +412,13 @@ class DemoOptions:
     data_dir: Path | None = None
     plot_dir: Path = field(default_factory=lambda: Path("diode-demo"))
     gpu: bool = True
+    train_previews: bool = False
 
     def __post_init__(self) -> None:
         if self.dataset is not None and self.model is None:
             raise ValueError("--dataset needs --model: which model should be evaluated on it?")
+        if self.train_previews and (self.model is not None or self.dataset is not None):
+            raise ValueError("--train-previews trains its own models: give it no --model or --dataset")
         for name in ("dataset", "data_dir", "plot_dir"):
             v = getattr(self, name)
             if v is not None:
@@ -424,11 +429,13 @@ class DemoOptions:
 TRAIN_FILE = "train.msgpack"
 
 
-def train_previews(data_dir: Path, out_dir: Path, emit: Callable[[str], None]) -> list[tuple[str, Path]]:
-    """When no model is shipped: train a preview model per hardware key of ``data_dir`` that has
-    both a training and a validation file (one to two minutes each on a CPU; the same trainer and
-    options as ``diode train --seed 0 --val-fraction 0``), so the demo still shows the whole
-    toolchain."""
+def train_previews(
+    data_dir: Path, out_dir: Path, emit: Callable[[str], None], *, shipped: bool = False
+) -> list[tuple[str, Path]]:
+    """Train a preview model per hardware key of ``data_dir`` that has both a training and a
+    validation file (two to three minutes each on a 2-core CPU; the same trainer and options as
+    ``diode train --seed 0 --val-fraction 0``): when no model is shipped, so the demo still shows
+    the whole toolchain, or on request (``shipped``: models ship, the line says it was asked for)."""
     import time
 
     from torch_diode.dataset import read_dataset
@@ -448,7 +455,8 @@ def train_previews(data_dir: Path, out_dir: Path, emit: Callable[[str], None]) -
         model, report = train(ds, opts)
         path = save_model(model, out_dir / f"{d.name}-matmul-preview.safetensors")
         emit(
-            f"no shipped model yet: trained a preview {d.name} model on {d / TRAIN_FILE} "
+            ("--train-previews: " if shipped else "no shipped model yet: ")
+            + f"trained a preview {d.name} model on {d / TRAIN_FILE} "
             f"({report.train_problems + report.val_problems} problems, {len(ds)} timings) in "
             f"{time.perf_counter() - t0:.0f} s on {report.device}"
         )
@@ -471,11 +479,16 @@ def _targets(
     if options.model is not None:
         return [(Path(options.model).name.removesuffix(".safetensors"), registry.resolve(options.model))]
     entries = shipped_models()
-    if not entries and data_dir is not None and options.dataset is None:
+    if (options.train_previews or not entries) and data_dir is not None and options.dataset is None:
         options.plot_dir.mkdir(parents=True, exist_ok=True)
-        previews = train_previews(data_dir, options.plot_dir, emit or (lambda line: None))
+        previews = train_previews(data_dir, options.plot_dir, emit or (lambda line: None), shipped=bool(entries))
         if previews:
             return previews
+    if options.train_previews:
+        raise ModelNotFoundError(
+            f"--train-previews: no <hardware key>/{TRAIN_FILE} with a {VAL_FILE} beside it in "
+            f"{data_dir if data_dir is not None else 'the data directory (none found: pass --data-dir DIR)'}"
+        )
     if not entries:
         raise ModelNotFoundError(
             "no shipped model found: no installed models package lists one (the torch-diode-models manifest is "

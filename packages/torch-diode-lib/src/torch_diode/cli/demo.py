@@ -37,6 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--plot-dir", metavar="DIR", default="diode-demo", help="where the PNGs go (default: diode-demo/)")
     p.add_argument("--cpu-only", action="store_true", help="skip the GPU compile even when a GPU is present")
+    p.add_argument(
+        "--train-previews",
+        action="store_true",
+        help="train a preview model per GPU from <data-dir>/<hardware key>/train.msgpack (the trainer's defaults, "
+        "seed 0; minutes on a CPU) and show it instead of the shipped models: how a model trained on that data "
+        "does (without shipped models the demo does this by itself)",
+    )
     p.set_defaults(func=_demo)
 
 
@@ -54,6 +61,7 @@ def _demo(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             plot_dir=Path(args.plot_dir),
             gpu=not args.cpu_only,
+            train_previews=args.train_previews,
         )
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
