@@ -308,8 +308,7 @@ def test_demo_trains_a_preview_from_the_data(run_diode, tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     prefix = "--train-previews: " if shipped_models() else "no shipped model yet: "
     assert re.match(
-        re.escape(prefix)
-        + r"trained a preview NVIDIA-H200 model on .*train\.msgpack \(24 problems, \d+ timings\)",
+        re.escape(prefix) + r"trained a preview NVIDIA-H200 model on .*train\.msgpack \(24 problems, \d+ timings\)",
         lines[0],
     ), r.stdout
     assert any(line.startswith("NVIDIA-H200-matmul-preview (NVIDIA-H200): 5 held-out problems") for line in lines)

@@ -357,7 +357,13 @@ def test_a_separate_held_out_set_measures_the_finished_model(tmp_path: Path, run
     with pytest.raises(ValueError, match="no timing records"):
         check_held_out(tr, val.select_problems([]))
     r = run_diode(
-        "train", "--dataset", str(REAL), "--held-out-dataset", str(REAL), "--model", str(tmp_path / "x.safetensors"),
+        "train",
+        "--dataset",
+        str(REAL),
+        "--held-out-dataset",
+        str(REAL),
+        "--model",
+        str(tmp_path / "x.safetensors"),
         env=ENV,
     )
     assert r.returncode == 2 and "also training problems" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -491,8 +491,8 @@ def _targets(
         )
     if not entries:
         raise ModelNotFoundError(
-            "no shipped model found: no installed models package lists one (the torch-diode-models manifest is "
-            "empty until the first models are trained) and no training data to train a preview from; pass "
+            "no shipped model found: no installed models package lists one (`pip install torch-diode-models` "
+            "brings the H100 and H200 models) and no training data to train a preview from; pass "
             "--model FILE --dataset FILE to show your own"
         )
     out = []

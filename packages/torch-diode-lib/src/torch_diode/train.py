@@ -720,8 +720,9 @@ def _train(
         "ranking forest were trained on the training problems of the split only)"
     )
     if held_out_ds is not None:
-        split_metrics, held_out = held_out, summarize(
-            problem_evals(model, held_out_ds, max_compile_cost=held_out_max_compile_cost), with_tau=True
+        split_metrics, held_out = (
+            held_out,
+            summarize(problem_evals(model, held_out_ds, max_compile_cost=held_out_max_compile_cost), with_tau=True),
         )
         held_out_from = (
             f"a separate held-out dataset of {len(held_out_ds.by_problem())} problems (sha256 "
