@@ -538,7 +538,7 @@ def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
             f"held-out dataset: its timings are of {held_out.hardware_keys}, the training data's of "
             f"{dataset.hardware}; give a validation set measured on the same GPU"
         )
-    common = {g.problem for g in dataset.by_problem()} & {g.problem for g in held_out.by_problem()}
+    common = dataset.measured_problems() & held_out.measured_problems()
     if common:
         example = sorted(str(p) for p in common)[0]
         raise ValueError(
@@ -720,12 +720,12 @@ def _train(
         "ranking forest were trained on the training problems of the split only)"
     )
     if held_out_ds is not None:
-        split_metrics, held_out = (
-            held_out,
-            summarize(problem_evals(model, held_out_ds, max_compile_cost=held_out_max_compile_cost), with_tau=True),
+        split_metrics = held_out
+        held_out = summarize(
+            problem_evals(model, held_out_ds, max_compile_cost=held_out_max_compile_cost), with_tau=True
         )
         held_out_from = (
-            f"a separate held-out dataset of {len(held_out_ds.by_problem())} problems (sha256 "
+            f"a separate held-out dataset of {len(held_out_ds.measured_problems())} problems (sha256 "
             f"{dataset_hash(held_out_ds)[:16]}), none of them a training problem, measured after training with "
             "the model in this file ("
             + (

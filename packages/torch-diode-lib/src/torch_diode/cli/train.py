@@ -292,7 +292,7 @@ def _train(args: argparse.Namespace) -> int:
         f"{report.epochs_run} epochs (best {report.best_epoch}) in {report.seconds:.1f} s on {report.device}",
     ]
     if o:
-        src = f" ({len(held_out.by_problem())} problems of --held-out-dataset)" if held_out is not None else ""
+        src = f" ({o['problems']} problems of --held-out-dataset)" if held_out is not None else ""
         lines.append(
             f"  held out{src}: regret@1 geomean {o['regret@1']['geomean']:.4f} p95 {o['regret@1']['p95']:.4f}, "
             f"regret@5 geomean {o['regret@5']['geomean']:.4f} p95 {o['regret@5']['p95']:.4f}, recall@5 {o['recall@5']:.3f}"
