@@ -6,10 +6,14 @@ ATen head and the ranking forest). Two cases: the same ``Choice`` objects every 
 that keeps its choices), and fresh but equal ``Choice`` objects every call.
 
 Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
-                                      [--members 4] [--hidden H] [--depth D]
+                                      [--members 4] [--hidden H] [--depth D] [--threads 1] [--busy 0]
 Without --model, an untrained network of the preset architecture (or of --hidden / --depth) is
 timed, with no memory, head or forest (speed does not depend on the weights); give a trained
 model file (a preview: benchmarks/models/<KEY>-preview/README.md) for the handler's real cost.
+
+``--threads T`` sets torch's thread count before timing (as the calling process would have it) and
+``--busy N`` keeps N other processes spinning meanwhile, as Inductor's compile workers do while the
+handler scores a GEMM: ``--threads 2 --busy 2`` on a 2-core machine shows what a busy CPU costs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import multiprocessing
 import os
 import statistics
 import time
@@ -47,6 +52,11 @@ def exhaustive_choices(n: int) -> list[Choice]:
     return out[:n]
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="a model file (default: an untrained model of --model-type)")
@@ -56,10 +66,12 @@ def main() -> None:
     ap.add_argument("--depth", type=int, help="hidden layers or blocks instead of the preset's (without --model)")
     ap.add_argument("--candidates", type=int, default=1500)
     ap.add_argument("--repeat", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of the process (default 1)")
+    ap.add_argument("--busy", type=int, default=0, help="processes kept spinning while timing (default 0)")
     args = ap.parse_args()
     if args.model and (args.hidden or args.depth):
         ap.error("--hidden and --depth shape an untrained model: give them without --model")
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     problem = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
     choices = exhaustive_choices(args.candidates)
     if args.model:
@@ -96,15 +108,26 @@ def main() -> None:
 
     fresh = [[Choice.from_dict(c.to_dict()) for c in choices] for _ in range(8)]
     it = itertools.cycle(fresh)
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.busy)]
+    for p in spinners:
+        p.start()
+    try:
+        timings = {
+            "featurize": timeit(lambda: featurize(problem, choices, model.gpu)),
+            "predict_same_objects": timeit(lambda: model.predict(problem, choices)),
+            "predict_fresh_objects": timeit(lambda: model.predict(problem, next(it))),
+            "load_average": os.getloadavg()[0],
+        }
+    finally:
+        for p in spinners:
+            p.terminate()
     result = {
         "candidates": len(choices),
         "architecture": model.arch.to_dict(),
         "threads": torch.get_num_threads(),
+        "busy_processes": args.busy,
         "torch": torch.__version__,
-        "featurize": timeit(lambda: featurize(problem, choices, model.gpu)),
-        "predict_same_objects": timeit(lambda: model.predict(problem, choices)),
-        "predict_fresh_objects": timeit(lambda: model.predict(problem, next(it))),
-        "load_average": os.getloadavg()[0],
+        **timings,
     }
     print(json.dumps(result, indent=2))
 

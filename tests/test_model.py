@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from torch_diode.model import (
     build_model,
     load_model,
     save_model,
+    torch_threads,
 )
 from torch_diode.records import Choice, Problem
 
@@ -94,6 +96,44 @@ def test_prediction_shapes_uncertainty_and_batched_path(model_type: str) -> None
     assert not single.std.any()
     empty = m.predict(PROBLEM, [])
     assert empty.log_time_us.shape == (0,)
+
+
+def test_predict_runs_on_one_thread_and_restores_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring runs single-threaded (a compile's CPU is shared with Inductor's workers) and leaves
+    the process's thread count as it found it, also when blocks nest or run in several threads."""
+    m = make_model()
+    seen: list[int] = []
+    real = m.net.forward_shared
+
+    def watched(*args: object) -> torch.Tensor:  # the real forward, noting the thread count it ran with
+        seen.append(torch.get_num_threads())
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(m.net, "forward_shared", watched)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with torch_threads(None):
+            assert torch.get_num_threads() == 2
+        m.predict(PROBLEM, CHOICES)
+        assert seen == [1] and torch.get_num_threads() == 2
+        with torch_threads(3):
+            assert torch.get_num_threads() == 3
+            with torch_threads(1):
+                assert torch.get_num_threads() == 1
+            assert torch.get_num_threads() == 3
+        assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError, match="boom"), torch_threads(1):
+            raise RuntimeError("boom")
+        assert torch.get_num_threads() == 2
+        workers = [threading.Thread(target=lambda: [m.predict(PROBLEM, CHOICES) for _ in range(20)]) for _ in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert torch.get_num_threads() == 2 and seen == [1] * 81
+    finally:
+        torch.set_num_threads(before)
 
 
 def _rewrite(src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | None = None) -> Path:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from torch_diode.model import Architecture, EnsembleMLP
+from torch_diode.model import Architecture, EnsembleMLP, torch_threads
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,15 +123,11 @@ class AtenHead:
                 b.copy_(((torch.rand(k, fan_out, generator=gen) * 2 - 1) * bound).unsqueeze(1))
         opt = torch.optim.AdamW(net.parameters(), lr=options.learning_rate, weight_decay=options.weight_decay)
         target = yt.expand(k, -1)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # a few hundred rows: more threads only add overhead (10x on a busy CPU)
-        try:
+        with torch_threads(1):  # a few hundred rows: more threads only add overhead (10x on a busy CPU)
             for _ in range(options.epochs):
                 opt.zero_grad()
                 F.huber_loss(net(xt), target, delta=options.huber_delta).backward()
                 opt.step()
-        finally:
-            torch.set_num_threads(threads)
         return cls(options, x_mean, x_std, net)
 
     def ratio(self, x: np.ndarray) -> np.ndarray:

@@ -29,13 +29,15 @@ otherwise; it never unpickles anything.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as md
 import json
 import math
 import os
 import struct
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -89,6 +91,36 @@ _REQUIRED_META = (
     "held_out_metrics",
     "tensors_sha256",
 )
+
+
+_THREADS_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` inside the block (``None``: unchanged), and
+    restored after it. The count is process-wide, so one re-entrant lock serialises the blocks of
+    different threads (nesting in one thread is fine): concurrent callers cannot leave the process
+    with another caller's count.
+
+    Scoring one problem's candidates runs on one thread (:meth:`DiodeModel.predict`): it is a
+    few small matrix products, and inside ``torch.compile`` the CPU is shared with Inductor's
+    compile workers, where OpenMP threads waiting for busy cores made a prediction 3x slower on
+    the 2-core dev machine (``scripts/bench_scoring.py --busy``) and up to 0.5 s per GEMM on a
+    16-core GPU host.
+    """
+    if n is None:
+        yield
+        return
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        if before != n:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != before:
+                torch.set_num_threads(before)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -404,7 +436,7 @@ class DiodeModel:
         s = N_PROBLEM_FEATURES
         norm = self.normalization
         xs = (x_shared - norm.x_mean[:s]) * self._inv_std[:s]  # [S]
-        with torch.inference_mode():
+        with torch_threads(1), torch.inference_mode():
             if self._inference_weights is None:  # the candidates' standardisation folded in
                 self._inference_weights = self.net.inference_weights(s, norm)
             log_t = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(x_rest), self._inference_weights)

@@ -54,7 +54,16 @@ from torch_diode.dataset import Dataset
 from torch_diode.evaluate import problem_evals, regret_at_k, summarize
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, GpuConstants, featurize, gpu_constants
 from torch_diode.forest import ForestOptions, RankingForest
-from torch_diode.model import ARCH_PRESETS, MODEL_TYPES, Architecture, DiodeModel, Normalization, build_model, versions
+from torch_diode.model import (
+    ARCH_PRESETS,
+    MODEL_TYPES,
+    Architecture,
+    DiodeModel,
+    Normalization,
+    build_model,
+    torch_threads,
+    versions,
+)
 from torch_diode.neighbours import NeighbourMemory, NeighbourOptions
 
 log = logging.getLogger(__name__)
@@ -519,13 +528,8 @@ def train(
     opts = options or TrainOptions()
     if held_out is not None:
         check_held_out(dataset, held_out)
-    threads = torch.get_num_threads()
-    if opts.num_threads is not None:
-        torch.set_num_threads(opts.num_threads)
-    try:
+    with torch_threads(opts.num_threads):
         return _train(dataset, opts, on_epoch, held_out, held_out_max_compile_cost)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
