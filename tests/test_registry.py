@@ -119,6 +119,52 @@ def test_discovery_reads_manifests_without_importing(site: Path) -> None:
     assert registry.resolve("TESTGPU-A-matmul") == pkg / "TESTGPU-A-matmul.safetensors"
 
 
+_UNINSTALLED_CHILD = """
+import sys
+from torch_diode import registry
+from torch_diode.errors import ModelNotFoundError
+print("NAMES", sorted(e.name for e in registry.list_available_models()))
+try:
+    print("RESOLVED", registry.resolve("TESTGPU-A-matmul"))
+except ModelNotFoundError as e:
+    print("NOTFOUND", e)
+print("IMPORTED", "torch_diode_models" in sys.modules)
+"""
+
+
+def test_own_models_package_on_sys_path_without_installing(tmp_path: Path) -> None:
+    """A source checkout on PYTHONPATH: ``torch_diode_models`` has no dist-info, so no entry point,
+    and is found by its import name (without importing it); without it the error says what is
+    missing. Run with ``python -S`` so that no installed distribution is seen at all."""
+    with_pkg = tmp_path / "with"
+    add_dist(
+        with_pkg,
+        "torch-diode-models",
+        package="torch_diode_models",
+        models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")},
+    )
+    for info in with_pkg.glob("*.dist-info"):  # the package directory alone, as in a source tree
+        for f in info.iterdir():
+            f.unlink()
+        info.rmdir()
+    lib_src = str(REPO / "packages" / "torch-diode-lib" / "src")
+    for path, names_line, expect in (
+        (
+            with_pkg,
+            "NAMES ['TESTGPU-A-matmul']",
+            f"RESOLVED {with_pkg / 'torch_diode_models' / 'TESTGPU-A-matmul.safetensors'}",
+        ),
+        (tmp_path / "without", "NAMES []", "no torch_diode_models package is on sys.path"),
+    ):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), lib_src]), "HF_HUB_OFFLINE": "1"}
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", _UNINSTALLED_CHILD], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert names_line in proc.stdout and expect in proc.stdout, (proc.stdout, proc.stderr)
+        assert "IMPORTED False" in proc.stdout
+
+
 def test_packaged_file_is_verified(site: Path) -> None:
     pkg = add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
     weights = pkg / "TESTGPU-A-matmul.safetensors"

@@ -7,7 +7,9 @@ Resolution order. :func:`resolve` turns a model name or a path into a verified l
 2. **Installed models packages**, announced in the ``torch_diode.models`` entry-point group and
    discovered on first use (never at import). Each package directory holds a ``manifest.json``
    (:mod:`torch_diode.weights`); a listed file that the wheel carries is verified against the
-   manifest's size and sha256 and used.
+   manifest's size and sha256 and used. Our own ``torch_diode_models`` is also found by its import
+   name when it is on ``sys.path`` without being installed (a source checkout on ``PYTHONPATH``,
+   which has no entry-point metadata).
 3. **The Hugging Face cache**: a listed file the wheel does not carry (a slim wheel, a model added
    later) is looked up in the cache at the manifest's pinned revision, without network.
 4. **A Hub download** at the pinned revision (:func:`torch_diode.hub.fetch_model_file`), verified,
@@ -58,10 +60,16 @@ from torch_diode.weights import MANIFEST_FILENAME, ManifestError, ModelEntry, re
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "torch_diode.models"
+#: The import name of the models package torch-diode ships; found on ``sys.path`` even without
+#: its distribution's entry point (a source checkout on ``PYTHONPATH``).
+OWN_MODELS_PACKAGE = "torch_diode_models"
 #: Held-out metric used to pick among several models for one GPU (lower is better; DESIGN.md's
 #: regret@1 geomean). Models that do not record it rank after those that do, then by name.
 RANKING_METRIC = "regret_at_1_geomean"
-_NONE_INSTALLED = f"none (no installed package of the {ENTRY_POINT_GROUP!r} entry-point group lists a model)"
+_NONE_INSTALLED = (
+    f"none (no installed package of the {ENTRY_POINT_GROUP!r} entry-point group lists a model, "
+    f"and no {OWN_MODELS_PACKAGE} package is on sys.path)"
+)
 
 
 class HandlerNotInstalledError(DiodeError):
@@ -96,34 +104,49 @@ _autoregistered = False
 # ---------------------------------------------------------------------------------------------
 
 
+def _package_manifest(module: str) -> tuple[Path | None, str]:
+    """The ``manifest.json`` of the package ``module`` (located without importing it), or None and
+    why not."""
+    try:
+        # find_spec of a top-level name locates the package without executing it; for a dotted
+        # name Python imports the parents (the contract asks for a top-level package).
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    if spec is None:
+        return None, f"package {module!r} is not importable"
+    locations = list(spec.submodule_search_locations or [])
+    if not locations:
+        return None, f"{module!r} is a module, not a package"
+    manifest = next((Path(d) / MANIFEST_FILENAME for d in locations if (Path(d) / MANIFEST_FILENAME).is_file()), None)
+    if manifest is None:
+        return None, f"no {MANIFEST_FILENAME} in {', '.join(locations)}"
+    return manifest, ""
+
+
 def _scan() -> _Catalog:
     models: dict[str, ModelEntry] = {}
     skipped: list[str] = []
+    sources: list[tuple[str, str, str]] = []  # (label, entry-point name, package)
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
         label = f"entry point {ep.name} = {ep.value!r}"
         if ep.attr:
             skipped.append(f"{label}: the value must be a package name without ':{ep.attr}'")
             continue
-        try:
-            # find_spec of a top-level name locates the package without executing it; for a dotted
-            # name Python imports the parents (the contract asks for a top-level package).
-            spec = importlib.util.find_spec(ep.module)
-        except (ImportError, ValueError) as exc:
-            spec, reason = None, f"{type(exc).__name__}: {exc}"
-        else:
-            reason = f"package {ep.module!r} is not importable"
-        locations = list(spec.submodule_search_locations or []) if spec is not None else []
-        if not locations:
-            skipped.append(f"{label}: {reason if spec is None else f'{ep.module!r} is a module, not a package'}")
-            continue
-        manifest = next(
-            (Path(d) / MANIFEST_FILENAME for d in locations if (Path(d) / MANIFEST_FILENAME).is_file()), None
-        )
+        sources.append((label, ep.name, ep.module))
+    if all(module != OWN_MODELS_PACKAGE for _, _, module in sources):
+        # Not installed, perhaps on sys.path all the same (a source checkout): used if found,
+        # never reported as skipped when absent (a lib-only install has none).
+        manifest, _ = _package_manifest(OWN_MODELS_PACKAGE)
+        if manifest is not None:
+            sources.append((f"package {OWN_MODELS_PACKAGE} on sys.path", OWN_MODELS_PACKAGE, OWN_MODELS_PACKAGE))
+    for label, name, module in sources:
+        manifest, reason = _package_manifest(module)
         if manifest is None:
-            skipped.append(f"{label}: no {MANIFEST_FILENAME} in {', '.join(locations)}")
+            skipped.append(f"{label}: {reason}")
             continue
         try:
-            entries = read_manifest(manifest, source=f"{ep.name} ({manifest})")
+            entries = read_manifest(manifest, source=f"{name} ({manifest})")
         except ManifestError as exc:
             skipped.append(f"{label}: {exc}")
             continue
