@@ -132,6 +132,25 @@ def test_predict_runs_on_one_thread_and_restores_the_count(monkeypatch: pytest.M
         for w in workers:
             w.join()
         assert torch.get_num_threads() == 2 and seen == [1] * 81
+        # a long block in another thread (a training run) holds the lock: scoring does not wait
+        # for it and runs with the caller's count, unchanged
+        held, release = threading.Event(), threading.Event()
+
+        def trainer() -> None:
+            with torch_threads(3):
+                held.set()
+                release.wait(timeout=60)
+
+        t = threading.Thread(target=trainer)
+        t.start()
+        held.wait(timeout=60)
+        try:
+            m.predict(PROBLEM, CHOICES)
+            assert seen[-1] == 2 and torch.get_num_threads() == 2
+        finally:
+            release.set()
+            t.join()
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 
