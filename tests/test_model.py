@@ -6,6 +6,7 @@ import hashlib
 import json
 import struct
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
 from torch_diode.model import (
     ARCH_PRESETS,
+    PREDICT_THREADS_WAIT_S,
     Architecture,
     DiodeModel,
     Normalization,
@@ -132,8 +134,8 @@ def test_predict_runs_on_one_thread_and_restores_the_count(monkeypatch: pytest.M
         for w in workers:
             w.join()
         assert torch.get_num_threads() == 2 and seen == [1] * 81
-        # a long block in another thread (a training run) holds the lock: scoring does not wait
-        # for it and runs with the caller's count, unchanged
+        # a long block in another thread (a training run) holds the lock: scoring waits at most
+        # PREDICT_THREADS_WAIT_S for it, then runs with the caller's count, unchanged
         held, release = threading.Event(), threading.Event()
 
         def trainer() -> None:
@@ -146,8 +148,11 @@ def test_predict_runs_on_one_thread_and_restores_the_count(monkeypatch: pytest.M
         held.wait(timeout=60)
         try:
             count = torch.get_num_threads()  # 2 with OpenMP (per thread), 3 with the native backend
+            t0 = time.perf_counter()
             m.predict(PROBLEM, CHOICES)
+            waited = time.perf_counter() - t0
             assert seen[-1] == count and torch.get_num_threads() == count
+            assert PREDICT_THREADS_WAIT_S <= waited < PREDICT_THREADS_WAIT_S + 10
         finally:
             release.set()
             t.join()

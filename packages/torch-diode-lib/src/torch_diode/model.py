@@ -94,25 +94,28 @@ _REQUIRED_META = (
 
 
 _THREADS_LOCK = threading.RLock()
+#: How long :meth:`DiodeModel.predict` waits for another thread's :func:`torch_threads` block.
+PREDICT_THREADS_WAIT_S = 0.2
 
 
 @contextlib.contextmanager
-def torch_threads(n: int | None, *, wait: bool = True) -> Iterator[None]:
+def torch_threads(n: int | None, *, wait_s: float | None = None) -> Iterator[None]:
     """torch's intra-op thread count set to ``n`` inside the block (``None``: unchanged), and
     restored after it. The count is per thread with torch's OpenMP backend and process-wide with
     its native one, so one re-entrant lock serialises the blocks of different threads (nesting in
     one thread is fine): concurrent callers cannot leave the process with another caller's count.
-    With ``wait=False`` a block that finds the lock held by another thread (a training run, say)
-    does not wait for it and leaves the count as it is.
+    With ``wait_s`` a block waits at most that long for another thread's block (a training run,
+    say) and then runs with the count as it is; ``None`` waits as long as it takes.
 
-    Scoring one problem's candidates runs on one thread (:meth:`DiodeModel.predict`, which does
-    not wait): it is a few small matrix products, and inside ``torch.compile`` the CPU is shared
+    Scoring one problem's candidates runs on one thread (:meth:`DiodeModel.predict`, which waits
+    at most :data:`PREDICT_THREADS_WAIT_S` for another thread's block: long enough for another
+    thread's prediction, a few ms, not for a training run): it is a few small matrix products, and inside ``torch.compile`` the CPU is shared
     with Inductor's compile workers, where OpenMP threads waiting for busy cores made a prediction
     3x slower on the 2-core dev machine (``scripts/bench_scoring.py --threads 2 --busy 2``: 5.9 ms
     against 2.0 ms median) and took 1.6-2.0 s over the 4 GEMMs of a ViT-B/16 block on a 16-core
     H200 host (``benchmarks/results/README.md``; 0.02 s on one thread).
     """
-    if n is None or not _THREADS_LOCK.acquire(blocking=wait):
+    if n is None or not _THREADS_LOCK.acquire(timeout=-1 if wait_s is None else wait_s):
         yield
         return
     try:
@@ -441,7 +444,7 @@ class DiodeModel:
         s = N_PROBLEM_FEATURES
         norm = self.normalization
         xs = (x_shared - norm.x_mean[:s]) * self._inv_std[:s]  # [S]
-        with torch_threads(1, wait=False), torch.inference_mode():
+        with torch_threads(1, wait_s=PREDICT_THREADS_WAIT_S), torch.inference_mode():
             if self._inference_weights is None:  # the candidates' standardisation folded in
                 self._inference_weights = self.net.inference_weights(s, norm)
             log_t = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(x_rest), self._inference_weights)
