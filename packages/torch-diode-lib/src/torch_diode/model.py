@@ -112,8 +112,9 @@ def torch_threads(n: int | None, *, wait_s: float | None = None) -> Iterator[Non
     thread's prediction, a few ms, not for a training run): it is a few small matrix products,
     and inside ``torch.compile`` the CPU is shared with Inductor's compile workers, where OpenMP
     threads waiting for busy cores made a prediction 3x slower on the 2-core dev machine
-    (``scripts/bench_scoring.py --threads 2 --busy 2``: 5.9 ms against 2.0 ms median) and took 1.6-2.0 s over the 4 GEMMs of a ViT-B/16 block on a 16-core
-    H200 host (``benchmarks/results/README.md``; 0.02 s on one thread).
+    (``scripts/bench_scoring.py --threads 2 --busy 2``: 5.9 ms against 2.0 ms median) and took
+    1.6-2.0 s over the 4 GEMMs of a ViT-B/16 block on a 16-core H200 host
+    (``benchmarks/results/README.md``; 0.02 s on one thread).
     """
     if n is None or not _THREADS_LOCK.acquire(timeout=-1 if wait_s is None else wait_s):
         yield
