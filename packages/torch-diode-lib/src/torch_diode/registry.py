@@ -127,23 +127,22 @@ def _package_manifest(module: str) -> tuple[Path | None, str]:
 def _scan() -> _Catalog:
     models: dict[str, ModelEntry] = {}
     skipped: list[str] = []
-    sources: list[tuple[str, str, str]] = []  # (label, entry-point name, package)
+    sources: list[tuple[str, str, str, bool]] = []  # (label, entry-point name, package, announced)
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
         label = f"entry point {ep.name} = {ep.value!r}"
         if ep.attr:
             skipped.append(f"{label}: the value must be a package name without ':{ep.attr}'")
             continue
-        sources.append((label, ep.name, ep.module))
-    if all(module != OWN_MODELS_PACKAGE for _, _, module in sources):
+        sources.append((label, ep.name, ep.module, True))
+    if all(module != OWN_MODELS_PACKAGE for _, _, module, _ in sources):
         # Not installed, perhaps on sys.path all the same (a source checkout): used if found,
         # never reported as skipped when absent (a lib-only install has none).
-        manifest, _ = _package_manifest(OWN_MODELS_PACKAGE)
-        if manifest is not None:
-            sources.append((f"package {OWN_MODELS_PACKAGE} on sys.path", OWN_MODELS_PACKAGE, OWN_MODELS_PACKAGE))
-    for label, name, module in sources:
+        sources.append((f"package {OWN_MODELS_PACKAGE} on sys.path", OWN_MODELS_PACKAGE, OWN_MODELS_PACKAGE, False))
+    for label, name, module, announced in sources:
         manifest, reason = _package_manifest(module)
         if manifest is None:
-            skipped.append(f"{label}: {reason}")
+            if announced:
+                skipped.append(f"{label}: {reason}")
             continue
         try:
             entries = read_manifest(manifest, source=f"{name} ({manifest})")
