@@ -99,9 +99,10 @@ def _random_forest(rng: np.random.Generator, options: ForestOptions) -> RankingF
     return RankingForest(feats, thr.astype(np.float32), rng.standard_normal((t, 2**d)).astype(np.float32), options)
 
 
-@pytest.mark.parametrize("depth", [1, 5, 8])
-def test_fast_scorer_equals_the_plain_one(depth: int) -> None:
-    forest = _random_forest(np.random.default_rng(depth), ForestOptions(trees=9, depth=depth))
+@pytest.mark.parametrize(("trees", "depth"), [(9, 1), (9, 5), (9, 8), (100, 6)])
+def test_fast_scorer_equals_the_plain_one(trees: int, depth: int) -> None:
+    # 100 trees of depth 6: 600 splits, compared in blocks (forest._SPLIT_BLOCK) with a partial last one
+    forest = _random_forest(np.random.default_rng(depth), ForestOptions(trees=trees, depth=depth))
     for problem in (PROBLEM, Problem(op="bmm", m=77, n=1021, k=64, batch=12, dtype="float32")):
         xs, xr = featurize_split(problem, CHOICES, "NVIDIA-H100")
         fast = forest.score_split(xs, xr)

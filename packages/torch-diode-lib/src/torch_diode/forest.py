@@ -53,6 +53,8 @@ from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES
 _PREFIX = "forest."
 #: Tree depth limit: a candidate's leaf index is built in one uint8 per tree.
 MAX_DEPTH = 8
+#: Splits gathered and compared per block when scoring.
+_SPLIT_BLOCK = 256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,33 +145,47 @@ class RankingForest:
         self.features = np.ascontiguousarray(features, dtype=np.int32)
         self.thresholds = np.ascontiguousarray(thresholds, dtype=np.float32)
         self.leaves = np.ascontiguousarray(leaves, dtype=np.float32)
-        # Scoring layout: splits level-major (row l * T + t), problem columns (equal on every
-        # candidate of a call) apart from the per-candidate ones.
+        # Scoring layout: splits level-major (row l * T + t). A split on a problem column (equal on
+        # every candidate of a call) reads row ``R`` of the candidates' columns, a row of -inf that
+        # never goes right; the problem's own bits are added to each tree's leaf offset instead.
         f_lm, t_lm = self.features.T.reshape(-1), self.thresholds.T.reshape(-1)
-        s = N_PROBLEM_FEATURES
-        self._prob = np.flatnonzero(f_lm < s)
-        self._rest = np.flatnonzero(f_lm >= s)
-        self._prob_feature, self._prob_threshold = f_lm[self._prob].astype(np.intp), t_lm[self._prob]
-        self._rest_feature = (f_lm[self._rest] - s).astype(np.intp)
-        self._rest_threshold = t_lm[self._rest][:, None]
+        s, r = N_PROBLEM_FEATURES, len(FEATURE_SPEC) - N_PROBLEM_FEATURES
+        prob = f_lm < s
+        self._split_feature = np.where(prob, r, f_lm - s).astype(np.intp)
+        self._split_threshold = np.where(prob, np.float32(0), t_lm).astype(np.float32)[:, None]
+        self._prob_feature, self._prob_threshold = f_lm[prob].astype(np.intp), t_lm[prob]
+        self._prob_tree = np.flatnonzero(prob) % t  # the tree of each problem split
+        self._prob_weight = (1 << (d - 1 - np.flatnonzero(prob) // t)).astype(np.float64)  # its level's bit
         self._flat_leaves = self.leaves.reshape(-1)
         # uint16 leaf indices where they fit (2x cheaper to build and gather than intp)
-        self._offsets = (np.arange(t) * (2**d)).astype(np.uint16 if t * 2**d <= 2**16 else np.intp)[:, None]
+        self._index_dtype = np.uint16 if t * 2**d <= 2**16 else np.intp
+        self._offsets = (np.arange(t) * (2**d)).astype(self._index_dtype)[:, None]
         self._level_weights = (1 << np.arange(d - 1, -1, -1)).astype(np.uint8)
 
     # -- scoring ------------------------------------------------------------------------------------
     def score_split(self, x_shared: np.ndarray, x_rest: np.ndarray) -> np.ndarray:
         """Scores ``[N]`` (float32, higher: faster) of one problem's candidates from
         ``features.featurize_split``'s parts: ``x_shared [S]`` and ``x_rest [N, F - S]``."""
-        n = x_rest.shape[0]
+        n, r = x_rest.shape
         t, d = self.options.trees, self.options.depth
-        bits = np.empty((d * t, n), dtype=np.uint8)  # [D*T, N], level-major
-        bits[self._prob] = (x_shared[self._prob_feature] > self._prob_threshold)[:, None]
-        bits[self._rest] = np.ascontiguousarray(x_rest.T)[self._rest_feature] > self._rest_threshold
+        cols = np.empty((r + 1, n), dtype=np.float32)  # the candidates' columns, then a row of -inf
+        cols[:r] = x_rest.T
+        cols[r] = -np.inf
+        # [D*T, N], level-major; gathered and compared in blocks of splits that stay in the CPU's
+        # cache (one pass over [D*T, N] floats costs ~30% more at 128 trees x 768 candidates)
+        bits = np.empty((d * t, n), dtype=bool)
+        feature, threshold = self._split_feature, self._split_threshold
+        for i in range(0, d * t, _SPLIT_BLOCK):
+            j = i + _SPLIT_BLOCK
+            np.greater(np.take(cols, feature[i:j], axis=0), threshold[i:j], out=bits[i:j])
+        # each tree's leaf offset plus the bits of its splits on problem columns
+        prob_bits = x_shared[self._prob_feature] > self._prob_threshold
+        prob_code = np.bincount(self._prob_tree, prob_bits * self._prob_weight, minlength=t)  # [T]
+        offsets = self._offsets + prob_code.astype(self._index_dtype)[:, None]
         # [T, N] leaf index, level 0 the most significant bit (uint8 sums: at most 2**8 - 1)
-        code = np.einsum("dtn,d->tn", bits.reshape(d, t, n), self._level_weights)
+        code = np.einsum("dtn,d->tn", bits.reshape(d, t, n).view(np.uint8), self._level_weights)
         # every index is in range by construction: "clip" skips take's bounds check
-        return np.take(self._flat_leaves, code + self._offsets, mode="clip").sum(axis=0)
+        return np.take(self._flat_leaves, code + offsets, mode="clip").sum(axis=0)
 
     def score(self, x: np.ndarray) -> np.ndarray:
         """Scores ``[N]`` of rows ``x [N, F]`` computed by ``features.featurize`` (any problems)."""
