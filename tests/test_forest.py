@@ -101,8 +101,13 @@ def _random_forest(rng: np.random.Generator, options: ForestOptions) -> RankingF
 
 @pytest.mark.parametrize(("trees", "depth"), [(9, 1), (9, 5), (9, 8), (100, 6)])
 def test_fast_scorer_equals_the_plain_one(trees: int, depth: int) -> None:
-    # 100 trees of depth 6: 600 splits, compared in blocks (forest._SPLIT_BLOCK) with a partial last one
+    # 100 trees of depth 6: 600 splits, compared in blocks (forest._SPLIT_BLOCK) with a partial last
+    # one; the last 40 trees repeat the splits of the first 40 with other leaves (trees share splits)
     forest = _random_forest(np.random.default_rng(depth), ForestOptions(trees=trees, depth=depth))
+    if trees > 80:
+        feats, thr = forest.features.copy(), forest.thresholds.copy()
+        feats[-40:], thr[-40:] = feats[:40], thr[:40]
+        forest = RankingForest(feats, thr, forest.leaves, forest.options)
     for problem in (PROBLEM, Problem(op="bmm", m=77, n=1021, k=64, batch=12, dtype="float32")):
         xs, xr = featurize_split(problem, CHOICES, "NVIDIA-H100")
         fast = forest.score_split(xs, xr)
