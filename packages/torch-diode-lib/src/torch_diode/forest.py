@@ -77,7 +77,7 @@ class ForestOptions:
         feature_fraction: share of feature columns each tree may split on.
     """
 
-    trees: int = 64
+    trees: int = 128
     depth: int = 6
     learning_rate: float = 0.22
     blend: float = 0.5

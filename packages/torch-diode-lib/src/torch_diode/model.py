@@ -70,10 +70,13 @@ _KIND_ATEN = FEATURE_SPEC.names.index("kind_aten") - N_PROBLEM_FEATURES
 #: 1.6-1.9 ms with a 365-problem neighbour memory (scripts/bench_scoring.py, session 9); the
 #: network forward is ~1 ms of that. On session 12's CPU (an AMD EPYC core) the same is 2.0-2.2 ms
 #: with a 425-problem memory: at the budget. On CPU, cost grows with
-#: members x hidden^2 x depth, so wider or deeper presets break the 2 ms budget.
+#: members x hidden^2 x depth, so wider or deeper presets break the 2 ms budget. ``deep`` has 2
+#: residual blocks since session 31 (3 before): the 128-tree forest takes the third block's share
+#: of the budget; with the forest, a third block moved cross-validated regret@1 by <0.1 point
+#: (``benchmarks/models/cv-session31.md``).
 ARCH_PRESETS: Mapping[str, Mapping[str, int]] = {
     "base": {"hidden": 48, "depth": 1},
-    "deep": {"hidden": 32, "depth": 3},
+    "deep": {"hidden": 32, "depth": 2},
 }
 # Metadata stored as plain strings; every other value is JSON.
 _PLAIN_META = frozenset({"format", "format_version", "hardware", "tensors_sha256"})
