@@ -1,0 +1,146 @@
+"""Session 31's parallel runner of ``scripts/cv_model.py``'s experiments: one job per process.
+
+A job is one training run and its scoring: ``{"id", "hw", "part": "val"|"cv", "seed", "set":
+{TrainOptions overrides}}`` plus ``"folds"``/``"fold"`` for a fold of grouped cross-validation
+(the folds of ``cv_model.fold_of_problems``). ``val`` trains on every training problem and ranks
+``val.msgpack`` (stock picks from ``val-stock-picks.json``); a fold trains on the other folds and
+ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch thread per job.
+Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
+handler keeps at top-1/top-3, stock's pick, whether the top-1 pick is ATen) and, for ``val``,
+``<id>.npz`` (every problem's measured times and predictions). Jobs run in a pool of
+``--workers`` processes until ``--deadline`` seconds; finished jobs found in ``--done`` are
+skipped, so a 10-minute GPU-machine command can resume a batch. ``summarize.py`` pools them.
+
+    python benchmarks/models/session31/cv_jobs.py benchmarks/models/session31/batch1.json \
+        --out /tmp/r --workers 16 --deadline 530
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_job(job, outdir):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from cv_model import fold_of_problems
+
+    from torch_diode.config import DiodeOptions
+    from torch_diode.dataset import read_dataset
+    from torch_diode.demo import best_measured_us, handler_keeps
+    from torch_diode.evaluate import problem_evals, read_max_autotune_solution
+    from torch_diode.train import TrainOptions, train
+
+    t0 = time.time()
+    data = ROOT / "data" / job["hw"]
+    ds = read_dataset(data / "train.msgpack")
+    ov = {"num_threads": 1, "progress": False, "val_fraction": 0, **job.get("set", {}), "seed": job["seed"]}
+    cost = DiodeOptions().max_compile_cost
+    if job["part"] == "val":
+        model, _ = train(ds, TrainOptions(**ov))
+        ttrain = time.time() - t0
+        val = read_dataset(data / "val.msgpack")
+        stock = read_max_autotune_solution(data / "val-stock-picks.json")
+        evals = problem_evals(model, val, stock=stock, max_compile_cost=cost)
+    else:
+        folds = fold_of_problems(ds, job["folds"], job["seed"])
+        held = set(folds[job["fold"]])
+        model, _ = train(ds.select_problems(ds.measured_problems() - held), TrainOptions(**ov))
+        ttrain = time.time() - t0
+        evals = problem_evals(model, ds.select_problems(held), max_compile_cost=cost)
+    rows = []
+    arrays = {}
+    for i, e in enumerate(evals):
+        keeps = handler_keeps(model, e, (1, 3))
+        best = best_measured_us(e)
+        order = np.argsort(e.predicted_log_us, kind="stable")
+        pref = np.minimum.accumulate(e.measured_us[order])
+        aten = np.array([c.is_aten for c in e.choices])
+        rows.append(
+            {
+                "p": json.dumps(e.problem.to_dict(), sort_keys=True),
+                "r1": float(pref[0] / best),
+                "r3": float(pref[min(3, len(pref)) - 1] / best),
+                "r5": float(pref[min(5, len(pref)) - 1] / best),
+                "r10": float(pref[min(10, len(pref)) - 1] / best),
+                "k1": float(e.measured_us[keeps[1]].min() / best),
+                "k3": float(e.measured_us[keeps[3]].min() / best),
+                "n1": len(keeps[1]),
+                "n3": len(keeps[3]),
+                "stock": None if e.stock_us is None else float(e.stock_us / best),
+                "aten_pick": bool(aten[order[0]]),
+            }
+        )
+        arrays[f"m{i}"] = e.measured_us.astype(np.float32)
+        arrays[f"p{i}"] = e.predicted_log_us.astype(np.float32)
+        arrays[f"a{i}"] = aten
+        arrays[f"o{i}"] = np.array([best], dtype=np.float64)
+    out = {"job": job, "seconds": time.time() - t0, "train_seconds": ttrain, "rows": rows}
+    (outdir / f"{job['id']}.json").write_text(json.dumps(out))
+    if job["part"] == "val":
+        np.savez_compressed(outdir / f"{job['id']}.npz", **arrays)
+    return job["id"], time.time() - t0
+
+
+def worker(args):
+    job, outdir = args
+    try:
+        return run_job(job, Path(outdir))
+    except Exception as exc:  # noqa
+        import traceback
+
+        return job["id"], "ERROR " + traceback.format_exc()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("jobs")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--done", default=None, help="folder of finished results to skip")
+    ap.add_argument("--workers", type=int, default=15)
+    ap.add_argument("--deadline", type=float, default=540)
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args()
+    jobs = json.loads(Path(a.jobs).read_text())
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    done = set()
+    if a.done and Path(a.done).exists():
+        done = {p.stem for p in Path(a.done).glob("*.json")}
+    todo = [j for j in jobs if j["id"] not in done and (not a.only or any(j["id"].startswith(o) for o in a.only))]
+    print(f"{len(todo)} jobs to run, {len(done)} done", flush=True)
+    t0 = time.time()
+    ctx = mp.get_context("fork")
+    with ctx.Pool(a.workers, maxtasksperchild=1) as pool:
+        it = pool.imap_unordered(worker, [(j, str(out)) for j in todo])
+        while True:
+            left = a.deadline - (time.time() - t0)
+            if left <= 0:
+                print("deadline: stopping", flush=True)
+                break
+            try:
+                jid, res = it.next(timeout=left)
+            except StopIteration:
+                break
+            except mp.TimeoutError:
+                print("deadline: stopping", flush=True)
+                break
+            print(f"{time.time() - t0:6.0f}s {jid}: {res if isinstance(res, str) else f'{res:.0f} s'}", flush=True)
+        pool.terminate()
+    print(f"total {time.time() - t0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
