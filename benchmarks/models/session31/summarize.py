@@ -1,4 +1,4 @@
-"""Pool the per-job results of runjobs.py: one line (and one JSON entry) per run (tag, GPU, part, seed)."""
+"""Pool the per-job results of cv_jobs.py: one line (and one JSON entry) per run (tag, GPU, part, seed)."""
 
 import collections
 import glob
