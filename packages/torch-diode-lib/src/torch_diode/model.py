@@ -71,9 +71,9 @@ _KIND_ATEN = FEATURE_SPEC.names.index("kind_aten") - N_PROBLEM_FEATURES
 #: network forward is ~1 ms of that. On session 12's CPU (an AMD EPYC core) the same is 2.0-2.2 ms
 #: with a 425-problem memory: at the budget. On CPU, cost grows with
 #: members x hidden^2 x depth, so wider or deeper presets break the 2 ms budget. ``deep`` has 2
-#: residual blocks since session 31 (3 before): the 128-tree forest takes the third block's share
-#: of the budget; with the forest, two blocks rank as well as three in cross-validation (regret@1
-#: within 0.1 point on the H100, 0.4 better on the H200: ``benchmarks/models/cv-session31.md``).
+#: residual blocks since session 31 (3 before): the 192-tree forest takes the third block's share
+#: of the budget; with a 128-tree forest, two blocks rank as well as three in cross-validation
+#: (regret@1 within 0.1 point on the H100, 0.4 better on the H200: ``benchmarks/models/cv-session31.md``).
 ARCH_PRESETS: Mapping[str, Mapping[str, int]] = {
     "base": {"hidden": 48, "depth": 1},
     "deep": {"hidden": 32, "depth": 2},

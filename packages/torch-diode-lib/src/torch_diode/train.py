@@ -109,7 +109,7 @@ class TrainOptions:
             rest the network's; 0: no head. 0.5 since session 13 (``cv-session13.md``).
         forest_trees: boosting rounds of the ranking forest (:mod:`torch_diode.forest`, fit on the
             training split after the network) that re-ranks the network's shortlist; 0: no
-            forest. 128 since session 31 (``benchmarks/models/cv-session31.md``; 64 from session 22,
+            forest. 192 since session 31 (``benchmarks/models/cv-session31.md``; 64 from session 22,
             ``cv-session22.md``).
         forest_depth, forest_learning_rate: the forest's tree depth and shrinkage.
         forest_blend: the forest's weight in the blend over the shortlist (0.5).
@@ -146,7 +146,7 @@ class TrainOptions:
     neighbour_bandwidth: float = 3.0
     neighbour_prior: float = 1.0
     aten_head_blend: float = 0.5
-    forest_trees: int = 128
+    forest_trees: int = 192
     forest_depth: int = 6
     forest_learning_rate: float = 0.22
     forest_blend: float = 0.5

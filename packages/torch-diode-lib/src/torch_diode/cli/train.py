@@ -94,9 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--forest-trees",
         type=int,
-        default=128,
+        default=192,
         help="boosting rounds of the ranking forest (oblivious trees, LambdaRank) that re-ranks the network's "
-        "shortlist; 0: no forest (default: 128)",
+        "shortlist; 0: no forest (default: 192)",
     )
     t.add_argument("--forest-depth", type=int, default=6, help="levels per forest tree (default: 6)")
     t.add_argument("--forest-learning-rate", type=float, default=0.22, help="forest shrinkage (default: 0.22)")
