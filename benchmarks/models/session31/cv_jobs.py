@@ -35,19 +35,18 @@ def run_job(job, outdir):
 
     torch.set_num_threads(1)
     sys.path.insert(0, str(ROOT / "scripts"))
-    from cv_model import fold_of_problems
+    from cv_model import DEFAULT_COST, fold_of_problems
 
-    from torch_diode.config import DiodeOptions
     from torch_diode.dataset import read_dataset
     from torch_diode.demo import best_measured_us, handler_keeps
-    from torch_diode.evaluate import problem_evals, read_max_autotune_solution
+    from torch_diode.evaluate import model_order, problem_evals, read_max_autotune_solution, regret_at_k
     from torch_diode.train import TrainOptions, train
 
     t0 = time.time()
     data = ROOT / "data" / job["hw"]
     ds = read_dataset(data / "train.msgpack")
     ov = {"num_threads": 1, "progress": False, "val_fraction": 0, **job.get("set", {}), "seed": job["seed"]}
-    cost = DiodeOptions().max_compile_cost
+    cost = DEFAULT_COST
     if job["part"] == "val":
         model, _ = train(ds, TrainOptions(**ov))
         ttrain = time.time() - t0
@@ -65,22 +64,18 @@ def run_job(job, outdir):
     for i, e in enumerate(evals):
         keeps = handler_keeps(model, e, (1, 3))
         best = best_measured_us(e)
-        order = np.argsort(e.predicted_log_us, kind="stable")
-        pref = np.minimum.accumulate(e.measured_us[order])
+        regret = regret_at_k(e.measured_us, e.predicted_log_us, (1, 3, 5, 10), oracle_us=e.oracle_us)
         aten = np.array([c.is_aten for c in e.choices])
         rows.append(
             {
                 "p": json.dumps(e.problem.to_dict(), sort_keys=True),
-                "r1": float(pref[0] / best),
-                "r3": float(pref[min(3, len(pref)) - 1] / best),
-                "r5": float(pref[min(5, len(pref)) - 1] / best),
-                "r10": float(pref[min(10, len(pref)) - 1] / best),
+                **{f"r{k}": regret[k] for k in (1, 3, 5, 10)},
                 "k1": float(e.measured_us[keeps[1]].min() / best),
                 "k3": float(e.measured_us[keeps[3]].min() / best),
                 "n1": len(keeps[1]),
                 "n3": len(keeps[3]),
                 "stock": None if e.stock_us is None else float(e.stock_us / best),
-                "aten_pick": bool(aten[order[0]]),
+                "aten_pick": bool(aten[model_order(e.predicted_log_us)[0]]),
             }
         )
         arrays[f"m{i}"] = e.measured_us.astype(np.float32)
