@@ -7,7 +7,8 @@ A job is one training run and its scoring: ``{"id", "hw", "part": "val"|"cv", "s
 ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch thread per job.
 Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
 handler keeps at top-1/top-3, stock's pick, whether the top-1 pick is ATen) and, for ``val``,
-``<id>.npz`` (every problem's measured times and predictions). Jobs run in a pool of
+``<id>.npz`` (every problem's measured times and predictions; with ``"npz": true`` in the job,
+for a fold too, and the predictions' ensemble spread). Jobs run in a pool of
 ``--workers`` processes until ``--deadline`` seconds; finished jobs found in ``--done`` are
 skipped, so a 10-minute GPU-machine command can resume a batch. ``summarize.py`` pools them.
 
@@ -82,9 +83,11 @@ def run_job(job, outdir):
         arrays[f"p{i}"] = e.predicted_log_us.astype(np.float32)
         arrays[f"a{i}"] = aten
         arrays[f"o{i}"] = np.array([best], dtype=np.float64)
+        if job.get("npz"):  # the network's spread too, for selection rules (session 32)
+            arrays[f"s{i}"] = model.predict(e.problem, e.choices).std.astype(np.float32)
     out = {"job": job, "seconds": time.time() - t0, "train_seconds": ttrain, "rows": rows}
     (outdir / f"{job['id']}.json").write_text(json.dumps(out))
-    if job["part"] == "val":
+    if job["part"] == "val" or job.get("npz"):
         np.savez_compressed(outdir / f"{job['id']}.npz", **arrays)
     return job["id"], time.time() - t0
 
