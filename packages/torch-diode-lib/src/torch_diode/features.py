@@ -285,8 +285,10 @@ class _ChoiceCache:
     """Choice -> row of a growing table of static and raw columns. Thread-safe; bounded.
 
     Two levels: by object identity (the cache holds a reference to every object it has seen, so
-    an id cannot be reused while it is in the map), then by value (a ``Choice`` hash costs about
-    0.3 us, i.e. 0.45 ms for 1,500 fresh objects, against 0.1 ms for identity lookups).
+    an id cannot be reused while it is in the map), then by value: a ``Choice``'s hash and the
+    equality check over every field cost ~0.85 us, so ``featurize`` of 1,500 new but equal objects
+    took 1.54 ms against 0.26 ms for the same objects (session 32's dev CPU). The handler passes the
+    same objects (``torch_diode.inductor.convert`` keeps one per config).
     """
 
     MAX = 200_000  # distinct choices kept
