@@ -5,8 +5,8 @@ This is the work the Inductor choices handler does per GEMM lowering: ``DiodeMod
 ATen head and the ranking forest). Two cases: the same ``Choice`` objects every call (what the
 handler does: ``torch_diode.inductor.convert`` keeps one ``Choice`` per config, and the feature
 cache finds them by identity), and new but equal ``Choice`` objects every call, made before the
-clock starts (the feature cache finds them by value: ~0.85 us more per choice, 1.2-1.8 ms
-more for 1,500 on session 32's dev CPU).
+clock starts (the feature cache finds them by value: 0.7-1.7 ms more for 1,500 on session 32's
+dev CPU).
 
 Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
                                       [--members 4] [--hidden H] [--depth D] [--threads 1] [--busy 0]
