@@ -6,6 +6,7 @@ tests/data/small_synthetic.msgpack holds real Inductor EXHAUSTIVE config lists w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -70,6 +71,17 @@ def trained(ds):
 def test_options_are_validated(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         TrainOptions(**kwargs)
+
+
+def test_cli_train_defaults_are_the_train_options_defaults() -> None:
+    # `diode train` spells its defaults out (its --help prints them); they must stay TrainOptions'
+    from torch_diode.cli import build_parser
+
+    args = vars(build_parser().parse_args(["train", "--dataset", "d.msgpack", "--model", "m.safetensors"]))
+    args["num_threads"] = args.pop("threads")
+    compared = [f for f in dataclasses.fields(TrainOptions) if f.name in args]
+    assert len(compared) >= 25  # all but the options the CLI does not expose
+    assert {f.name: args[f.name] for f in compared} == {f.name: f.default for f in compared}
 
 
 def test_split_is_by_problem_seeded_and_order_independent(ds) -> None:

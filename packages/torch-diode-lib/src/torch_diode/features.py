@@ -17,13 +17,12 @@ Hardware figures (SM count, shared memory, bandwidth, peak TFLOP/s) come from
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import operator
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -284,7 +283,7 @@ def _static_row(c: Choice) -> tuple[list[float], list[float]]:
 
 
 #: A ``Choice``'s fields as one tuple: equal for equal choices, as ``Choice.__eq__`` compares them.
-_choice_key = operator.attrgetter(*(f.name for f in dataclasses.fields(Choice)))
+_choice_key = operator.attrgetter(*(f.name for f in fields(Choice)))
 
 
 class _ChoiceCache:

@@ -146,11 +146,11 @@ class TrainOptions:
     neighbour_bandwidth: float = 3.0
     neighbour_prior: float = 1.0
     aten_head_blend: float = 0.5
-    forest_trees: int = 192
-    forest_depth: int = 6
-    forest_learning_rate: float = 0.22
-    forest_blend: float = 0.5
-    forest_shortlist: int = 512
+    forest_trees: int = ForestOptions.trees
+    forest_depth: int = ForestOptions.depth
+    forest_learning_rate: float = ForestOptions.learning_rate
+    forest_blend: float = ForestOptions.blend
+    forest_shortlist: int = ForestOptions.shortlist  # the forest's defaults are ForestOptions'
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
