@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from cv_model import DEFAULT_COST  # noqa: E402
 
 from torch_diode.dataset import read_dataset  # noqa: E402
-from torch_diode.evaluate import problem_evals  # noqa: E402
+from torch_diode.evaluate import model_order, problem_evals, regret_at_k  # noqa: E402
 from torch_diode.model import load_model  # noqa: E402
 
 STAGES = (("net", (0, 0, 0)), ("net+mem", (1, 0, 0)), ("net+mem+head", (1, 1, 0)), ("all", (1, 1, 1)))
@@ -34,9 +34,8 @@ def main(val_path: str, a: str, b: str) -> None:
             m.memory, m.aten_head, m.forest = [p if k else None for p, k in zip(parts, keep)]
             logs, picks = [], []
             for e in problem_evals(m, val, max_compile_cost=DEFAULT_COST):
-                j = int(np.argmin(e.predicted_log_us))
-                best = e.oracle_us if e.oracle_us else float(e.measured_us.min())
-                logs.append(np.log(e.measured_us[j] / best))
+                j = int(model_order(e.predicted_log_us)[0])
+                logs.append(np.log(regret_at_k(e.measured_us, e.predicted_log_us, (1,), oracle_us=e.oracle_us)[1]))
                 picks.append((j, e.choices[j].is_aten))
             res[f, name] = (np.array(logs), picks)
             print(
