@@ -177,7 +177,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         taken = set(ahead)
         problems = ahead + [p for p in problems if p not in taken]
     # collect() resumes: its writer skips (and logs) the problems already in the file.
-    s = collect(problems, options, out)
+    try:
+        s = collect(problems, options, out)
+    except KeyboardInterrupt:  # Ctrl-C, or campaign_gpu.sh's deadline (`timeout --signal=INT`)
+        partial = out.with_name(out.name + ".partial")
+        kept = f", the timed parts of unfinished ones in {partial.name}" if partial.exists() else ""
+        print(f"{args.split}: interrupted; every finished problem is in {out}{kept}: rerun to resume", file=sys.stderr)
+        return 130
     print(
         f"{args.split}: {s.problems_skipped} of {s.problems_total} problems were already collected; "
         f"+{s.problems_measured} problems, +{s.records} records in {s.elapsed_s:.1f} s "

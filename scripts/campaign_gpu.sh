@@ -60,7 +60,11 @@ if [ -n "$REPEAT_GPUS" ]; then
   pids+=($!)
 fi
 rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
+for p in "${pids[@]}"; do
+  wait "$p"; s=$?
+  # 124: `timeout` stopped it at DEADLINE (its finished problems and checkpointed parts are kept)
+  if [ "$s" -eq 124 ]; then echo "a run was interrupted at the $DEADLINE s deadline"; elif [ "$s" -ne 0 ]; then rc=1; fi
+done
 echo "done in $(( $(date +%s) - S )) s (rc $rc)"
 for f in data/"$KEY"/logs/*-literal-"$RUN".log; do echo "== $f"; tail -n 2 "$f"; done
 # A run killed after its grace period leaves its ranks' shards: merge them (finished problems only).
