@@ -140,7 +140,7 @@ def _start(args: argparse.Namespace) -> tuple[CampaignPlan, list | None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from torch_diode.collect import collect
+    from torch_diode.collect import collect, partial_path
 
     plan, problems = _start(args)
     if problems is None:
@@ -180,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         s = collect(problems, options, out)
     except KeyboardInterrupt:  # Ctrl-C, or campaign_gpu.sh's deadline (`timeout --signal=INT`)
-        partial = out.with_name(out.name + ".partial")
+        partial = partial_path(out)
         kept = f", the timed parts of unfinished ones in {partial.name}" if partial.exists() else ""
         print(f"{args.split}: interrupted; every finished problem is in {out}{kept}: rerun to resume", file=sys.stderr)
         return 130

@@ -13,7 +13,7 @@ import torch
 
 from torch_diode.dataset import read_dataset
 from torch_diode.features import gpu_constants
-from torch_diode.forest import ForestOptions, _Padded
+from torch_diode.forest import ForestOptions, _Padded, relevance_gains
 from torch_diode.train import _featurize_problems
 
 
@@ -22,17 +22,12 @@ def main(key: str) -> None:
     ds = read_dataset(f"data/{key}/train.msgpack")
     rows = _featurize_problems(ds, ds.by_problem(), gpu_constants(key))
     o = ForestOptions()
-    counts = rows.counts
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    group = np.repeat(np.arange(len(counts)), counts)
-    y = rows.y.astype(np.float64)
-    best = np.minimum.reduceat(y, starts)
-    labels = np.clip(o.levels - np.ceil((y - best[group]) / o.step - 1e-9), 0, o.levels)  # as RankingForest.fit
-    _, h = _Padded(counts).lambdas(np.zeros(len(y)), np.exp2(labels) - 1.0, o.top)
+    group, gains = relevance_gains(rows.y, rows.counts, o)  # as RankingForest.fit
+    _, h = _Padded(rows.counts).lambdas(np.zeros(len(gains)), gains, o.top)
     per_problem = np.bincount(group, weights=h)
     q10, q50, q90 = np.quantile(per_problem, [0.1, 0.5, 0.9])
     print(
-        f"{key}: {len(counts)} problems, {len(y)} rows; hessian per problem median {q50:.1f} "
+        f"{key}: {len(rows.counts)} problems, {len(gains)} rows; hessian per problem median {q50:.1f} "
         f"(10th-90th percentile {q10:.1f}-{q90:.1f}); one of 2**{o.depth} leaves' uniform share "
         f"{h.sum() / 2**o.depth:.0f}; l2 {o.l2}"
     )

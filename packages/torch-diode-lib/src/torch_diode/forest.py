@@ -269,12 +269,7 @@ class RankingForest:
             raise ValueError("forest: needs at least one problem, each with at least one row")
         o = options
         rng = np.random.default_rng(seed)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        group = np.repeat(np.arange(len(counts)), counts)
-        best = np.minimum.reduceat(np.asarray(log_t, dtype=np.float64), starts)
-        rel = np.asarray(log_t, dtype=np.float64) - best[group]
-        labels = np.clip(o.levels - np.ceil(rel / o.step - 1e-9), 0, o.levels)
-        gains = np.exp2(labels) - 1.0
+        group, gains = relevance_gains(log_t, counts, o)
         borders = _borders(x, o.max_bins)
         binned = _binned(x, borders)  # [F, R] uint8
         splittable = np.flatnonzero([len(b) > 0 for b in borders])
@@ -326,6 +321,18 @@ class RankingForest:
                 every = every * 2 + (binned[feats[tree, level]] > split_bins[level])
             scores += values[every]
         return cls(feats, thrs, leaves, options)
+
+
+def relevance_gains(log_t: np.ndarray, counts: np.ndarray, options: ForestOptions) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's problem index and LambdaRank gain ``2**label - 1`` (module docstring) from the
+    measured ``log_t [R]``, rows grouped by problem in ``counts [P]`` consecutive runs."""
+    counts = np.asarray(counts, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    group = np.repeat(np.arange(len(counts)), counts)
+    y = np.asarray(log_t, dtype=np.float64)
+    rel = y - np.minimum.reduceat(y, starts)[group]
+    labels = np.clip(options.levels - np.ceil(rel / options.step - 1e-9), 0, options.levels)
+    return group, np.exp2(labels) - 1.0
 
 
 def _mean_std(v: np.ndarray) -> tuple[float, float]:
