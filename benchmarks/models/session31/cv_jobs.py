@@ -11,6 +11,9 @@ handler keeps at top-1/top-3, stock's pick, whether the top-1 pick is ATen) and,
 for a fold too, and the predictions' ensemble spread). Jobs run in a pool of
 ``--workers`` processes until ``--deadline`` seconds; finished jobs found in ``--done`` are
 skipped, so a 10-minute GPU-machine command can resume a batch. ``summarize.py`` pools them.
+The device tool brings back at most 8 files from ``$OUT``: there, pass ``--pack $OUT/r.tgz`` to
+write the out folder as one gzipped tar when the pool stops (all jobs done or the deadline);
+session 35 lost 12 of 20 result files by writing them loose.
 
     python benchmarks/models/session31/cv_jobs.py benchmarks/models/session31/batch1.json \
         --out /tmp/r --workers 16 --deadline 530
@@ -110,6 +113,7 @@ def main():
     ap.add_argument("--workers", type=int, default=15)
     ap.add_argument("--deadline", type=float, default=540)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--pack", default=None, help="write the out folder to this .tgz when the pool stops")
     a = ap.parse_args()
     jobs = json.loads(Path(a.jobs).read_text())
     out = Path(a.out)
@@ -138,6 +142,12 @@ def main():
             print(f"{time.time() - t0:6.0f}s {jid}: {res if isinstance(res, str) else f'{res:.0f} s'}", flush=True)
         pool.terminate()
     print(f"total {time.time() - t0:.0f} s", flush=True)
+    if a.pack:
+        import tarfile
+
+        with tarfile.open(a.pack, "w:gz") as tar:
+            tar.add(out, arcname=out.name)
+        print(f"packed {out} into {a.pack}", flush=True)
 
 
 if __name__ == "__main__":
