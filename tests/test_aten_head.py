@@ -115,8 +115,8 @@ def test_version_2_files_without_a_head_still_load(tmp_path: Path) -> None:
 def test_training_fits_a_head_on_real_problems_unless_told_not_to(tmp_path: Path) -> None:
     real = read_dataset(REAL)
     sub = real.select_problems(g.problem for g in real.by_problem()[:16])
-    model, _ = train(sub, TrainOptions(seed=2, **FAST))  # the default: a head of weight 0.5
-    assert model.aten_head is not None and model.metadata["training"]["options"]["aten_head_blend"] == 0.5
+    model, _ = train(sub, TrainOptions(seed=2, **FAST))  # the default: a head of weight 0.75
+    assert model.aten_head is not None and model.metadata["training"]["options"]["aten_head_blend"] == 0.75
     plain, _ = train(sub, TrainOptions(seed=2, aten_head_blend=0.0, **FAST))
     assert plain.aten_head is None
     # the same network and memory either way: the head only moves ATen's predictions

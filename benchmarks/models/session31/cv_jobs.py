@@ -8,7 +8,9 @@ ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch
 Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
 handler keeps at top-1/top-3, stock's pick, whether the top-1 pick is ATen) and, for ``val``,
 ``<id>.npz`` (every problem's measured times and predictions; with ``"npz": true`` in the job,
-for a fold too, and the predictions' ensemble spread). Jobs run in a pool of
+for a fold too, and the predictions' ensemble spread); with ``"save": true``, the trained model
+too, as ``<id>.safetensors`` (``session35/variants.py`` re-scores saved models with scoring-time
+changes). Jobs run in a pool of
 ``--workers`` processes until ``--deadline`` seconds; finished jobs found in ``--done`` are
 skipped, so a 10-minute GPU-machine command can resume a batch. ``summarize.py`` pools them.
 The device tool brings back at most 8 files from ``$OUT``: there, pass ``--pack $OUT/r.tgz`` to
@@ -88,6 +90,10 @@ def run_job(job, outdir):
         arrays[f"o{i}"] = np.array([best], dtype=np.float64)
         if job.get("npz"):  # the network's spread too, for selection rules (session 32)
             arrays[f"s{i}"] = model.predict(e.problem, e.choices).std.astype(np.float32)
+    if job.get("save"):
+        from torch_diode.model import save_model
+
+        save_model(model, outdir / f"{job['id']}.safetensors")
     out = {"job": job, "seconds": time.time() - t0, "train_seconds": ttrain, "rows": rows}
     (outdir / f"{job['id']}.json").write_text(json.dumps(out))
     if job["part"] == "val" or job.get("npz"):

@@ -10,7 +10,7 @@ choices are shifted by one constant so that the gap between its best ATen and it
 prediction becomes a blend of the network's gap and the head's (``blend``: the head's weight);
 the order within the Triton configs, and within the ATen variants, is unchanged.
 
-On by default since session 13 (``TrainOptions.aten_head_blend`` 0.5; ``diode train
+On by default since session 13 (``TrainOptions.aten_head_blend`` 0.5, 0.75 since session 35; ``diode train
 --aten-head-blend 0`` leaves it out). Paired runs of ``scripts/cv_model.py`` (two seeds per GPU,
 ``benchmarks/models/cv-session13.md``): validation regret@1 better on all four, cross-validation
 regret@1 better on two, equal on one, 0.5 points worse on one, and the fastest of what the choices
@@ -49,7 +49,7 @@ class AtenHeadOptions:
     learning_rate: float = 3e-3
     weight_decay: float = 1e-3
     huber_delta: float = 0.3
-    blend: float = 0.5
+    blend: float = 0.75
 
     def __post_init__(self) -> None:
         for name in ("members", "hidden", "epochs"):

@@ -106,7 +106,8 @@ class TrainOptions:
         aten_head_blend: weight of the ATen head (:mod:`torch_diode.aten_head`, fit on one row
             per training problem after the network) in the call between ATen and the best Triton
             config: the gap between the two is this share of the head's predicted gap and the
-            rest the network's; 0: no head. 0.5 since session 13 (``cv-session13.md``).
+            rest the network's; 0: no head. 0.5 since session 13 (``cv-session13.md``), 0.75 since
+            session 35 (``cv-session35.md``).
         forest_trees: boosting rounds of the ranking forest (:mod:`torch_diode.forest`, fit on the
             training split after the network) that re-ranks the network's shortlist; 0: no
             forest. 192 since session 31 (``benchmarks/models/cv-session31.md``; 64 from session 22,
@@ -145,7 +146,7 @@ class TrainOptions:
     neighbours: int = 8
     neighbour_bandwidth: float = 3.0
     neighbour_prior: float = 1.0
-    aten_head_blend: float = 0.5
+    aten_head_blend: float = AtenHeadOptions.blend
     forest_trees: int = ForestOptions.trees
     forest_depth: int = ForestOptions.depth
     forest_learning_rate: float = ForestOptions.learning_rate

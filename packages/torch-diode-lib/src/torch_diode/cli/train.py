@@ -87,9 +87,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--aten-head-blend",
         type=float,
-        default=0.5,
+        default=0.75,
         help="weight of the ATen head (a problem-level model of ATen's time against the best Triton config's) "
-        "in the call between the two; 0: no head (default: 0.5)",
+        "in the call between the two; 0: no head (default: 0.75)",
     )
     t.add_argument(
         "--forest-trees",
