@@ -53,6 +53,39 @@ def gm(x):
     return float(np.exp(np.mean(np.log(x))))
 
 
+def score(model, ds, stock=None, acc=None, kept=True):
+    """Add each problem of ``ds`` as ``model`` ranks it to ``acc`` (regret@1, regret@5, what the
+    handler keeps at top-3 unless ``kept`` is False, ATen top-1 picks, the top-1 pick over
+    stock's where ``stock`` has it); returns ``acc``."""
+    acc = acc if acc is not None else {"r1": [], "r5": [], "k3": [], "aten": 0, "stock": []}
+    for e in problem_evals(model, ds, stock=stock, max_compile_cost=DEFAULT_COST):
+        r = regret_at_k(e.measured_us, e.predicted_log_us, (1, 5), oracle_us=e.oracle_us)
+        acc["r1"].append(r[1])
+        acc["r5"].append(r[5])
+        if kept:
+            acc["k3"].append(float(e.measured_us[handler_keeps(model, e, (3,))[3]].min() / best_measured_us(e)))
+        top = int(model_order(e.predicted_log_us)[0])
+        acc["aten"] += bool(e.choices[top].is_aten)
+        if e.stock_us:
+            acc["stock"].append(float(e.measured_us[top] / e.stock_us))
+    return acc
+
+
+def summary(acc):
+    """The pooled figures of :func:`score`'s lists."""
+    return {
+        "problems": len(acc["r1"]),
+        "r1": gm(acc["r1"]),
+        "r1_p95": float(np.percentile(acc["r1"], 95)),
+        "r1_over_1.5": int(np.sum(np.asarray(acc["r1"]) > 1.5)),
+        "r5": gm(acc["r5"]),
+        "r5_p95": float(np.percentile(acc["r5"], 95)),
+        "k3": gm(acc["k3"]) if acc["k3"] else None,
+        "aten_picks": acc["aten"],
+        "vs_stock": gm(acc["stock"]) if acc["stock"] else None,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -76,31 +109,11 @@ def main():
             model = load_model(path)  # fresh: each variant changes one part
             VARIANTS[v](model)
             key = f"{hw}-{job['part']}-s{job['seed']}-{v}"
-            acc = rows.setdefault(key, {"r1": [], "r5": [], "k3": [], "aten": 0, "stock": []})
-            for e in problem_evals(model, ds, stock=stock, max_compile_cost=DEFAULT_COST):
-                r = regret_at_k(e.measured_us, e.predicted_log_us, (1, 5), oracle_us=e.oracle_us)
-                acc["r1"].append(r[1])
-                acc["r5"].append(r[5])
-                acc["k3"].append(float(e.measured_us[handler_keeps(model, e, (3,))[3]].min() / best_measured_us(e)))
-                top = int(model_order(e.predicted_log_us)[0])
-                acc["aten"] += bool(e.choices[top].is_aten)
-                if e.stock_us:
-                    acc["stock"].append(float(e.measured_us[top] / e.stock_us))
+            rows[key] = score(model, ds, stock, rows.get(key))
         print(f"scored {path.name}", flush=True)
     table = {}
     for key, acc in sorted(rows.items()):
-        t = {
-            "problems": len(acc["r1"]),
-            "r1": gm(acc["r1"]),
-            "r1_p95": float(np.percentile(acc["r1"], 95)),
-            "r1_over_1.5": int(np.sum(np.asarray(acc["r1"]) > 1.5)),
-            "r5": gm(acc["r5"]),
-            "r5_p95": float(np.percentile(acc["r5"], 95)),
-            "k3": gm(acc["k3"]),
-            "aten_picks": acc["aten"],
-            "vs_stock": gm(acc["stock"]) if acc["stock"] else None,
-        }
-        table[key] = t
+        table[key] = t = summary(acc)
         vs = f" vs_stock {t['vs_stock']:.4f}" if t["vs_stock"] else ""
         print(
             f"{key:34s} n={t['problems']:5d} r1 {t['r1']:.4f} p95 {t['r1_p95']:.3f} >1.5 {t['r1_over_1.5']:3d} "
