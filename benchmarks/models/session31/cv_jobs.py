@@ -2,7 +2,8 @@
 
 A job is one training run and its scoring: ``{"id", "hw", "part": "val"|"cv", "seed", "set":
 {TrainOptions overrides}}`` plus ``"folds"``/``"fold"`` for a fold of grouped cross-validation
-(the folds of ``cv_model.fold_of_problems``). ``val`` trains on every training problem and ranks
+(the folds of ``cv_model.fold_of_problems``, drawn with the job's seed, or with ``"fold_seed"``
+where given, so that models of several seeds can share one split: ``session36/seed_average.py``). ``val`` trains on every training problem and ranks
 ``val.msgpack`` (stock picks from ``val-stock-picks.json``); a fold trains on the other folds and
 ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch thread per job.
 Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
@@ -60,7 +61,7 @@ def run_job(job, outdir):
         stock = read_max_autotune_solution(data / "val-stock-picks.json")
         evals = problem_evals(model, val, stock=stock, max_compile_cost=cost)
     else:
-        folds = fold_of_problems(ds, job["folds"], job["seed"])
+        folds = fold_of_problems(ds, job["folds"], job.get("fold_seed", job["seed"]))
         held = set(folds[job["fold"]])
         model, _ = train(ds.select_problems(ds.measured_problems() - held), TrainOptions(**ov))
         ttrain = time.time() - t0

@@ -111,17 +111,24 @@ def main():
             key = f"{hw}-{job['part']}-s{job['seed']}-{v}"
             rows[key] = score(model, ds, stock, rows.get(key))
         print(f"scored {path.name}", flush=True)
+    report(rows, a.json)
+
+
+def report(rows, json_path=None, width=34):
+    """Print one line of :func:`summary` per accumulator of ``rows`` (by key) and write them all
+    to ``json_path`` where given (``session36/seed_average.py`` reports the same way)."""
     table = {}
     for key, acc in sorted(rows.items()):
         table[key] = t = summary(acc)
         vs = f" vs_stock {t['vs_stock']:.4f}" if t["vs_stock"] else ""
+        k3 = f"k3 {t['k3']:.4f} " if t["k3"] is not None else ""
         print(
-            f"{key:34s} n={t['problems']:5d} r1 {t['r1']:.4f} p95 {t['r1_p95']:.3f} >1.5 {t['r1_over_1.5']:3d} "
+            f"{key:{width}s} n={t['problems']:5d} r1 {t['r1']:.4f} p95 {t['r1_p95']:.3f} >1.5 {t['r1_over_1.5']:3d} "
             f"r5 {t['r5']:.4f} p95r5 {t['r5_p95']:.3f} "
-            f"k3 {t['k3']:.4f} aten {t['aten_picks']}{vs}"
+            f"{k3}aten {t['aten_picks']}{vs}"
         )
-    if a.json:
-        Path(a.json).write_text(json.dumps(table, indent=1))
+    if json_path:
+        Path(json_path).write_text(json.dumps(table, indent=1))
 
 
 if __name__ == "__main__":
