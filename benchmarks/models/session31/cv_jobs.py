@@ -35,6 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def fold_seed_of(job):
+    """The seed a cross-validation job's folds are drawn with: ``"fold_seed"``, else its seed."""
+    return job.get("fold_seed", job["seed"])
+
+
 def run_job(job, outdir):
     os.environ["OMP_NUM_THREADS"] = "1"
     import numpy as np
@@ -61,7 +66,7 @@ def run_job(job, outdir):
         stock = read_max_autotune_solution(data / "val-stock-picks.json")
         evals = problem_evals(model, val, stock=stock, max_compile_cost=cost)
     else:
-        folds = fold_of_problems(ds, job["folds"], job.get("fold_seed", job["seed"]))
+        folds = fold_of_problems(ds, job["folds"], fold_seed_of(job))
         held = set(folds[job["fold"]])
         model, _ = train(ds.select_problems(ds.measured_problems() - held), TrainOptions(**ov))
         ttrain = time.time() - t0

@@ -53,21 +53,32 @@ def gm(x):
     return float(np.exp(np.mean(np.log(x))))
 
 
+def new_acc():
+    """An empty accumulator of :func:`add` and :func:`score`, for :func:`summary`."""
+    return {"r1": [], "r5": [], "k3": [], "aten": 0, "stock": []}
+
+
+def add(acc, e, pred):
+    """Add problem ``e`` (a ``problem_evals`` item) as ranked by the predicted log times ``pred``
+    to ``acc``: regret@1, regret@5, whether the top-1 pick is ATen, the top-1 pick over stock's
+    where ``e`` has it."""
+    r = regret_at_k(e.measured_us, pred, (1, 5), oracle_us=e.oracle_us)
+    acc["r1"].append(r[1])
+    acc["r5"].append(r[5])
+    top = int(model_order(pred)[0])
+    acc["aten"] += bool(e.choices[top].is_aten)
+    if e.stock_us:
+        acc["stock"].append(float(e.measured_us[top] / e.stock_us))
+
+
 def score(model, ds, stock=None, acc=None, kept=True):
-    """Add each problem of ``ds`` as ``model`` ranks it to ``acc`` (regret@1, regret@5, what the
-    handler keeps at top-3 unless ``kept`` is False, ATen top-1 picks, the top-1 pick over
-    stock's where ``stock`` has it); returns ``acc``."""
-    acc = acc if acc is not None else {"r1": [], "r5": [], "k3": [], "aten": 0, "stock": []}
+    """Add each problem of ``ds`` as ``model`` ranks it to ``acc`` (:func:`add`'s figures and what
+    the handler keeps at top-3 unless ``kept`` is False); returns ``acc``."""
+    acc = acc if acc is not None else new_acc()
     for e in problem_evals(model, ds, stock=stock, max_compile_cost=DEFAULT_COST):
-        r = regret_at_k(e.measured_us, e.predicted_log_us, (1, 5), oracle_us=e.oracle_us)
-        acc["r1"].append(r[1])
-        acc["r5"].append(r[5])
+        add(acc, e, e.predicted_log_us)
         if kept:
             acc["k3"].append(float(e.measured_us[handler_keeps(model, e, (3,))[3]].min() / best_measured_us(e)))
-        top = int(model_order(e.predicted_log_us)[0])
-        acc["aten"] += bool(e.choices[top].is_aten)
-        if e.stock_us:
-            acc["stock"].append(float(e.measured_us[top] / e.stock_us))
     return acc
 
 

@@ -17,7 +17,6 @@ head's blend of every model first (a scoring-time setting, as in ``session35/var
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -25,41 +24,27 @@ from pathlib import Path
 import numpy as np
 
 from torch_diode.dataset import read_dataset
-from torch_diode.evaluate import model_order, problem_evals, read_max_autotune_solution, regret_at_k
+from torch_diode.evaluate import problem_evals, read_max_autotune_solution
 from torch_diode.model import load_model
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "models" / "session35"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "models" / "session31"))
+from cv_jobs import fold_seed_of  # noqa: E402
 from cv_model import DEFAULT_COST, fold_of_problems  # noqa: E402
-from variants import report  # noqa: E402
+from variants import _set, add, new_acc, report  # noqa: E402
 
 
 def models_by_run(d):
-    """``{(hw, part, fold, fold_seed): (path, seed)}`` of one folder's saved models."""
+    """``{(hw, part, fold, fold_seed, folds): (path, seed)}`` of one folder's saved models (the
+    last three None for a validation model)."""
     out = {}
     for path in sorted(Path(d).glob("*.safetensors")):
         job = json.loads(path.with_suffix(".json").read_text())["job"]
-        fold_seed = job.get("fold_seed", job["seed"]) if job["part"] == "cv" else None
+        fold_seed = fold_seed_of(job) if job["part"] == "cv" else None
         out[(job["hw"], job["part"], job.get("fold"), fold_seed, job.get("folds"))] = (path, job["seed"])
     return out
-
-
-def new_acc():
-    """An empty accumulator of ``session35/variants.py``'s ``summary`` (no ``k3``: an average has no
-    handler of its own)."""
-    return {"r1": [], "r5": [], "k3": [], "aten": 0, "stock": []}
-
-
-def add(acc, e, pred):
-    """Add problem ``e`` as ranked by the predicted log times ``pred`` to ``acc``."""
-    r = regret_at_k(e.measured_us, pred, (1, 5), oracle_us=e.oracle_us)
-    acc["r1"].append(r[1])
-    acc["r5"].append(r[5])
-    top = int(model_order(pred)[0])
-    acc["aten"] += bool(e.choices[top].is_aten)
-    if e.stock_us:
-        acc["stock"].append(float(e.measured_us[top] / e.stock_us))
 
 
 def main():
@@ -87,7 +72,7 @@ def main():
             path, seed = r[key]
             model = load_model(path)
             if a.head is not None:
-                model.aten_head.options = dataclasses.replace(model.aten_head.options, blend=a.head)
+                _set(model.aten_head, blend=a.head)
             per_model.append(list(problem_evals(model, ds, stock=stock, max_compile_cost=DEFAULT_COST)))
             seeds.append(seed)
         for evals in zip(*per_model):
