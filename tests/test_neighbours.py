@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,13 +13,13 @@ import pytest
 import torch
 from test_model import CHOICES, H100, PROBLEM, _rewrite, make_model
 
-from torch_diode.dataset import read_dataset
+from torch_diode.dataset import read_dataset, write_dataset
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import featurize_split, featurize_split_indexed, gpu_constants
 from torch_diode.model import load_model, save_model
-from torch_diode.neighbours import CAP, NeighbourMemory, NeighbourOptions, problem_row, signatures
+from torch_diode.neighbours import CAP, PROBLEM_COLUMNS, NeighbourMemory, NeighbourOptions, problem_row, signatures
 from torch_diode.records import Choice, Problem
-from torch_diode.train import TrainOptions, train
+from torch_diode.train import TrainOptions, train, training_memory
 
 GPU = gpu_constants(H100)
 REAL = Path(__file__).resolve().parents[1] / "data" / "NVIDIA-H200" / "train.msgpack"
@@ -53,14 +55,28 @@ def test_distance_penalties_and_weights() -> None:
         Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16", stride_b=(1, 1024)),  # B column-major: 0.5
         Problem(op="addmm", m=1024, n=1024, k=1024, dtype="float16", stride_bias=(0, 1)),  # bias: 0.3
         Problem(op="bmm", m=1024, n=1024, k=1024, batch=4, dtype="float16"),  # batched 0.3 + log2 4 = 2 -> 4.3
+        # A's rows 1,026 fp16 elements apart (2,052 bytes, not a multiple of 16): alignment 4
+        Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16", stride_a=(1026, 1)),
+        # both operands' rows misaligned: 8
+        Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16", stride_a=(1026, 1), stride_b=(1028, 1)),
+        # B's rows 1,032 elements apart (2,064 bytes = 129 x 16): aligned, 0
+        Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16", stride_b=(1032, 1)),
     ]
     mem = _memory(others, [{}] * len(others), k=len(others), bandwidth=2.0)
     nb, w = mem.neighbours(base)
     d2 = dict(zip(nb.tolist(), (-np.log(w) * 4.0).tolist()))
-    np.testing.assert_allclose([d2[i] for i in range(len(others))], [0, 1, 1, 4, 0.5, 0.3, 4.3], atol=1e-5)
+    want = [0, 1, 1, 4, 0.5, 0.3, 4.3, 4, 8, 0]
+    np.testing.assert_allclose([d2[i] for i in range(len(others))], want, atol=1e-5)
+    # the weight per misaligned operand is an option; 0 ignores alignment (as before session 37)
+    for weight in (0.0, 1.5):
+        nb, w = _memory(others, [{}] * len(others), k=len(others), bandwidth=2.0, alignment_weight=weight).neighbours(
+            base
+        )
+        d2 = dict(zip(nb.tolist(), (-np.log(w) * 4.0).tolist()))
+        np.testing.assert_allclose([d2[i] for i in range(len(others))], [*want[:7], weight, 2 * weight, 0], atol=1e-5)
     # only the k nearest vote
     nb3, _ = _memory(others, [{}] * len(others), k=3).neighbours(base)
-    assert sorted(nb3.tolist()) == [0, 4, 5]  # d2 0, 0.3, 0.5
+    assert sorted(nb3.tolist()) == [0, 5, 9]  # d2 0, 0.3, 0
 
 
 def test_blend_by_hand() -> None:
@@ -104,7 +120,12 @@ def test_blend_by_hand() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"k": -1}, "neighbours"), ({"bandwidth": 0.0}, "bandwidth"), ({"prior_weight": float("nan")}, "prior_weight")],
+    [
+        ({"k": -1}, "neighbours"),
+        ({"bandwidth": 0.0}, "bandwidth"),
+        ({"prior_weight": float("nan")}, "prior_weight"),
+        ({"alignment_weight": -1.0}, "alignment_weight"),
+    ],
 )
 def test_options_are_validated(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -112,7 +133,12 @@ def test_options_are_validated(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         TrainOptions(
             **{
-                {"k": "neighbours", "bandwidth": "neighbour_bandwidth", "prior_weight": "neighbour_prior"}[k]: v
+                {
+                    "k": "neighbours",
+                    "bandwidth": "neighbour_bandwidth",
+                    "prior_weight": "neighbour_prior",
+                    "alignment_weight": "neighbour_alignment",
+                }[k]: v
                 for k, v in kwargs.items()
             }
         )
@@ -169,6 +195,50 @@ def test_version_1_files_without_memory_still_load(tmp_path: Path) -> None:
     src = save_model(make_model(), tmp_path / "m.safetensors")
     v1 = _rewrite(src, tmp_path / "v1.safetensors", meta={"format_version": "1"})
     assert load_model(v1).memory is None
+
+
+def _without_alignment(src: Path, dst: Path) -> tuple[Path, dict]:
+    """``src`` rewritten as a file of before session 37: its memory's problem table without the
+    alignment columns and its metadata without ``alignment_weight``; the file and that metadata."""
+    loaded = load_model(src)
+    meta = dict(loaded.metadata["neighbour_memory"])
+    meta.pop("alignment_weight")
+    meta["problem_columns"] = meta["problem_columns"][:9]
+    table = torch.from_numpy(loaded.memory.problems[:, :9].copy())
+    return _rewrite(src, dst, meta={"neighbour_memory": meta}, tensors={"memory.problems": table}), meta
+
+
+def test_memories_without_alignment_columns_still_load(tmp_path: Path) -> None:
+    # Files written before session 37 keep a 9-column problem table and no alignment_weight: they
+    # load with the alignment term off, rank as such a memory always did, and save to the same bytes.
+    aligned = Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16")
+    misaligned = Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16", stride_a=(1026, 1))
+    m = make_model()
+    m.memory = _memory([aligned, misaligned], [{0: 0.0, 1: 2.0}, {0: 2.0, 1: 0.0}], k=2)
+    src = save_model(m, tmp_path / "src.safetensors")
+    old, meta = _without_alignment(src, tmp_path / "old.safetensors")
+    loaded = load_model(old)
+    assert not loaded.memory.aligned and loaded.memory.options.alignment_weight == 0.0
+    assert loaded.memory.problems.shape == (2, 9)
+    loaded.memory = loaded.memory  # forget the file's bytes: serialise the loaded memory again
+    assert save_model(loaded, tmp_path / "again.safetensors").read_bytes() == old.read_bytes()
+    # it ranks as the same memory with alignment ignored, and the alignment term changes the ranking
+    off = m.memory.__class__(
+        m.memory.problems, m.memory.configs, m.memory.rel, NeighbourOptions(k=2, alignment_weight=0)
+    )
+    _, rest = featurize_split(misaligned, CHOICES, GPU)
+    log_t = np.zeros(len(CHOICES), np.float32)
+    np.testing.assert_array_equal(loaded.memory.blend(misaligned, rest, log_t), off.blend(misaligned, rest, log_t))
+    assert not np.array_equal(m.memory.blend(misaligned, rest, log_t), off.blend(misaligned, rest, log_t))
+    # an alignment_weight without the columns, or the columns without one: refused
+    for name, change in (
+        ("weight-no-columns", {"neighbour_memory": {**meta, "alignment_weight": 4.0}}),
+        ("columns-no-weight", {"neighbour_memory": {**meta, "problem_columns": list(PROBLEM_COLUMNS)}}),
+    ):
+        tensors = None if name == "weight-no-columns" else {"memory.problems": torch.from_numpy(m.memory.problems)}
+        bad = _rewrite(src if tensors else old, tmp_path / f"{name}.safetensors", meta=change, tensors=tensors)
+        with pytest.raises(ModelFormatError, match="alignment_weight"):
+            load_model(bad)
 
 
 def _memory_file(tmp_path: Path, name: str, *, meta: dict | None = None, tensors: dict | None = None) -> Path:
@@ -228,3 +298,68 @@ def test_training_saves_a_memory_of_every_problem(tmp_path: Path) -> None:
     )
     loaded = load_model(save_model(model, tmp_path / "m.safetensors"))
     assert loaded.memory is not None and loaded.memory.rel.shape == model.memory.rel.shape
+    # training_memory builds the same memory without training (scripts/rebuild_memory.py uses it)
+    again = training_memory(sub, TrainOptions(seed=3, **FAST))
+    assert again is not None and again.aligned and again.options == model.memory.options
+    for name in ("problems", "configs", "rel"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(model.memory, name))
+    assert training_memory(sub, TrainOptions(seed=3, neighbours=0, **FAST)) is None
+
+
+def _run_rebuild(*args: str) -> subprocess.CompletedProcess:
+    script = Path(__file__).resolve().parents[1] / "scripts" / "rebuild_memory.py"
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+
+
+def test_rebuild_memory_gives_an_old_file_the_alignment_columns(tmp_path: Path) -> None:
+    # A file whose memory has no alignment columns (as written before session 37), trained on a
+    # real slice: the script rebuilds its memory from that slice, keeps every other tensor, and
+    # measures the held-out metrics again; wrong data or an in-place output is refused.
+    real = read_dataset(REAL)
+    groups = real.by_problem()
+    sub = real.select_problems(g.problem for g in groups[:12])
+    held = real.select_problems(g.problem for g in groups[12:15])
+    write_dataset(sub, tmp_path / "train.msgpack")
+    write_dataset(held, tmp_path / "val.msgpack")
+    write_dataset(real.select_problems(g.problem for g in groups[:11]), tmp_path / "other.msgpack")
+    model, _ = train(sub, TrainOptions(seed=3, **FAST))
+    src = save_model(model, tmp_path / "new.safetensors")
+    old, _ = _without_alignment(src, tmp_path / "old.safetensors")
+    assert not load_model(old).memory.aligned
+    out = tmp_path / "rebuilt.safetensors"
+    common = ["--held-out", str(tmp_path / "val.msgpack"), "--output", str(out)]
+    bad = _run_rebuild("--model", str(old), "--dataset", str(tmp_path / "other.msgpack"), *common)
+    assert bad.returncode == 2 and "not the data" in bad.stderr and not out.exists()
+    same = _run_rebuild(
+        "--model",
+        str(old),
+        "--dataset",
+        str(tmp_path / "train.msgpack"),
+        "--held-out",
+        str(tmp_path / "val.msgpack"),
+        "--output",
+        str(old),
+    )
+    assert same.returncode == 2 and "--output must be a new file" in same.stderr
+    done = _run_rebuild("--model", str(old), "--dataset", str(tmp_path / "train.msgpack"), *common)
+    assert done.returncode == 0, done.stderr
+    rebuilt = load_model(out)
+    assert rebuilt.memory.aligned and rebuilt.memory.options.alignment_weight == 4.0
+    for name in ("problems", "configs", "rel"):  # what training writes today
+        np.testing.assert_array_equal(getattr(rebuilt.memory, name), getattr(model.memory, name))
+    oldm = load_model(old)
+    for a, b in zip(oldm.net.state_dict().values(), rebuilt.net.state_dict().values()):
+        assert torch.equal(a, b)
+    for part in ("aten_head", "forest"):
+        for k, v in getattr(oldm, part).to_tensors().items():
+            np.testing.assert_array_equal(v, getattr(rebuilt, part).to_tensors()[k])
+    info = rebuilt.metadata["training"]["memory_rebuilt"]
+    assert info["from_model_sha256"] == oldm.model_hash and info["alignment_weight"] == 4.0
+    assert rebuilt.metadata["held_out_metrics"]["overall"]["problems"] == 3
+    assert "rebuilt" in rebuilt.metadata["training"]["held_out_metrics_are_from"]
+    # the rebuilt file ranks as the trained one (the same network, head, forest and memory)
+    g = groups[13]
+    choices = [real.choices[i] for i in g.median_by_choice()]
+    np.testing.assert_array_equal(
+        rebuilt.predict(g.problem, choices).log_time_us, model.predict(g.problem, choices).log_time_us
+    )

@@ -11,7 +11,10 @@ handler keeps at top-1/top-3, stock's pick, whether the top-1 pick is ATen) and,
 ``<id>.npz`` (every problem's measured times and predictions; with ``"npz": true`` in the job,
 for a fold too, and the predictions' ensemble spread); with ``"save": true``, the trained model
 too, as ``<id>.safetensors`` (``session35/variants.py`` re-scores saved models with scoring-time
-changes). Jobs run in a pool of
+changes); with ``"also": {NAME: {PART: {OPTION: VALUE}}}``, the same model is scored again with
+each scoring-time change (``PART`` one of ``memory``, ``aten_head``, ``forest``; e.g. ``{"align0":
+{"memory": {"alignment_weight": 0}}}``, session 37), per problem under ``"also"`` in ``<id>.json``.
+Jobs run in a pool of
 ``--workers`` processes until ``--deadline`` seconds; finished jobs found in ``--done`` are
 skipped, so a 10-minute GPU-machine command can resume a batch. ``summarize.py`` pools them.
 The device tool brings back at most 8 files from ``$OUT``: there, pass ``--pack $OUT/r.tgz`` to
@@ -25,6 +28,7 @@ session 35 lost 12 of 20 result files by writing them loose.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -59,48 +63,61 @@ def run_job(job, outdir):
     ds = read_dataset(data / "train.msgpack")
     ov = {"num_threads": 1, "progress": False, "val_fraction": 0, **job.get("set", {}), "seed": job["seed"]}
     cost = DEFAULT_COST
+    stock = None
     if job["part"] == "val":
         model, _ = train(ds, TrainOptions(**ov))
         ttrain = time.time() - t0
-        val = read_dataset(data / "val.msgpack")
+        scored = read_dataset(data / "val.msgpack")
         stock = read_max_autotune_solution(data / "val-stock-picks.json")
-        evals = problem_evals(model, val, stock=stock, max_compile_cost=cost)
     else:
         folds = fold_of_problems(ds, job["folds"], fold_seed_of(job))
         held = set(folds[job["fold"]])
         model, _ = train(ds.select_problems(ds.measured_problems() - held), TrainOptions(**ov))
         ttrain = time.time() - t0
-        evals = problem_evals(model, ds.select_problems(held), max_compile_cost=cost)
-    rows = []
-    arrays = {}
-    for i, e in enumerate(evals):
+        scored = ds.select_problems(held)
+    evals = problem_evals(model, scored, stock=stock, max_compile_cost=cost)
+
+    def row(e):
         keeps = handler_keeps(model, e, (1, 3))
         best = best_measured_us(e)
         regret = regret_at_k(e.measured_us, e.predicted_log_us, (1, 3, 5, 10), oracle_us=e.oracle_us)
         aten = np.array([c.is_aten for c in e.choices])
-        rows.append(
-            {
-                "p": json.dumps(e.problem.to_dict(), sort_keys=True),
-                **{f"r{k}": regret[k] for k in (1, 3, 5, 10)},
-                "k1": float(e.measured_us[keeps[1]].min() / best),
-                "k3": float(e.measured_us[keeps[3]].min() / best),
-                "n1": len(keeps[1]),
-                "n3": len(keeps[3]),
-                "stock": None if e.stock_us is None else float(e.stock_us / best),
-                "aten_pick": bool(aten[model_order(e.predicted_log_us)[0]]),
-            }
-        )
+        return {
+            "p": json.dumps(e.problem.to_dict(), sort_keys=True),
+            **{f"r{k}": regret[k] for k in (1, 3, 5, 10)},
+            "k1": float(e.measured_us[keeps[1]].min() / best),
+            "k3": float(e.measured_us[keeps[3]].min() / best),
+            "n1": len(keeps[1]),
+            "n3": len(keeps[3]),
+            "stock": None if e.stock_us is None else float(e.stock_us / best),
+            "aten_pick": bool(aten[model_order(e.predicted_log_us)[0]]),
+        }
+
+    rows = []
+    arrays = {}
+    for i, e in enumerate(evals):
+        rows.append(row(e))
         arrays[f"m{i}"] = e.measured_us.astype(np.float32)
         arrays[f"p{i}"] = e.predicted_log_us.astype(np.float32)
-        arrays[f"a{i}"] = aten
-        arrays[f"o{i}"] = np.array([best], dtype=np.float64)
+        arrays[f"a{i}"] = np.array([c.is_aten for c in e.choices])
+        arrays[f"o{i}"] = np.array([best_measured_us(e)], dtype=np.float64)
         if job.get("npz"):  # the network's spread too, for selection rules (session 32)
             arrays[f"s{i}"] = model.predict(e.problem, e.choices).std.astype(np.float32)
     if job.get("save"):
         from torch_diode.model import save_model
 
         save_model(model, outdir / f"{job['id']}.safetensors")
+    also = {}
+    for name, change in job.get("also", {}).items():
+        before = {part: getattr(model, part).options for part in change}
+        for part, kw in change.items():
+            getattr(model, part).options = dataclasses.replace(before[part], **kw)
+        also[name] = [row(e) for e in problem_evals(model, scored, stock=stock, max_compile_cost=cost)]
+        for part, opts in before.items():
+            getattr(model, part).options = opts
     out = {"job": job, "seconds": time.time() - t0, "train_seconds": ttrain, "rows": rows}
+    if also:
+        out["also"] = also
     (outdir / f"{job['id']}.json").write_text(json.dumps(out))
     if job["part"] == "val" or job.get("npz"):
         np.savez_compressed(outdir / f"{job['id']}.npz", **arrays)

@@ -362,6 +362,17 @@ def _dtype_group(dtype: str) -> str:
     return "other"
 
 
+def operands_aligned16(p: Problem) -> tuple[bool, bool]:
+    """Whether A's and B's rows (their leading-dimension strides, in bytes) are multiples of 16
+    bytes: the widest vector loads need it (the ``a_ld_aligned16`` / ``b_ld_aligned16`` columns,
+    and the neighbour memory's distance)."""
+    isz = DTYPE_ITEMSIZE[p.dtype]
+    sa, sb = p.stride_a, p.stride_b
+    a_ld = sa[-2] if sa[-1] == 1 else sa[-1]
+    b_ld = sb[-2] if sb[-1] == 1 else sb[-1]
+    return a_ld * isz % 16 == 0, b_ld * isz % 16 == 0
+
+
 def _problem_row(p: Problem, hw: GpuConstants) -> tuple[list[float], float]:
     m, n, k, b = p.m, p.n, p.k, p.batch
     isz = DTYPE_ITEMSIZE[p.dtype]
@@ -371,8 +382,6 @@ def _problem_row(p: Problem, hw: GpuConstants) -> tuple[list[float], float]:
     sa, sb = p.stride_a, p.stride_b
     a_row, b_row = sa[-1] == 1, sb[-1] == 1
     a_col, b_col = (not a_row) and sa[-2] == 1, (not b_row) and sb[-2] == 1
-    a_ld = sa[-2] if a_row else sa[-1]
-    b_ld = sb[-2] if b_row else sb[-1]
     bias = p.stride_bias
     bias_bytes = 0.0
     bias_vector = 0.0
@@ -388,7 +397,7 @@ def _problem_row(p: Problem, hw: GpuConstants) -> tuple[list[float], float]:
     row += [1.0 if group == g else 0.0 for g in _DTYPE_GROUPS]
     row += [float(isz), float(osz), float(a_row), float(a_col), float(b_row), float(b_col), bias_vector]
     row += [float(m % 16 == 0), float(n % 16 == 0), float(k % 16 == 0)]
-    row += [float(a_ld * isz % 16 == 0), float(b_ld * isz % 16 == 0)]
+    row += [float(v) for v in operands_aligned16(p)]
     row += [math.log2(min_bytes), math.log2(flops / min_bytes), math.log2(ab_bytes / hw.l2_bytes)]
     row += [math.log2(t_comp), math.log2(t_mem), math.log2(max(t_comp, t_mem))]
     return row, min_bytes

@@ -10,7 +10,7 @@ Architectures (``model_type``):
 * ``base``: input -> ``hidden`` -> ReLU -> (``depth`` plain ReLU layers) -> 1;
 * ``deep``: input -> ``hidden`` -> ReLU -> ``depth`` residual blocks ``h + ReLU(W h + b)`` -> 1.
 
-File format (``format`` = ``torch-diode-model``, ``format_version`` = 4): a safetensors file whose
+File format (``format`` = ``torch-diode-model``, ``format_version`` = 5): a safetensors file whose
 tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``,
 :mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), an
 ATen head (``aten_head.*``, float32, :mod:`torch_diode.aten_head`) and a ranking forest
@@ -21,7 +21,10 @@ training options and held-out metrics, plus ``tensors_sha256`` over the tensor b
 ``neighbour_memory`` (its options and sizes) when the file has a memory, ``aten_head`` (its
 options and input count) when it has a head, ``forest`` (its options) when it has a forest.
 Version 1 files (network only, written before session 9), version 2 files (no ATen head, before
-session 13) and version 3 files (no forest, before session 22) still load. The header is written with sorted keys so a model
+session 13), version 3 files (no forest, before session 22) and version 4 files (their memory's
+problem descriptor without the operand-alignment columns, before session 37: they rank as they
+always did) still load; an older torch-diode refuses version 5 with a message to upgrade, rather
+than misreading the memory. The header is written with sorted keys so a model
 always serialises to the same bytes (``model_hash`` is the sha256 of the file).
 :func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
 otherwise; it never unpickles anything.
@@ -57,9 +60,10 @@ if TYPE_CHECKING:  # aten_head builds on this module's EnsembleMLP
 
 FORMAT_NAME = "torch-diode-model"
 _T = TypeVar("_T")
-# 2: optional neighbour memory (memory.* tensors, int32 rel_flat); 3: optional ATen head; 4: optional forest
-FORMAT_VERSION = 4
-_READABLE_VERSIONS = ("1", "2", "3", "4")
+# 2: optional neighbour memory (memory.* tensors, int32 rel_flat); 3: optional ATen head; 4: optional forest;
+# 5: the memory's problem descriptor may have the operand-alignment columns (neighbours.PROBLEM_COLUMNS)
+FORMAT_VERSION = 5
+_READABLE_VERSIONS = ("1", "2", "3", "4", "5")
 #: The only int32 tensors of a model file; every other one is float32.
 _INT32_TENSORS = frozenset({"memory.rel_flat", "forest.features"})
 MODEL_TYPES: tuple[str, ...] = ("base", "deep")

@@ -17,7 +17,12 @@ order. The blended log time is ``score + min log t̂``: the network's level, the
 
 Distance between problems: squared differences of log2 M, N, K and batch, plus 1 for fp16 against
 bf16 and 4 for any other dtype mismatch, 0.5 per operand of another layout (row- vs
-column-major), 0.3 for a bias on one side only and 0.3 for batched against unbatched.
+column-major), 0.3 for a bias on one side only and 0.3 for batched against unbatched, and
+``alignment_weight`` (4) per operand whose rows are 16-byte aligned on one side only
+(``features.operands_aligned16``): a misaligned operand is loaded a few elements at a time, and
+tiles that hold many of them per thread fall off a cliff (in the H100's training data
+``baddbmm float16 2x251x1021x8191``, B K-major, runs a 64x64x128 tile 5x slower with 4 warps than
+with 8), so an aligned neighbour of the same sizes orders the configs otherwise.
 
 A Triton choice is matched to the memory by its configuration (``SIGNATURE``: tile sizes,
 GROUP_M, stages, warps, fast accumulation, split-K), not by its template, so a bmm config votes
@@ -28,7 +33,10 @@ little about cuBLAS on an mm (in cross-validation, sharing them made regret@1 wo
 network alone).
 
 Measured in ``benchmarks/models/cv-session9.md``: grouped cross-validation regret@1 and regret@5
-improve on both GPUs with ``k`` = 8, ``bandwidth`` = 3, ``prior_weight`` = 1.
+improve on both GPUs with ``k`` = 8, ``bandwidth`` = 3, ``prior_weight`` = 1 (again on 1,062-1,100
+training problems with the ranking forest: ``cv-session37.md``, which also measured the alignment
+term). Model files written before session 37 have no alignment columns: they load with
+``alignment_weight`` 0, ranking as they always did.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES
+from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, operands_aligned16
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, OPS, Problem
 
 #: What identifies a choice in the memory: feature columns (``FEATURE_SPEC`` names), then
@@ -63,7 +71,8 @@ SIGNATURE: tuple[str, ...] = (
 )
 _SIG_COLS = np.array([FEATURE_SPEC.names.index(n) - N_PROBLEM_FEATURES for n in SIGNATURE[:-1]], dtype=np.intp)
 _ATEN_COL = FEATURE_SPEC.names.index("kind_aten") - N_PROBLEM_FEATURES
-#: Per-problem descriptor columns: log2 M, N, K, batch, dtype code, A row-major, B row-major, bias, batched.
+#: Per-problem descriptor columns: log2 M, N, K, batch, dtype code, A row-major, B row-major, bias,
+#: batched, A's and B's rows 16-byte aligned.
 PROBLEM_COLUMNS: tuple[str, ...] = (
     "log2_m",
     "log2_n",
@@ -74,7 +83,12 @@ PROBLEM_COLUMNS: tuple[str, ...] = (
     "b_row",
     "bias",
     "batched",
+    "a_aligned16",
+    "b_aligned16",
 )
+#: The descriptor of memories written before session 37 (no alignment columns; they load with
+#: ``alignment_weight`` 0).
+_LEGACY_COLUMNS = PROBLEM_COLUMNS[:9]
 # Stored in model files: append only. fp16 and bf16 must stay 0 and 1 (``neighbours``' half-precision test).
 _DTYPE_CODE = {
     d: float(i)
@@ -93,6 +107,7 @@ class NeighbourOptions:
     k: int = 8
     bandwidth: float = 3.0
     prior_weight: float = 1.0
+    alignment_weight: float = 4.0
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
@@ -101,6 +116,9 @@ class NeighbourOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"neighbour {name}: must be a positive number, got {v!r}")
+        v = self.alignment_weight
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"neighbour alignment_weight: must be a number >= 0 (0: alignment ignored), got {v!r}")
 
 
 def problem_row(p: Problem) -> list[float]:
@@ -116,6 +134,7 @@ def problem_row(p: Problem) -> list[float]:
         float(p.stride_b[-1] == 1),
         float(p.op in BIAS_OPS),
         float(p.op in BATCHED_OPS),
+        *(float(v) for v in operands_aligned16(p)),
     ]
 
 
@@ -143,14 +162,23 @@ class NeighbourMemory:
     """The training problems' relative times, and the blend of :mod:`torch_diode.neighbours`.
 
     Attributes:
-        problems: ``[P, 9]`` float32 descriptors (``PROBLEM_COLUMNS``).
+        problems: ``[P, 11]`` float32 descriptors (``PROBLEM_COLUMNS``; ``[P, 9]``, without the
+            alignment columns, in a memory loaded from a file written before session 37).
         configs: ``[C, len(SIGNATURE)]`` float32 configuration signatures.
         rel: ``[P, C]`` float32, ``log t - log t_best`` of the problem, NaN where not measured.
-        options: ``k``, ``bandwidth``, ``prior_weight``.
+        options: ``k``, ``bandwidth``, ``prior_weight``, ``alignment_weight``.
+        aligned: whether ``problems`` has the alignment columns (the alignment term applies).
     """
 
     def __init__(self, problems: np.ndarray, configs: np.ndarray, rel: np.ndarray, options: NeighbourOptions) -> None:
         self.problems = np.ascontiguousarray(problems, dtype=np.float32)
+        if self.problems.ndim != 2 or self.problems.shape[1] not in (len(_LEGACY_COLUMNS), len(PROBLEM_COLUMNS)):
+            raise ValueError(
+                f"neighbour memory: problem table of shape {self.problems.shape}, not [P, {len(PROBLEM_COLUMNS)}]"
+            )
+        # A memory of a file written before session 37 has no alignment columns (and keeps none
+        # when saved again, so the file's bytes stay the same); the alignment term is then off.
+        self.aligned = self.problems.shape[1] == len(PROBLEM_COLUMNS)
         self.configs = np.ascontiguousarray(configs, dtype=np.float32)
         self.rel = np.ascontiguousarray(rel, dtype=np.float32)
         self.options = options
@@ -219,11 +247,12 @@ class NeighbourMemory:
             "k": self.options.k,
             "bandwidth": self.options.bandwidth,
             "prior_weight": self.options.prior_weight,
+            **({"alignment_weight": self.options.alignment_weight} if self.aligned else {}),
             "cap": CAP,
             "problems": int(self.rel.shape[0]),
             "configs": int(self.rel.shape[1]),
             "signature": list(SIGNATURE),
-            "problem_columns": list(PROBLEM_COLUMNS),
+            "problem_columns": list(PROBLEM_COLUMNS[: self.problems.shape[1]]),
         }
 
     @classmethod
@@ -231,17 +260,24 @@ class NeighbourMemory:
         """Rebuild from :meth:`to_tensors` and :meth:`metadata`; ``ValueError`` says what does not fit."""
         if not isinstance(meta, Mapping):
             raise ValueError(f"its metadata is {type(meta).__name__}, not an object")
-        if list(meta.get("signature", ())) != list(SIGNATURE) or list(meta.get("problem_columns", ())) != list(
-            PROBLEM_COLUMNS
-        ):
+        columns = list(meta.get("problem_columns", ()))
+        legacy = columns == list(_LEGACY_COLUMNS)
+        if list(meta.get("signature", ())) != list(SIGNATURE) or not (legacy or columns == list(PROBLEM_COLUMNS)):
             raise ValueError("its signature or problem columns differ from this torch-diode's; retrain the model")
         if meta.get("cap") != CAP:
             raise ValueError(f"its cap {meta.get('cap')!r} is not this torch-diode's {CAP}; retrain the model")
-        options = NeighbourOptions(k=meta["k"], bandwidth=meta["bandwidth"], prior_weight=meta["prior_weight"])
+        if legacy == ("alignment_weight" in meta):
+            raise ValueError("its alignment_weight does not fit its problem columns")
+        options = NeighbourOptions(
+            k=meta["k"],
+            bandwidth=meta["bandwidth"],
+            prior_weight=meta["prior_weight"],
+            alignment_weight=0.0 if legacy else meta["alignment_weight"],
+        )
         problems, configs = tensors["memory.problems"], tensors["memory.configs"]
         flat, value = tensors["memory.rel_flat"], tensors["memory.rel_value"]
         n_p, n_c = meta["problems"], meta["configs"]
-        if problems.shape != (n_p, len(PROBLEM_COLUMNS)) or configs.shape != (n_c, len(SIGNATURE)):
+        if problems.shape != (n_p, len(columns)) or configs.shape != (n_c, len(SIGNATURE)):
             raise ValueError(f"problem/config tables are {problems.shape}/{configs.shape}, not ({n_p}, ..)/({n_c}, ..)")
         if flat.ndim != 1 or flat.shape != value.shape:
             raise ValueError("rel_flat and rel_value are not two vectors of one length")
@@ -297,6 +333,8 @@ class NeighbourMemory:
         d2 += np.where(same_dtype, 0.0, np.where(half, 1.0, 4.0))
         d2 += 0.5 * (mem[:, 5] != q[5]) + 0.5 * (mem[:, 6] != q[6])
         d2 += 0.3 * (mem[:, 7] != q[7]) + 0.3 * (mem[:, 8] != q[8])
+        if self.aligned and self.options.alignment_weight:
+            d2 += self.options.alignment_weight * ((mem[:, 9] != q[9]).astype(np.float32) + (mem[:, 10] != q[10]))
         k = min(self.options.k, len(d2))
         nb = np.argpartition(d2, k - 1)[:k] if k < len(d2) else np.arange(len(d2))
         return nb, np.exp(-d2[nb] / self.options.bandwidth**2).astype(np.float32)

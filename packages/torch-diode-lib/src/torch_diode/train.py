@@ -103,6 +103,9 @@ class TrainOptions:
             the network alone. 8 since session 9 (``benchmarks/models/cv-session9.md``).
         neighbour_bandwidth: distance scale of a neighbour's weight ``exp(-d² / bandwidth²)``.
         neighbour_prior: how many votes the network's own order counts for.
+        neighbour_alignment: added to the squared distance per operand whose rows are 16-byte
+            aligned in one problem and not the other (0: alignment ignored, as before session 37;
+            ``benchmarks/models/cv-session37.md``).
         aten_head_blend: weight of the ATen head (:mod:`torch_diode.aten_head`, fit on one row
             per training problem after the network) in the call between ATen and the best Triton
             config: the gap between the two is this share of the head's predicted gap and the
@@ -146,6 +149,7 @@ class TrainOptions:
     neighbours: int = 8
     neighbour_bandwidth: float = 3.0
     neighbour_prior: float = 1.0
+    neighbour_alignment: float = NeighbourOptions.alignment_weight
     aten_head_blend: float = AtenHeadOptions.blend
     forest_trees: int = ForestOptions.trees
     forest_depth: int = ForestOptions.depth
@@ -186,7 +190,7 @@ class TrainOptions:
             raise ValueError(f"ema_decay: must be in [0, 1), got {self.ema_decay!r}")
         if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction: must be in [0, 1), got {self.val_fraction!r}")
-        self.neighbour_options()  # raises on a bad neighbours / bandwidth / prior
+        self.neighbour_options()  # raises on a bad neighbours / bandwidth / prior / alignment
         self.aten_head_options()  # raises on a bad blend
         self.forest_options()  # raises on bad forest options
         if not isinstance(self.device, str) or not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
@@ -194,7 +198,10 @@ class TrainOptions:
 
     def neighbour_options(self) -> NeighbourOptions:
         return NeighbourOptions(
-            k=self.neighbours, bandwidth=self.neighbour_bandwidth, prior_weight=self.neighbour_prior
+            k=self.neighbours,
+            bandwidth=self.neighbour_bandwidth,
+            prior_weight=self.neighbour_prior,
+            alignment_weight=self.neighbour_alignment,
         )
 
     def aten_head_options(self) -> AtenHeadOptions:
@@ -284,6 +291,34 @@ def _measured(rows: _Rows, problems: list[Any]) -> Iterator[tuple[Any, np.ndarra
     (what ``NeighbourMemory.from_measurements`` takes)."""
     for p, s, n in zip(problems, rows.starts.tolist(), rows.counts.tolist()):
         yield p, rows.x[s : s + n, N_PROBLEM_FEATURES:], rows.y[s : s + n]
+
+
+def _memory_of(
+    rows_tr: _Rows,
+    rows_va: _Rows,
+    problems: list[Any],
+    train_ids: list[int],
+    val_ids: list[int],
+    nopts: NeighbourOptions,
+) -> NeighbourMemory | None:
+    """The neighbour memory a model file keeps: every problem, training split first (None with ``k`` 0)."""
+    if not nopts.k:
+        return None
+    parts = [*_measured(rows_tr, [problems[i] for i in train_ids]), *_measured(rows_va, [problems[i] for i in val_ids])]
+    return NeighbourMemory.from_measurements(parts, nopts)
+
+
+def training_memory(dataset: Dataset, opts: TrainOptions) -> NeighbourMemory | None:
+    """The neighbour memory ``train(dataset, opts)`` puts in its model file, without training (the
+    same split, rows and order): ``scripts/rebuild_memory.py`` gives a model file written by an
+    older torch-diode this torch-diode's memory."""
+    groups = dataset.by_problem()
+    problems = [g.problem for g in groups]
+    train_ids, val_ids = split_problems(problems, opts.val_fraction, opts.seed)
+    gpu = gpu_constants(dataset.hardware)
+    rows_tr = _featurize_problems(dataset, [groups[i] for i in train_ids], gpu)
+    rows_va = _featurize_problems(dataset, [groups[i] for i in val_ids], gpu)
+    return _memory_of(rows_tr, rows_va, problems, train_ids, val_ids, opts.neighbour_options())
 
 
 def _aten_gaps(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
@@ -688,19 +723,7 @@ def _train(
     net = avg
     net.to("cpu").eval()
     model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={})
-    nopts = opts.neighbour_options()
-    # The shipped memory has every problem, from the rows featurized above (training split first).
-    memory = (
-        NeighbourMemory.from_measurements(
-            [
-                *_measured(rows_tr, [problems[i] for i in train_ids]),
-                *_measured(rows_va, [problems[i] for i in val_ids]),
-            ],
-            nopts,
-        )
-        if nopts.k
-        else None
-    )
+    memory = _memory_of(rows_tr, rows_va, problems, train_ids, val_ids, opts.neighbour_options())
     fopts = opts.forest_options()
     if fopts is not None:  # the training split's rows, as the network's: held-out metrics describe the file's forest
         t_forest = time.perf_counter()

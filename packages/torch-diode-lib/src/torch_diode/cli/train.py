@@ -85,6 +85,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how many neighbour votes the network's own order counts for (default: 1)",
     )
     t.add_argument(
+        "--neighbour-alignment",
+        type=float,
+        default=4.0,
+        help="added to a neighbour's squared distance per operand whose rows are 16-byte aligned in one "
+        "problem and not the other; 0: alignment ignored (default: 4)",
+    )
+    t.add_argument(
         "--aten-head-blend",
         type=float,
         default=0.75,
@@ -250,6 +257,7 @@ def _train(args: argparse.Namespace) -> int:
             neighbours=args.neighbours,
             neighbour_bandwidth=args.neighbour_bandwidth,
             neighbour_prior=args.neighbour_prior,
+            neighbour_alignment=args.neighbour_alignment,
             aten_head_blend=args.aten_head_blend,
             forest_trees=args.forest_trees,
             forest_depth=args.forest_depth,
