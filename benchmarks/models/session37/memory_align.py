@@ -79,9 +79,9 @@ def neighbours(self, problem):
 NeighbourMemory.neighbours = neighbours
 
 
-def _with(w=0.0, out=0.0):
+def _with(w=0.0, out=0.0, head=0.75):
     def apply(m):
-        variants._set(m.aten_head, blend=0.75)
+        variants._set(m.aten_head, blend=head)
         _WEIGHTS["w"], _WEIGHTS["out"] = w, out
 
     return apply
@@ -103,6 +103,9 @@ variants.VARIANTS.update(
         "al16out8": _with(16.0, 8.0),
         "out4": _with(0.0, 4.0),
         "al4out4": _with(4.0, 4.0),
+        "al4head60": _with(4.0, head=0.6),
+        "al4head90": _with(4.0, head=0.9),
+        "al4head100": _with(4.0, head=1.0),
     }
 )
 
