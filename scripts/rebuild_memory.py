@@ -15,7 +15,7 @@ head and the forest as they are, and writes a new file:
 It refuses, and writes nothing, when the dataset is not the one the file was trained on (its
 ``training_data_hash``) or when the rebuilt memory's other columns, configurations and relative
 times differ from the file's by a single value. The held-out metrics stored in the file are
-measured again on ``--held-out`` (as ``diode train --held-out`` measures them, Triton configs over
+measured again on ``--held-out`` (as ``diode train --held-out-dataset`` measures them, Triton configs over
 the handler's compile-cost cap not ranked), since the memory changes the ranking.
 """
 
