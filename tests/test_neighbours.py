@@ -223,9 +223,7 @@ def test_memories_without_alignment_columns_still_load(tmp_path: Path) -> None:
     loaded.memory = loaded.memory  # forget the file's bytes: serialise the loaded memory again
     assert save_model(loaded, tmp_path / "again.safetensors").read_bytes() == old.read_bytes()
     # it ranks as the same memory with alignment ignored, and the alignment term changes the ranking
-    off = m.memory.__class__(
-        m.memory.problems, m.memory.configs, m.memory.rel, NeighbourOptions(k=2, alignment_weight=0)
-    )
+    off = NeighbourMemory(m.memory.problems, m.memory.configs, m.memory.rel, NeighbourOptions(k=2, alignment_weight=0))
     _, rest = featurize_split(misaligned, CHOICES, GPU)
     log_t = np.zeros(len(CHOICES), np.float32)
     np.testing.assert_array_equal(loaded.memory.blend(misaligned, rest, log_t), off.blend(misaligned, rest, log_t))

@@ -13,28 +13,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-
-def gm(x):
-    return float(np.exp(np.mean(np.log(x))))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session31"))
+from summarize import pooled
 
 
 def figures(rows):
-    out = {
-        "problems": len(rows),
-        "r1": gm([r["r1"] for r in rows]),
-        "r5": gm([r["r5"] for r in rows]),
-        "r5_p95": float(np.percentile([r["r5"] for r in rows], 95)),
-        "k3": gm([r["k3"] for r in rows]),
-        "aten_picks": sum(r["aten_pick"] for r in rows),
-    }
-    stock = [r["r1"] / r["stock"] for r in rows if r.get("stock")]
-    if stock:
-        out["vs_stock"] = gm(stock)
+    """``summarize.pooled``'s figures this report prints (``k3``: its ``kept3``)."""
+    p = pooled(rows)
+    out = {k: p[k] for k in ("problems", "r1", "r5", "r5_p95")}
+    out.update(k3=p["kept3"], aten_picks=p["aten_picks"])
+    if p["vs_stock"] is not None:
+        out["vs_stock"] = p["vs_stock"]
     return out
 
 

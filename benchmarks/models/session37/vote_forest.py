@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -71,12 +72,12 @@ def vote_columns(mem: NeighbourMemory, nb: np.ndarray, w: np.ndarray, cols: np.n
 
 def loo_neighbours(mem: NeighbourMemory, i: int, problem) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest memory rows to training problem ``i`` other than itself."""
-    k = mem.options.k
-    mem.options = type(mem.options)(k=k + 1, bandwidth=mem.options.bandwidth, prior_weight=mem.options.prior_weight)
+    options = mem.options
+    mem.options = dataclasses.replace(options, k=options.k + 1)
     try:
         nb, w = mem.neighbours(problem)
     finally:
-        mem.options = type(mem.options)(k=k, bandwidth=mem.options.bandwidth, prior_weight=mem.options.prior_weight)
+        mem.options = options
     keep = nb != i
     if keep.all():  # itself not among them (a duplicate descriptor tied): drop the farthest
         keep[np.argmin(w)] = False

@@ -308,16 +308,24 @@ def _memory_of(
     return NeighbourMemory.from_measurements(parts, nopts)
 
 
-def training_memory(dataset: Dataset, opts: TrainOptions) -> NeighbourMemory | None:
-    """The neighbour memory ``train(dataset, opts)`` puts in its model file, without training (the
-    same split, rows and order): ``scripts/rebuild_memory.py`` gives a model file written by an
-    older torch-diode this torch-diode's memory."""
-    groups = dataset.by_problem()
+def _split_rows(
+    dataset: Dataset, groups: list[Any], opts: TrainOptions
+) -> tuple[list[Any], list[int], list[int], _Rows, _Rows, GpuConstants]:
+    """The problems of ``groups`` (``dataset.by_problem()``), their split into training and
+    validation indices, both splits' rows and the GPU's constants: what training starts from."""
     problems = [g.problem for g in groups]
     train_ids, val_ids = split_problems(problems, opts.val_fraction, opts.seed)
     gpu = gpu_constants(dataset.hardware)
     rows_tr = _featurize_problems(dataset, [groups[i] for i in train_ids], gpu)
     rows_va = _featurize_problems(dataset, [groups[i] for i in val_ids], gpu)
+    return problems, train_ids, val_ids, rows_tr, rows_va, gpu
+
+
+def training_memory(dataset: Dataset, opts: TrainOptions) -> NeighbourMemory | None:
+    """The neighbour memory ``train(dataset, opts)`` puts in its model file, without training (the
+    same split, rows and order): ``scripts/rebuild_memory.py`` gives a model file written by an
+    older torch-diode this torch-diode's memory."""
+    problems, train_ids, val_ids, rows_tr, rows_va, _ = _split_rows(dataset, dataset.by_problem(), opts)
     return _memory_of(rows_tr, rows_va, problems, train_ids, val_ids, opts.neighbour_options())
 
 
@@ -601,11 +609,7 @@ def _train(
     groups = dataset.by_problem()
     if not groups:
         raise ValueError("dataset: no timing records to train on")
-    problems = [g.problem for g in groups]
-    train_ids, val_ids = split_problems(problems, opts.val_fraction, opts.seed)
-    gpu = gpu_constants(hardware)
-    rows_tr = _featurize_problems(dataset, [groups[i] for i in train_ids], gpu)
-    rows_va = _featurize_problems(dataset, [groups[i] for i in val_ids], gpu)
+    problems, train_ids, val_ids, rows_tr, rows_va, gpu = _split_rows(dataset, groups, opts)
     norm = Normalization.fit(rows_tr.x, rows_tr.y)
     arch = opts.architecture()
     model = build_model(arch, hardware=hardware, gpu=gpu, normalization=norm, seed=opts.seed)
