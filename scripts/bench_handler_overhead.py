@@ -87,6 +87,7 @@ def bench_problem(p: GemmProblem, model: Any, repeats: int) -> dict[str, Any]:
     from torch_diode.config import DiodeOptions
     from torch_diode.inductor.choices import DiodeInductorChoices, select
     from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
+    from torch_diode.ranking import order_of
 
     ki, templates = fake_inputs(p)
     triton = [t for t in templates if t.uid.startswith("triton::")]
@@ -112,7 +113,9 @@ def bench_problem(p: GemmProblem, model: Any, repeats: int) -> dict[str, Any]:
         pred = model.predict(problem, choices)
         t3 = time.perf_counter()
         lt, sd = np.asarray(pred.log_time_us, np.float64), np.asarray(pred.std, np.float64)
-        select(lt[:-1], sd[:-1], lt[-1:], sd[-1:], handler.options, keep_one_triton=False)
+        o = handler.options  # the Triton candidates' order, as the handler makes it
+        order = order_of(problem, choices[:-1], lt[:-1], diversity=o.diversity, cliff_guard=o.cliff_guard)
+        select(lt[:-1], sd[:-1], lt[-1:], sd[-1:], o, keep_one_triton=False, triton_order=order)
         t4 = time.perf_counter()
         for name, v in (("widen", t1 - t0), ("convert", t2 - t1), ("predict", t3 - t2), ("select", t4 - t3)):
             phases[name].append(v)

@@ -121,7 +121,7 @@ def with_aten_margin(evals: list[Any], margin: float) -> list[Any]:
     out = []
     for e in evals:
         is_aten = np.array([c.template.startswith("aten::") for c in e.choices])
-        out.append(dataclasses.replace(e, predicted_log_us=e.predicted_log_us + margin * is_aten))
+        out.append(e.with_predictions(e.predicted_log_us + margin * is_aten))
     return out
 
 

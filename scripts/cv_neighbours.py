@@ -12,7 +12,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import json
 import time
@@ -28,7 +27,7 @@ from torch_diode.train import TrainOptions, train
 
 def repredicted(model: Any, evals: list[Any]) -> list[Any]:
     """``evals`` with ``model``'s predictions as it predicts now (its memory's options as set)."""
-    return [dataclasses.replace(e, predicted_log_us=model.predict(e.problem, e.choices).log_time_us) for e in evals]
+    return [e.with_predictions(model.predict(e.problem, e.choices).log_time_us) for e in evals]
 
 
 def regrets(evals: list[Any]) -> tuple[float, float]:

@@ -33,6 +33,7 @@ from torch_diode.inductor.choices import DiodeInductorChoices, select, top_k_cou
 from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
 from torch_diode.lut import KernelLUT
 from torch_diode.model import load_model
+from torch_diode.ranking import order_of
 from torch_diode.records import Choice, Provenance, TimingRecord
 
 OPS = ["mm", "addmm", "bmm", "baddbmm"]
@@ -49,10 +50,12 @@ def expected_selection(model: Any, ki: Any, op: str, options: DiodeOptions) -> t
     ktcs = stock_ktcs(ki, op, space=space)
     triton = [choice_from_ktc(x) for uid, xs in ktcs.items() if uid.startswith("triton::") for x in xs]
     aten = [choice_from_ktc(x) for uid, xs in ktcs.items() if uid.startswith("aten::") for x in xs]
-    pred = model.predict(problem_from_kernel_inputs(ki, op), triton + aten)
+    problem = problem_from_kernel_inputs(ki, op)
+    pred = model.predict(problem, triton + aten)
     lt, sd = np.asarray(pred.log_time_us, np.float64), np.asarray(pred.std, np.float64)
     n = len(triton)
-    sel = select(lt[:n], sd[:n], lt[n:], sd[n:], options, keep_one_triton=False)
+    order = order_of(problem, triton, lt[:n], diversity=options.diversity, cliff_guard=options.cliff_guard)
+    sel = select(lt[:n], sd[:n], lt[n:], sd[n:], options, keep_one_triton=False, triton_order=order)
     return {triton[i] for i in sel.triton}, bool(sel.aten)
 
 
@@ -89,6 +92,27 @@ def test_hook_selects_top_k_of_exhaustive_space(op: str, user_space: str, model_
     assert stats["fallbacks_total"] == 0 and stats["predict_time_s"] > 0
     assert 0 < stats["widen_time_s"] < stats["hook_time_s"]  # the enumeration, inside the hook
     assert 0 < stats["confidence_sum"] <= 1  # one selection: the best prediction's exp(-std)
+
+
+def test_hook_keeps_the_models_order(model_path: Path) -> None:
+    """The kept Triton configs are the first of the model's order (``ranking.order_of`` with the
+    handler's ``diversity`` and ``cliff_guard``): K = 1001 leaves A's rows misaligned, so with a
+    large guard no one-warp config is kept among 90% of the candidates, where without it some are
+    (the test model predicts them slow: the last tenth holds most of them)."""
+    wide = DiodeOptions(model=str(model_path), top_k_configs=0.9, performance_threshold=1e9, confidence_threshold=0.0)
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        model = load_model(model_path)
+        plain, _ = expected_selection(model, ki, "mm", wide.replace(cliff_guard=0.0, diversity=0.0))
+        assert any(c.num_warps == 1 for c in plain)
+        for opts in (wide.replace(cliff_guard=10.0), wide.replace(cliff_guard=0.0, diversity=0.0)):
+            out = call_hook(DiodeInductorChoices(opts), ki, "mm")
+            kept = {choice_from_ktc(x) for x in out if x.template.uid.startswith("triton::")}
+            want, _ = expected_selection(model, ki, "mm", opts)
+            assert kept == want and len(kept) > 1000
+        assert kept == plain
+        guarded, _ = expected_selection(model, ki, "mm", wide.replace(cliff_guard=10.0))
+    assert not any(c.num_warps == 1 for c in guarded) and guarded != plain
 
 
 def test_search_space_default_scores_only_default_candidates(model_path: Path) -> None:

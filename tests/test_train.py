@@ -208,6 +208,18 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     assert "recall@5" in rep["overall"] and set(rep["per_op"]) == {p.op for p in ds.problems}
     assert out.with_suffix(".md").read_text().startswith("Model vs measured")
     assert math.isfinite(rep["overall"]["kendall_tau"]["mean"])
+    # the model's order: the handler's defaults, or --diversity and --cliff-guard
+    assert rep["order"] == {"diversity": 0.2, "cliff_guard": 0.2}
+    plain = tmp_path / "rep" / "plain.json"
+    run_diode(
+        "validate-max-autotune", "--model", str(model), "--dataset", str(DATA), "--diversity", "0",
+        "--cliff-guard", "0", "--output", str(plain), check=True, env=ENV,
+    )  # fmt: skip
+    rep0 = json.loads(plain.read_text())
+    assert rep0["order"] == {"diversity": 0.0, "cliff_guard": 0.0}
+    for flag in ("--diversity", "--cliff-guard"):
+        r = run_diode("validate-max-autotune", "--model", str(model), "--dataset", str(DATA), flag, "-1", env=ENV)
+        assert r.returncode == 2 and flag in r.stderr and "expected a number >= 0" in r.stderr
 
 
 def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:

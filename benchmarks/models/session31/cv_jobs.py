@@ -9,7 +9,7 @@ ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch
 Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
 handler keeps at top-1/top-3, stock's pick, whether the top-1 pick is ATen) and, for ``val``,
 ``<id>.npz`` (every problem's measured times and predictions; with ``"npz": true`` in the job,
-for a fold too, and the predictions' ensemble spread); with ``"save": true``, the trained model
+for a fold too, and the predictions' ensemble spread and each choice's ``CONFIG_FIELDS``); with ``"save": true``, the trained model
 too, as ``<id>.safetensors`` (``session35/variants.py`` re-scores saved models with scoring-time
 changes); with ``"also": {NAME: {PART: {OPTION: VALUE}}}``, the same model is scored again with
 each scoring-time change (``PART`` one of ``memory``, ``aten_head``, ``forest``; e.g. ``{"align0":
@@ -39,6 +39,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
+CONFIG_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m")
+
+
+def choice_configs(choices):
+    """``[C, len(CONFIG_FIELDS)]`` int32 of each choice's Triton config fields (-1: ATen, or unset)."""
+    import numpy as np
+
+    return np.array(
+        [[-1 if getattr(c, f) is None else int(getattr(c, f)) for f in CONFIG_FIELDS] for c in choices],
+        dtype=np.int32,
+    ).reshape(len(choices), len(CONFIG_FIELDS))
+
+
 def fold_seed_of(job):
     """The seed a cross-validation job's folds are drawn with: ``"fold_seed"``, else its seed."""
     return job.get("fold_seed", job["seed"])
@@ -55,7 +68,7 @@ def run_job(job, outdir):
 
     from torch_diode.dataset import read_dataset
     from torch_diode.demo import best_measured_us, handler_keeps
-    from torch_diode.evaluate import model_order, problem_evals, read_max_autotune_solution, regret_at_k
+    from torch_diode.evaluate import problem_evals, read_max_autotune_solution, regret_at_k
     from torch_diode.train import TrainOptions, train
 
     t0 = time.time()
@@ -80,7 +93,7 @@ def run_job(job, outdir):
     def row(e):
         keeps = handler_keeps(model, e, (1, 3))
         best = best_measured_us(e)
-        regret = regret_at_k(e.measured_us, e.predicted_log_us, (1, 3, 5, 10), oracle_us=e.oracle_us)
+        regret = regret_at_k(e.measured_us, e.predicted_log_us, (1, 3, 5, 10), oracle_us=e.oracle_us, order=e.ranked())
         aten = np.array([c.is_aten for c in e.choices])
         return {
             "p": json.dumps(e.problem.to_dict(), sort_keys=True),
@@ -90,7 +103,7 @@ def run_job(job, outdir):
             "n1": len(keeps[1]),
             "n3": len(keeps[3]),
             "stock": None if e.stock_us is None else float(e.stock_us / best),
-            "aten_pick": bool(aten[model_order(e.predicted_log_us)[0]]),
+            "aten_pick": bool(aten[e.ranked()[0]]),
         }
 
     rows = []
@@ -103,6 +116,7 @@ def run_job(job, outdir):
         arrays[f"o{i}"] = np.array([best_measured_us(e)], dtype=np.float64)
         if job.get("npz"):  # the network's spread too, for selection rules (session 32)
             arrays[f"s{i}"] = model.predict(e.problem, e.choices).std.astype(np.float32)
+            arrays[f"c{i}"] = choice_configs(e.choices)  # for orders by tile (session 38)
     if job.get("save"):
         from torch_diode.model import save_model
 

@@ -18,6 +18,8 @@ config field                            environment variable         ``DiodeOpti
 ``search_space``                        ``TORCH_DIODE_SEARCH_SPACE`` ``search_space``
 ``device_types``                        ``TORCH_DIODE_DEVICE_TYPES`` ``device_types``
 ``max_compile_cost`` (``none`` = off)   ``TORCH_DIODE_MAX_COMPILE_COST``       ``max_compile_cost``
+``diversity`` (0 = plain order)         ``TORCH_DIODE_DIVERSITY``    ``diversity``
+``cliff_guard`` (0 = off)               ``TORCH_DIODE_CLIFF_GUARD``  ``cliff_guard``
 ``disable`` (kill switch, per call)     ``TORCH_DIODE_DISABLE``      (checked by the handler)
 ======================================  ==========================  ===========================
 """
@@ -31,6 +33,8 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, check_penalty
 
 SEARCH_SPACES: tuple[str, ...] = ("EXHAUSTIVE", "DEFAULT")
 
@@ -63,6 +67,13 @@ class DiodeOptions:
             to compile (a cold-compile budget of ~1.5 s per GEMM cannot afford one), and the
             shipped models' training data leaves them out too. Inductor's own DEFAULT candidates
             are never dropped.
+        diversity: how the kept Triton configs are ordered (``torch_diode.ranking``): each place
+            after the first goes to the lowest predicted log time plus this much per better-placed
+            config that differs from it only in ``num_stages`` (>= 0; 0: by prediction alone). The
+            configs kept are the first ``top_k_configs`` of that order within ``performance_threshold``.
+        cliff_guard: in that order, a one-warp Triton config's predicted log time counts this much
+            more when an operand's rows are not 16-byte aligned (>= 0; 0: off): its scalar loads
+            make such configs the model's worst misses (``torch_diode.ranking``).
     """
 
     model: str | None = None
@@ -75,6 +86,8 @@ class DiodeOptions:
     search_space: str = "EXHAUSTIVE"
     device_types: tuple[str, ...] = ("cuda",)
     max_compile_cost: float | None = 131072.0
+    diversity: float = DIVERSITY
+    cliff_guard: float = CLIFF_GUARD
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -118,6 +131,8 @@ class DiodeOptions:
             if isinstance(mc, bool) or not isinstance(mc, (int, float)) or not mc > 0:
                 raise ValueError(f"max_compile_cost: must be a positive number or None, got {mc!r}")
             object.__setattr__(self, "max_compile_cost", float(mc))
+        object.__setattr__(self, "diversity", check_penalty(self.diversity, "diversity"))
+        object.__setattr__(self, "cliff_guard", check_penalty(self.cliff_guard, "cliff_guard"))
 
     def replace(self, **changes: Any) -> DiodeOptions:
         """A copy with some fields changed (validated again)."""
@@ -199,6 +214,8 @@ _FIELDS: dict[str, _Field] = {
     "search_space": _Field("TORCH_DIODE_SEARCH_SPACE", _parse_str, "search_space"),
     "device_types": _Field("TORCH_DIODE_DEVICE_TYPES", _parse_types, "device_types"),
     "max_compile_cost": _Field("TORCH_DIODE_MAX_COMPILE_COST", _parse_optional_float, "max_compile_cost"),
+    "diversity": _Field("TORCH_DIODE_DIVERSITY", _parse_float, "diversity"),
+    "cliff_guard": _Field("TORCH_DIODE_CLIFF_GUARD", _parse_float, "cliff_guard"),
     "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, None),  # default False: the handler is on
 }
 

@@ -217,12 +217,16 @@ def handler_keeps(model: DiodeModel, e: ProblemEval, ks: Sequence[int]) -> dict[
     predicts once for all of them."""
     from torch_diode.config import config
     from torch_diode.inductor.choices import select
+    from torch_diode.ranking import order_of
 
     pred = model.predict(e.problem, e.choices)
     log_t = np.asarray(pred.log_time_us, dtype=np.float64)
     std = np.asarray(pred.std, dtype=np.float64)
     aten = np.array([c.is_aten for c in e.choices], dtype=bool)
     t_idx, a_idx = np.flatnonzero(~aten), np.flatnonzero(aten)
+    opts = config.options()
+    triton = [e.choices[int(i)] for i in t_idx]
+    order = order_of(e.problem, triton, log_t[t_idx], diversity=opts.diversity, cliff_guard=opts.cliff_guard)
     keeps: dict[int, list[int]] = {}
     for k in ks:
         sel = select(
@@ -230,8 +234,9 @@ def handler_keeps(model: DiodeModel, e: ProblemEval, ks: Sequence[int]) -> dict[
             std[t_idx],
             log_t[a_idx],
             std[a_idx],
-            config.options(top_k_configs=k),
+            opts.replace(top_k_configs=k),
             keep_one_triton=len(a_idx) == 0,
+            triton_order=order,
         )
         keeps[k] = [int(t_idx[i]) for i in sel.triton] + [int(a_idx[i]) for i in sel.aten]
     return keeps
@@ -258,7 +263,15 @@ def evaluate_for_demo(
             f"{dataset_path}: holds {dataset.hardware} timings but model {name} is for {model.hardware}; "
             "pass a dataset of the model's GPU"
         )
-    report, evals = evaluate_model(model, dataset, stock=stock, max_compile_cost=config.options().max_compile_cost)
+    opts = config.options()
+    report, evals = evaluate_model(
+        model,
+        dataset,
+        stock=stock,
+        max_compile_cost=opts.max_compile_cost,
+        diversity=opts.diversity,
+        cliff_guard=opts.cliff_guard,
+    )
     if not evals:
         raise ValueError(f"{dataset_path}: no problem with a timing to evaluate {name} on")
     space = {pt.problem: len(np.unique(pt.choice_idx)) for pt in dataset.by_problem()}
@@ -270,7 +283,7 @@ def evaluate_for_demo(
             ProblemDemo(
                 problem=e.problem,
                 measured=space[e.problem],
-                regret=regret_at_k(e.measured_us, e.predicted_log_us, TOP_KS, oracle_us=e.oracle_us),
+                regret=regret_at_k(e.measured_us, e.predicted_log_us, TOP_KS, oracle_us=e.oracle_us, order=e.ranked()),
                 benchmarked={k: len(v) for k, v in keeps.items()},
                 kept_regret={k: float(e.measured_us[v].min()) / oracle for k, v in keeps.items()},
                 stock_regret=None if e.stock_us is None else e.stock_us / oracle,

@@ -1,7 +1,9 @@
 """Ranking metrics of a kernel-time model against measured timings, as defined in DESIGN.md.
 
 For one problem, ``oracle`` is the fastest measured choice (the exhaustive Triton space plus ATen,
-as far as the dataset measured it). With the model's order (ascending predicted time):
+as far as the dataset measured it). With the model's order (:func:`torch_diode.ranking.order_of`:
+ascending predicted time, one-warp configs on misaligned operands held back by ``cliff_guard``,
+a tile's ``num_stages`` variants spread out by ``diversity``; the handler ranks the same way):
 
 * ``regret@k`` = (fastest measured time among the model's top k) / oracle; reported as geomean,
   p95 (numpy's linear-interpolation percentile) and max over problems, with ``geomean_ci95``: a
@@ -33,6 +35,7 @@ max-autotune picked (:func:`max_autotune_solution_from_dataset`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, model_order, order_of
 from torch_diode.records import Choice, Problem
 
 if TYPE_CHECKING:
@@ -68,22 +72,38 @@ class ProblemEval:
     stock_us: float | None = None  # measured time of stock max-autotune's pick
     aten_us: float | None = None  # measured time of the ATen choice
     oracle_us: float | None = None  # best measured time of the whole space, when some choices are not candidates
+    order: np.ndarray | None = None  # [C] the model's order (ranking.order_of); None: by prediction
+
+    def ranked(self) -> np.ndarray:
+        """The model's order of ``choices``: ``order``, or ascending prediction where it is None."""
+        return model_order(self.predicted_log_us) if self.order is None else self.order
+
+    def with_predictions(
+        self, predicted: np.ndarray, diversity: float = DIVERSITY, cliff_guard: float = CLIFF_GUARD
+    ) -> ProblemEval:
+        """This problem with other predicted log times, and the order made from them
+        (:func:`~torch_diode.ranking.order_of`; a copy: ``dataclasses.replace`` of the predictions
+        alone would keep the old order)."""
+        predicted = np.asarray(predicted, dtype=np.float64)
+        order = order_of(self.problem, self.choices, predicted, diversity=diversity, cliff_guard=cliff_guard)
+        return dataclasses.replace(self, predicted_log_us=predicted, order=order)
 
 
 # -- per-problem metrics ------------------------------------------------------------------------
 
 
-def model_order(predicted: np.ndarray) -> np.ndarray:
-    """Indices by ascending prediction (stable, so ties keep dataset order)."""
-    return np.argsort(predicted, kind="stable")
-
-
 def regret_at_k(
-    measured: np.ndarray, predicted: np.ndarray, ks: Sequence[int] = KS, *, oracle_us: float | None = None
+    measured: np.ndarray,
+    predicted: np.ndarray,
+    ks: Sequence[int] = KS,
+    *,
+    oracle_us: float | None = None,
+    order: np.ndarray | None = None,
 ) -> dict[int, float]:
     """``regret@k`` of one problem for each k (k larger than the choice count means all choices),
-    against ``oracle_us`` when given (the best of a space wider than the ranked choices)."""
-    order = model_order(predicted)
+    against ``oracle_us`` when given (the best of a space wider than the ranked choices), with the
+    choices in ``order`` (default: ascending ``predicted``)."""
+    order = model_order(predicted) if order is None else order
     best_prefix = np.minimum.accumulate(measured[order])  # [C]
     oracle = float(measured.min()) if oracle_us is None else min(float(oracle_us), float(measured.min()))
     return {k: float(best_prefix[min(k, len(order)) - 1]) / oracle for k in ks}
@@ -156,10 +176,11 @@ def _block(evals: Sequence[ProblemEval], with_tau: bool) -> dict[str, Any]:
     vs_aten: list[float] = []
     picks_aten = 0
     for e in evals:
-        r = regret_at_k(e.measured_us, e.predicted_log_us, oracle_us=e.oracle_us)
+        order = e.ranked()
+        r = regret_at_k(e.measured_us, e.predicted_log_us, oracle_us=e.oracle_us, order=order)
         for k in KS:
             regrets[k].append(r[k])
-        pick = int(model_order(e.predicted_log_us)[0])
+        pick = int(order[0])
         pick_us = float(e.measured_us[pick])
         picks_aten += e.choices[pick].is_aten
         if e.stock_us is not None:
@@ -289,15 +310,23 @@ def problem_evals(
     *,
     stock: Mapping[Problem, StockPick] | None = None,
     max_compile_cost: float | None = None,
+    diversity: float = DIVERSITY,
+    cliff_guard: float = CLIFF_GUARD,
 ) -> list[ProblemEval]:
     """Predict every measured choice of every problem (repeated measurements: their median).
 
     ``max_compile_cost``: rank only the choices the choices handler would consider with the same
     option (Triton configs over that compile cost are left out, as the handler's widening leaves
     them out; no DEFAULT candidate is that costly), while regret stays measured against the best
-    of the whole measured space (``oracle_us``), so leaving a fast config out counts."""
+    of the whole measured space (``oracle_us``), so leaving a fast config out counts.
+    ``diversity``, ``cliff_guard``: the model's order (``ProblemEval.order``) as
+    :func:`~torch_diode.ranking.order_of` makes it with those options, as the handler does with the
+    same ``DiodeOptions`` fields."""
+    from torch_diode.ranking import check_penalty
     from torch_diode.records import compile_cost
 
+    diversity = check_penalty(diversity, "diversity")
+    cliff_guard = check_penalty(cliff_guard, "cliff_guard")
     out = []
     for pt in dataset.by_problem():
         med = pt.median_by_choice()
@@ -309,6 +338,7 @@ def problem_evals(
         choices = [dataset.choices[i] for i in ids]
         measured = np.array([med[i] for i in ids], dtype=np.float64)
         pred = model.predict(pt.problem, choices)
+        predicted = pred.log_time_us.astype(np.float64)
         aten = [measured[j] for j, c in enumerate(choices) if c.is_aten]
         stock_us = None
         if stock is not None and pt.problem in stock:
@@ -317,17 +347,16 @@ def problem_evals(
                 stock_us = float(measured[choices.index(sp.choice)])
             except ValueError:
                 stock_us = sp.time_us
-        out.append(
-            ProblemEval(
-                pt.problem,
-                choices,
-                measured,
-                pred.log_time_us.astype(np.float64),
-                stock_us=stock_us,
-                aten_us=float(min(aten)) if aten else None,
-                oracle_us=oracle_us,
-            )
+        e = ProblemEval(
+            pt.problem,
+            choices,
+            measured,
+            predicted,
+            stock_us=stock_us,
+            aten_us=float(min(aten)) if aten else None,
+            oracle_us=oracle_us,
         )
+        out.append(e.with_predictions(predicted, diversity, cliff_guard))
     return out
 
 
@@ -337,16 +366,21 @@ def evaluate_model(
     *,
     stock: Mapping[Problem, StockPick] | None = None,
     max_compile_cost: float | None = None,
+    diversity: float = DIVERSITY,
+    cliff_guard: float = CLIFF_GUARD,
 ) -> tuple[dict[str, Any], list[ProblemEval]]:
-    """The full ``validate-max-autotune`` report of ``model`` on ``dataset`` (``max_compile_cost``:
-    see :func:`problem_evals`)."""
-    evals = problem_evals(model, dataset, stock=stock, max_compile_cost=max_compile_cost)
+    """The full ``validate-max-autotune`` report of ``model`` on ``dataset`` (``max_compile_cost``,
+    ``diversity``, ``cliff_guard``: see :func:`problem_evals`)."""
+    evals = problem_evals(
+        model, dataset, stock=stock, max_compile_cost=max_compile_cost, diversity=diversity, cliff_guard=cliff_guard
+    )
     report = {
         "hardware": model.hardware,
         "model": {"sha256": model.model_hash, **model.arch.to_dict()},
         "dataset": {"records": len(dataset), "problems": len(evals), "hardware": dataset.hardware_keys},
         "definitions": "DESIGN.md#metrics; p95 = numpy linear-interpolation percentile",
         "candidates": {"max_compile_cost": max_compile_cost},
+        "order": {"diversity": diversity, "cliff_guard": cliff_guard},
         **summarize(evals),
     }
     if stock is not None and report["overall"]["vs_max_autotune"]["problems"] == 0:
@@ -507,7 +541,12 @@ def plot_report(evals: Sequence[ProblemEval], path: str | os.PathLike[str], *, t
     ax1.set_ylabel("predicted time (us)")
     ax1.set_title("predicted vs measured")
     for k in (1, 5):
-        r = np.sort([regret_at_k(e.measured_us, e.predicted_log_us, (k,))[k] for e in evals])
+        r = np.sort(
+            [
+                regret_at_k(e.measured_us, e.predicted_log_us, (k,), oracle_us=e.oracle_us, order=e.ranked())[k]
+                for e in evals
+            ]
+        )
         ax2.plot(r, np.arange(1, len(r) + 1) / max(len(r), 1), label=f"regret@{k}")
     ax2.set_xscale("log")
     ax2.set_xlabel("regret (time of best in top-k / oracle)")

@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from torch_diode.ranking import CLIFF_GUARD, DIVERSITY
+
     t = subparsers.add_parser(
         "train",
         help="train a kernel-time model on one GPU's dataset",
@@ -165,8 +167,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "a dataset collected by max-autotune (its fastest record per problem is the pick)",
     )
     _add_compile_cost_arg(a)
+    a.add_argument(
+        "--diversity",
+        type=_penalty,
+        default=DIVERSITY,
+        metavar="D",
+        help="the model's order, as the choices handler's option of that name: each place after the first "
+        "goes to the lowest predicted log time plus D per better-placed config differing from it only in "
+        f"num_stages (default {DIVERSITY:g}; 0: by prediction alone). regret@1 does not depend on it",
+    )
+    a.add_argument(
+        "--cliff-guard",
+        type=_penalty,
+        default=CLIFF_GUARD,
+        metavar="G",
+        help="the model's order, as the choices handler's option of that name: a one-warp Triton config's "
+        f"predicted log time counts G more when an operand's rows are not 16-byte aligned (default {CLIFF_GUARD:g}; "
+        "0: off)",
+    )
     a.add_argument("--output", metavar="REPORT.json", help="write the JSON report, a .md table and a .png beside it")
     a.set_defaults(func=_validate_max_autotune)
+
+
+def _penalty(raw: str) -> float:
+    from torch_diode.ranking import check_penalty
+
+    try:
+        return check_penalty(float(raw), "value")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {raw!r}") from None
 
 
 def _add_compile_cost_arg(p: argparse.ArgumentParser) -> None:
@@ -380,7 +409,14 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
             stock = read_max_autotune_solution(args.max_autotune_solution)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    report, evals = evaluate_model(model, ds, stock=stock, max_compile_cost=args.max_compile_cost)
+    report, evals = evaluate_model(
+        model,
+        ds,
+        stock=stock,
+        max_compile_cost=args.max_compile_cost,
+        diversity=args.diversity,
+        cliff_guard=args.cliff_guard,
+    )
     print(markdown_table(report), end="")
     if args.output:
         for p in write_report(report, evals, args.output):

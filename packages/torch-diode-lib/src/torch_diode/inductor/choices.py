@@ -11,8 +11,10 @@ generators of candidate configs (KTCs) per template. This handler
    ``get_ktc``;
 2. returns the measured best choices of an exact hit in the kernel lookup table, if one is set;
 3. otherwise scores every Triton candidate and ATen in ONE batched ``model.predict`` call, and
-   keeps the ``top_k_configs`` Triton configs predicted within ``performance_threshold`` of the
-   best prediction, plus ATen unless the model is confident ATen loses and a single Triton config
+   keeps the first ``top_k_configs`` Triton configs of the model's order (``torch_diode.ranking``:
+   by prediction, one-warp configs on misaligned operands held back by ``cliff_guard``, a tile's
+   ``num_stages`` variants spread out by ``diversity``) predicted within
+   ``performance_threshold`` of the best prediction, plus ATen unless the model is confident ATen loses and a single Triton config
    is kept (see :func:`select`).
 
 Inductor then benchmarks only what is returned, and nothing when one choice is left. KTCs are
@@ -61,6 +63,7 @@ from torch_diode.config import DiodeOptions
 from torch_diode.config import config as diode_config
 from torch_diode.inductor import compat
 from torch_diode.inductor.convert import choices_from_ktcs, problem_from_kernel_inputs
+from torch_diode.ranking import order_of
 from torch_diode.records import OPS, Choice, Problem, compile_cost
 
 logger = logging.getLogger(__name__)
@@ -116,13 +119,16 @@ def select(
     options: DiodeOptions,
     *,
     keep_one_triton: bool,
+    triton_order: np.ndarray | None = None,
 ) -> Selection:
     """The selection rule, on predicted log times (``[T]`` Triton, ``[A]`` ATen) and their stds.
 
     * ``best`` is the lowest predicted log time over Triton and ATen.
     * Confidence of a prediction is ``exp(-std)``. If the best one's confidence is below
       ``confidence_threshold``, keep ``2 * top_k`` and widen the threshold by ``exp(std_best)``.
-    * Triton: the ``top_k`` best predictions within ``threshold`` of ``best``.
+    * Triton: the first ``top_k`` within ``threshold`` of ``best`` in ``triton_order``, the model's
+      order of the Triton candidates (``torch_diode.ranking.order_of`` with ``options.diversity``
+      and ``options.cliff_guard``); without it, the best predictions.
     * ATen: kept unless it is predicted beyond the threshold AND its own confidence reaches
       ``confidence_threshold`` AND a Triton config is kept.
     * ``keep_one_triton``: the call has no ATen to fall back on, so keep the best Triton config
@@ -149,7 +155,7 @@ def select(
         k *= 2
         margin += std_best
     triton64 = np.asarray(triton_log, dtype=np.float64)  # float(x) - best, vectorised: same doubles
-    order = np.argsort(triton64, kind="stable")
+    order = np.argsort(triton64, kind="stable") if triton_order is None else np.asarray(triton_order)
     kept = [int(i) for i in order[(triton64[order] - best) <= margin + 1e-9][:k]]
     if not kept and keep_one_triton and len(order):
         kept = [int(order[0])]
@@ -706,7 +712,15 @@ class DiodeInductorChoices(InductorChoices):
         log_t, std = self._predict(model, problem, triton + scored_aten)
         nt = len(triton)
         sel = select(
-            log_t[:nt], std[:nt], log_t[nt:], std[nt:], self.options, keep_one_triton=not aten and not stand_in
+            log_t[:nt],
+            std[:nt],
+            log_t[nt:],
+            std[nt:],
+            self.options,
+            keep_one_triton=not aten and not stand_in,
+            triton_order=order_of(
+                problem, triton, log_t[:nt], diversity=self.options.diversity, cliff_guard=self.options.cliff_guard
+            ),
         )
         self._stats.add(model_selections=1, low_confidence=int(not sel.confident))
         self._stats.add_confidence(sel.confidence)
