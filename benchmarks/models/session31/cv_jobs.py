@@ -9,7 +9,8 @@ ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch
 Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
 handler keeps at top-1/top-3, stock's pick, whether the top-1 pick is ATen) and, for ``val``,
 ``<id>.npz`` (every problem's measured times and predictions; with ``"npz": true`` in the job,
-for a fold too, and the predictions' ensemble spread and each choice's ``CONFIG_FIELDS``); with ``"save": true``, the trained model
+for a fold too, and the predictions' ensemble spread and each choice's ``CONFIG_FIELDS``, and
+each ``"also"`` variant's predictions); with ``"save": true``, the trained model
 too, as ``<id>.safetensors`` (``session35/variants.py`` re-scores saved models with scoring-time
 changes); with ``"also": {NAME: {PART: {OPTION: VALUE}}}``, the same model is scored again with
 each scoring-time change (``PART`` one of ``memory``, ``aten_head``, ``forest``; e.g. ``{"align0":
@@ -126,7 +127,11 @@ def run_job(job, outdir):
         before = {part: getattr(model, part).options for part in change}
         for part, kw in change.items():
             getattr(model, part).options = dataclasses.replace(before[part], **kw)
-        also[name] = [row(e) for e in problem_evals(model, scored, stock=stock, max_compile_cost=cost)]
+        also_evals = problem_evals(model, scored, stock=stock, max_compile_cost=cost)
+        also[name] = [row(e) for e in also_evals]
+        if job.get("npz"):  # the variant's predictions too, as p<i>_<name> (session 38)
+            for i, e in enumerate(also_evals):
+                arrays[f"p{i}_{name}"] = e.predicted_log_us.astype(np.float32)
         for part, opts in before.items():
             getattr(model, part).options = opts
     out = {"job": job, "seconds": time.time() - t0, "train_seconds": ttrain, "rows": rows}
