@@ -1,5 +1,5 @@
 """The model's order of a problem's candidates: by predicted time, with one kernel shape's
-``num_stages`` variants spread out.
+``num_stages`` variants spread out and one-warp configs held back on misaligned operands.
 
 ``regret@k`` (DESIGN.md) and the choices handler's ``top_k_configs`` take the fastest of the model's
 first k candidates. Triton configs that differ only in ``num_stages`` run within a few percent of
@@ -21,9 +21,9 @@ more: one is placed first only when it is predicted that much faster than anythi
 Both chosen by cross-validation (``benchmarks/models/cv-session38.md``): with ``diversity`` 0.2,
 on both GPUs, every seed and part, regret@3, regret@5, its p95 and the fastest of what the
 handler keeps at top-3 are better than in the plain order; with ``cliff_guard`` 0.2, regret@1 is
-better in 12 of 14 cross-validation runs over ten seeds (0.03 and 0.07 points worse in the other
-two) and 1.7-1.8 points better on the H100's validation set where a seed's model picked the 17.8x
-config.
+better in 12 of 14 cross-validation runs over eight seeds (0.03 and 0.07 points worse in the other
+two) and 1.7-1.8 points better on the H100's validation set for the three of ten seeds whose model
+picked the 17.8x config.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ generators of candidate configs (KTCs) per template. This handler
 3. otherwise scores every Triton candidate and ATen in ONE batched ``model.predict`` call, and
    keeps the first ``top_k_configs`` Triton configs of the model's order (``torch_diode.ranking``:
    by prediction, one-warp configs on misaligned operands held back by ``cliff_guard``, a tile's
-   ``num_stages`` variants spread out by ``diversity``) predicted within
-   ``performance_threshold`` of the best prediction, plus ATen unless the model is confident ATen loses and a single Triton config
-   is kept (see :func:`select`).
+   ``num_stages`` variants spread out by ``diversity``) predicted within ``performance_threshold``
+   of the best prediction, plus ATen unless the model is confident ATen loses and a single Triton
+   config is kept (see :func:`select`).
 
 Inductor then benchmarks only what is returned, and nothing when one choice is left. KTCs are
 returned as Inductor's heuristic built them: kwargs (``EVEN_K``, ``ALLOW_TF32``,
