@@ -55,7 +55,7 @@ def cliff_penalty(problem: Problem, choices: Sequence[Choice], guard: float = CL
     None when none is penalised (both operands aligned, ``guard`` 0, or no one-warp config)."""
     if guard == 0 or all(operands_aligned16(problem)):
         return None
-    hit = np.fromiter((not c.is_aten and c.num_warps == 1 for c in choices), dtype=bool, count=len(choices))
+    hit = np.fromiter((c.num_warps == 1 and not c.is_aten for c in choices), dtype=bool, count=len(choices))
     return hit * guard if hit.any() else None
 
 
