@@ -63,19 +63,28 @@ def groups_of(configs, aten, cols):
     )
 
 
+def job_dataset(job, data):
+    """The problems a ``cv_jobs.py`` job's model is scored on: the validation set, or its fold of
+    the training set (``data`` caches the training sets by GPU)."""
+    hw = job["hw"]
+    if job["part"] == "val":
+        return read_dataset(ROOT / "data" / hw / "val.msgpack")
+    if hw not in data:
+        data[hw] = read_dataset(ROOT / "data" / hw / "train.msgpack")
+    return data[hw].select_problems(set(fold_of_problems(data[hw], job["folds"], job["seed"])[job["fold"]]))
+
+
+def oracle_of(e):
+    """The best measured time of a ``ProblemEval``'s whole space."""
+    return float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
+
+
 def problems_of_model(path, job, data):
     """(problem, measured, predicted, std, oracle, aten, configs) per problem, as the saved model
     ranks them."""
-    hw = job["hw"]
-    if job["part"] == "val":
-        ds = read_dataset(ROOT / "data" / hw / "val.msgpack")
-    else:
-        if hw not in data:
-            data[hw] = read_dataset(ROOT / "data" / hw / "train.msgpack")
-        ds = data[hw].select_problems(set(fold_of_problems(data[hw], job["folds"], job["seed"])[job["fold"]]))
     model = load_model(path)
-    for e in problem_evals(model, ds, max_compile_cost=DEFAULT_COST, diversity=0):
-        oracle = float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
+    for e in problem_evals(model, job_dataset(job, data), max_compile_cost=DEFAULT_COST, diversity=0):
+        oracle = oracle_of(e)
         std = np.asarray(model.predict(e.problem, e.choices).std, dtype=np.float64)
         aten = np.array([c.is_aten for c in e.choices])
         yield e.problem, e.measured_us, e.predicted_log_us, std, oracle, aten, choice_configs(e.choices)
@@ -93,6 +102,24 @@ def problems_of_npz(path, rows):
             z[f"a{i}"],
             z[f"c{i}"],
         )
+
+
+def sources(dirs, data, npz_ready, from_npz, from_model):
+    """(run, file stem, problems) of each ``cv_jobs.py`` result in ``dirs``: its npz file's problems
+    (``from_npz(path, rows)``) where ``npz_ready(job)``, else its saved model's
+    (``from_model(path, job, data)``); results with neither are skipped. ``run`` is
+    ``<GPU>-<part>-s<seed>``."""
+    for d in dirs:
+        for path in sorted(Path(d).glob("*.json")):
+            res = json.loads(path.read_text())
+            job = res["job"]
+            if path.with_suffix(".npz").exists() and npz_ready(job):
+                problems = from_npz(path.with_suffix(".npz"), res["rows"])
+            elif path.with_suffix(".safetensors").exists():
+                problems = from_model(path.with_suffix(".safetensors"), job, data)
+            else:
+                continue
+            yield f"{job['hw']}-{job['part']}-s{job['seed']}", path.stem, problems
 
 
 def kept3(measured, log_t, std, aten, order, oracle):
@@ -116,31 +143,21 @@ def main():
     a = ap.parse_args()
     rows = defaultdict(lambda: {k: [] for k in (*KS, "k3")})
     data = {}
-    for d in a.dirs:
-        for path in sorted(Path(d).glob("*.json")):
-            res = json.loads(path.read_text())
-            job = res["job"]
-            if path.with_suffix(".npz").exists() and job.get("npz"):
-                problems = problems_of_npz(path.with_suffix(".npz"), res["rows"])
-            elif path.with_suffix(".safetensors").exists():
-                problems = problems_of_model(path.with_suffix(".safetensors"), job, data)
-            else:
-                continue
-            run = f"{job['hw']}-{job['part']}-s{job['seed']}"
-            for problem, measured, pred, std, oracle, aten, configs in problems:
-                groups = {by: groups_of(configs, aten, cols) for by, cols in BY.items()}
-                one_warp = (configs[:, CONFIG_FIELDS.index("num_warps")] == 1) & ~aten
-                if all(operands_aligned16(problem)):
-                    one_warp[:] = False
-                for name, by, div, guard in VARIANTS:
-                    g = None if by is None else groups[by]
-                    order = model_order(pred, g, div, one_warp * guard if guard else None)
-                    best = np.minimum.accumulate(measured[order]) / oracle
-                    acc = rows[f"{run}|{name}"]
-                    for k in KS:
-                        acc[k].append(float(best[min(k, len(best)) - 1]))
-                    acc["k3"].append(kept3(measured, pred, std, aten, order, oracle))
-            print(f"scored {path.stem}", flush=True)
+    for run, stem, problems in sources(a.dirs, data, lambda job: job.get("npz"), problems_of_npz, problems_of_model):
+        for problem, measured, pred, std, oracle, aten, configs in problems:
+            groups = {by: groups_of(configs, aten, cols) for by, cols in BY.items()}
+            one_warp = (configs[:, CONFIG_FIELDS.index("num_warps")] == 1) & ~aten
+            if all(operands_aligned16(problem)):
+                one_warp[:] = False
+            for name, by, div, guard in VARIANTS:
+                g = None if by is None else groups[by]
+                order = model_order(pred, g, div, one_warp * guard if guard else None)
+                best = np.minimum.accumulate(measured[order]) / oracle
+                acc = rows[f"{run}|{name}"]
+                for k in KS:
+                    acc[k].append(float(best[min(k, len(best)) - 1]))
+                acc["k3"].append(kept3(measured, pred, std, aten, order, oracle))
+        print(f"scored {stem}", flush=True)
     table = {}
     for key, acc in sorted(rows.items()):
         t = {f"r{k}": float(np.exp(np.mean(np.log(acc[k])))) for k in KS}

@@ -24,9 +24,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from diverse import BY, DEFAULT_COST, ROOT, choice_configs, fold_of_problems, groups_of
+from diverse import BY, DEFAULT_COST, choice_configs, groups_of, job_dataset, oracle_of, sources
 
-from torch_diode.dataset import read_dataset
 from torch_diode.evaluate import problem_evals
 from torch_diode.features import operands_aligned16
 from torch_diode.model import load_model
@@ -38,20 +37,14 @@ THRESHOLDS = (None, 128, 160, 192, 256, 320)  # None: the one-warp trigger alone
 
 def from_models(path, job, data):
     """(problem, measured, oracle, aten, configs, {blend: predictions}) per problem."""
-    hw = job["hw"]
-    if job["part"] == "val":
-        ds = read_dataset(ROOT / "data" / hw / "val.msgpack")
-    else:
-        if hw not in data:
-            data[hw] = read_dataset(ROOT / "data" / hw / "train.msgpack")
-        ds = data[hw].select_problems(set(fold_of_problems(data[hw], job["folds"], job["seed"])[job["fold"]]))
+    ds = job_dataset(job, data)
     preds = {}
     for blend in (0.75, 1.0):
         model = load_model(path)
         model.aten_head.options = dataclasses.replace(model.aten_head.options, blend=blend)
         preds[blend] = problem_evals(model, ds, max_compile_cost=DEFAULT_COST, diversity=0, cliff_guard=0)
     for e, e1 in zip(preds[0.75], preds[1.0]):
-        oracle = float(e.measured_us.min()) if e.oracle_us is None else min(e.oracle_us, float(e.measured_us.min()))
+        oracle = oracle_of(e)
         aten = np.array([c.is_aten for c in e.choices])
         p = {0.75: e.predicted_log_us, 1.0: e1.predicted_log_us}
         yield e.problem, e.measured_us, oracle, aten, choice_configs(e.choices), p
@@ -72,29 +65,23 @@ def main():
     a = ap.parse_args()
     acc = defaultdict(list)
     data = {}
-    for d in a.dirs:
-        for path in sorted(Path(d).glob("*.json")):
-            res = json.loads(path.read_text())
-            job = res["job"]
-            if path.with_suffix(".npz").exists() and "head100" in job.get("also", {}) and job.get("npz"):
-                problems = from_npz(path.with_suffix(".npz"), res["rows"])
-            elif path.with_suffix(".safetensors").exists():
-                problems = from_models(path.with_suffix(".safetensors"), job, data)
-            else:
-                continue
-            run = f"{job['hw']}-{job['part']}-s{job['seed']}"
-            for problem, measured, oracle, aten, configs, preds in problems:
-                a16, b16 = operands_aligned16(problem)
-                c = configs.astype(np.float64)
-                loads = (c[:, 0] * c[:, 2] * (not a16) + c[:, 1] * c[:, 2] * (not b16)) / (32 * np.maximum(c[:, 3], 1))
-                one_warp = (c[:, 3] == 1) & ~aten & (not (a16 and b16))
-                groups = groups_of(configs, aten, BY["stage"])
-                for blend, pred in preds.items():
-                    for t in THRESHOLDS:
-                        bad = one_warp if t is None else one_warp | ((loads >= t) & ~aten)
-                        pick = model_order(pred, groups, 0.2, 0.2 * bad)[0]
-                        acc[f"{run}|head{blend:g}-{'w1' if t is None else f'w1+L{t}'}"].append(measured[pick] / oracle)
-            print(f"scored {path.stem}", flush=True)
+
+    def npz_ready(job):
+        return job.get("npz") and "head100" in job.get("also", {})
+
+    for run, stem, problems in sources(a.dirs, data, npz_ready, from_npz, from_models):
+        for problem, measured, oracle, aten, configs, preds in problems:
+            a16, b16 = operands_aligned16(problem)
+            c = configs.astype(np.float64)
+            loads = (c[:, 0] * c[:, 2] * (not a16) + c[:, 1] * c[:, 2] * (not b16)) / (32 * np.maximum(c[:, 3], 1))
+            one_warp = (c[:, 3] == 1) & ~aten & (not (a16 and b16))
+            groups = groups_of(configs, aten, BY["stage"])
+            for blend, pred in preds.items():
+                for t in THRESHOLDS:
+                    bad = one_warp if t is None else one_warp | ((loads >= t) & ~aten)
+                    pick = model_order(pred, groups, 0.2, 0.2 * bad)[0]
+                    acc[f"{run}|head{blend:g}-{'w1' if t is None else f'w1+L{t}'}"].append(measured[pick] / oracle)
+        print(f"scored {stem}", flush=True)
     table = {k: {"r1": float(np.exp(np.mean(np.log(v)))), "problems": len(v)} for k, v in sorted(acc.items())}
     runs = sorted({k.split("|")[0] for k in table})
     variants = sorted({k.split("|")[1] for k in table})
