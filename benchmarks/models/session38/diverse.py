@@ -63,6 +63,13 @@ def groups_of(configs, aten, cols):
     )
 
 
+def one_warp_misaligned(problem, configs, aten):
+    """``[C]`` which choices the cliff guard holds back (``ranking.cliff_penalty`` on config arrays:
+    one-warp Triton configs, when an operand's rows are not 16-byte aligned)."""
+    hit = (configs[:, CONFIG_FIELDS.index("num_warps")] == 1) & ~aten
+    return hit & (not all(operands_aligned16(problem)))
+
+
 def job_dataset(job, data):
     """The problems a ``cv_jobs.py`` job's model is scored on: the validation set, or its fold of
     the training set (``data`` caches the training sets by GPU)."""
@@ -146,9 +153,7 @@ def main():
     for run, stem, problems in sources(a.dirs, data, lambda job: job.get("npz"), problems_of_npz, problems_of_model):
         for problem, measured, pred, std, oracle, aten, configs in problems:
             groups = {by: groups_of(configs, aten, cols) for by, cols in BY.items()}
-            one_warp = (configs[:, CONFIG_FIELDS.index("num_warps")] == 1) & ~aten
-            if all(operands_aligned16(problem)):
-                one_warp[:] = False
+            one_warp = one_warp_misaligned(problem, configs, aten)
             for name, by, div, guard in VARIANTS:
                 g = None if by is None else groups[by]
                 order = model_order(pred, g, div, one_warp * guard if guard else None)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from diverse import BY, DEFAULT_COST, choice_configs, groups_of, job_dataset, oracle_of, sources
+from diverse import BY, DEFAULT_COST, choice_configs, groups_of, job_dataset, one_warp_misaligned, oracle_of, sources
 
 from torch_diode.evaluate import problem_evals
 from torch_diode.features import operands_aligned16
@@ -74,7 +74,7 @@ def main():
             a16, b16 = operands_aligned16(problem)
             c = configs.astype(np.float64)
             loads = (c[:, 0] * c[:, 2] * (not a16) + c[:, 1] * c[:, 2] * (not b16)) / (32 * np.maximum(c[:, 3], 1))
-            one_warp = (c[:, 3] == 1) & ~aten & (not (a16 and b16))
+            one_warp = one_warp_misaligned(problem, configs, aten)
             groups = groups_of(configs, aten, BY["stage"])
             for blend, pred in preds.items():
                 for t in THRESHOLDS:

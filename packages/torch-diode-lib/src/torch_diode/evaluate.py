@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, model_order, order_of
+from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, check_penalty, model_order, order_of
 from torch_diode.records import Choice, Problem
 
 if TYPE_CHECKING:
@@ -322,7 +322,6 @@ def problem_evals(
     ``diversity``, ``cliff_guard``: the model's order (``ProblemEval.order``) as
     :func:`~torch_diode.ranking.order_of` makes it with those options, as the handler does with the
     same ``DiodeOptions`` fields."""
-    from torch_diode.ranking import check_penalty
     from torch_diode.records import compile_cost
 
     diversity = check_penalty(diversity, "diversity")
@@ -347,16 +346,18 @@ def problem_evals(
                 stock_us = float(measured[choices.index(sp.choice)])
             except ValueError:
                 stock_us = sp.time_us
-        e = ProblemEval(
-            pt.problem,
-            choices,
-            measured,
-            predicted,
-            stock_us=stock_us,
-            aten_us=float(min(aten)) if aten else None,
-            oracle_us=oracle_us,
+        out.append(
+            ProblemEval(
+                pt.problem,
+                choices,
+                measured,
+                predicted,
+                stock_us=stock_us,
+                aten_us=float(min(aten)) if aten else None,
+                oracle_us=oracle_us,
+                order=order_of(pt.problem, choices, predicted, diversity=diversity, cliff_guard=cliff_guard),
+            )
         )
-        out.append(e.with_predictions(predicted, diversity, cliff_guard))
     return out
 
 
