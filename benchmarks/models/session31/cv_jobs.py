@@ -153,6 +153,29 @@ def worker(args):
         return job["id"], "ERROR " + traceback.format_exc()
 
 
+def run_pool(fn, tasks, workers, deadline):
+    """``fn(task)`` for every task in a pool of ``workers`` processes (one task each) until all are
+    done or ``deadline`` seconds have passed; prints each result (``(id, seconds or "ERROR ...")``)."""
+    t0 = time.time()
+    with mp.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
+        it = pool.imap_unordered(fn, tasks)
+        while True:
+            left = deadline - (time.time() - t0)
+            if left <= 0:
+                print("deadline: stopping", flush=True)
+                break
+            try:
+                jid, res = it.next(timeout=left)
+            except StopIteration:
+                break
+            except mp.TimeoutError:
+                print("deadline: stopping", flush=True)
+                break
+            print(f"{time.time() - t0:6.0f}s {jid}: {res if isinstance(res, str) else f'{res:.0f} s'}", flush=True)
+        pool.terminate()
+    print(f"total {time.time() - t0:.0f} s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("jobs")
@@ -171,25 +194,7 @@ def main():
         done = {p.stem for p in Path(a.done).glob("*.json")}
     todo = [j for j in jobs if j["id"] not in done and (not a.only or any(j["id"].startswith(o) for o in a.only))]
     print(f"{len(todo)} jobs to run, {len(done)} done", flush=True)
-    t0 = time.time()
-    ctx = mp.get_context("fork")
-    with ctx.Pool(a.workers, maxtasksperchild=1) as pool:
-        it = pool.imap_unordered(worker, [(j, str(out)) for j in todo])
-        while True:
-            left = a.deadline - (time.time() - t0)
-            if left <= 0:
-                print("deadline: stopping", flush=True)
-                break
-            try:
-                jid, res = it.next(timeout=left)
-            except StopIteration:
-                break
-            except mp.TimeoutError:
-                print("deadline: stopping", flush=True)
-                break
-            print(f"{time.time() - t0:6.0f}s {jid}: {res if isinstance(res, str) else f'{res:.0f} s'}", flush=True)
-        pool.terminate()
-    print(f"total {time.time() - t0:.0f} s", flush=True)
+    run_pool(worker, [(j, str(out)) for j in todo], a.workers, a.deadline)
     if a.pack:
         import tarfile
 

@@ -1,0 +1,81 @@
+"""Session 39: where the top-1 regret is, by operand alignment, and the ATen call shifted on the
+problems whose operands are both misaligned (``ranking``'s top-1 pick: the lowest prediction
+plus the cliff guard; the diversity does not move it):
+
+    python benchmarks/models/session39/misaligned.py DIR [DIR...]
+
+DIRs hold ``cv_jobs.py`` results with ``"npz": true`` (session 38's seeds 6-9, CV folds and
+validation). Per GPU and part, for each class of problem (``aligned``: both operands' rows
+16-byte aligned, ``features.operands_aligned16``; ``A-mis``/``B-mis``: one of them not;
+``both-mis``), the geomean over problems and seeds of the measured time over the best of:
+``pick`` (the model's top-1), ``aten`` (ATen always), ``model_tri`` (the model's best Triton
+config), ``best_tri`` (the best Triton config), ``call`` (the better of ATen and the model's best
+Triton config: a perfect ATen-or-Triton call), and the shares of ATen picks and ATen wins. Then,
+per run, the change of regret@1 (points, x100) when ATen's predicted log time on ``both-mis``
+problems is shifted by -D (ATen favoured) or +D.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session38"))
+from diverse import one_warp_misaligned, problems_of_npz
+
+from torch_diode.features import operands_aligned16
+
+SHIFTS = (-0.2, -0.1, -0.05, 0.05, 0.1, 0.2)
+
+
+def alignment_class(problem) -> str:
+    a_ok, b_ok = operands_aligned16(problem)
+    return "aligned" if a_ok and b_ok else "A-mis" if b_ok else "B-mis" if a_ok else "both-mis"
+
+
+def main() -> None:
+    classes = defaultdict(lambda: defaultdict(list))  # (hw, part, class) -> stat -> values
+    shifted = defaultdict(lambda: defaultdict(list))  # (hw, part, seed) -> shift -> log regret
+    for d in sys.argv[1:]:
+        for js in sorted(Path(d).glob("*.json")):
+            res = json.loads(js.read_text())
+            job = res["job"]
+            if not js.with_suffix(".npz").exists():
+                continue
+            for p, m, pred, _, oracle, aten, cfg in problems_of_npz(js.with_suffix(".npz"), res["rows"]):
+                q = pred + 0.2 * one_warp_misaligned(p, cfg, aten)
+                cls = alignment_class(p)
+                tri = np.flatnonzero(~aten)
+                t_pick = tri[np.argmin(q[tri])]
+                stats = classes[(job["hw"], job["part"], cls)]
+                stats["pick"].append(np.log(m[np.argmin(q)] / oracle))
+                stats["aten"].append(np.log(m[aten].min() / oracle))
+                stats["model_tri"].append(np.log(m[t_pick] / oracle))
+                stats["best_tri"].append(np.log(m[tri].min() / oracle))
+                stats["call"].append(np.log(min(m[t_pick], m[aten].min()) / oracle))
+                stats["aten_picked"].append(float(aten[np.argmin(q)]))
+                stats["aten_wins"].append(float(m[aten].min() <= m[tri].min()))
+                for s in (0.0, *SHIFTS):
+                    qs = q + (s * aten if cls == "both-mis" else 0.0)
+                    shifted[(job["hw"], job["part"], job["seed"])][s].append(np.log(m[np.argmin(qs)] / oracle))
+    for (hw, part, cls), stats in sorted(classes.items()):
+        shown = " ".join(
+            f"{k} {np.mean(v):.2f}" if k.startswith("aten_") else f"{k} {np.exp(np.mean(v)):.3f}"
+            for k, v in stats.items()
+        )
+        print(f"{hw} {part:3s} {cls:8s} n={len(stats['pick']):5d} {shown}")
+    for hw, part in sorted({(h, p) for h, p, _ in shifted}):
+        runs = sorted(k for k in shifted if k[:2] == (hw, part))
+        for s in SHIFTS:
+            d = [100 * (np.exp(np.mean(shifted[r][s])) - np.exp(np.mean(shifted[r][0.0]))) for r in runs]
+            print(
+                f"{hw} {part:3s} ATen {s:+.2f} on both-mis: mean {np.mean(d):+.2f} [{' '.join(f'{x:+.2f}' for x in d)}]"
+            )
+
+
+if __name__ == "__main__":
+    main()
