@@ -11,8 +11,12 @@ validation). Per GPU and part, for each class of problem (``aligned``: both oper
 ``pick`` (the model's top-1), ``aten`` (ATen always), ``model_tri`` (the model's best Triton
 config), ``best_tri`` (the best Triton config), ``call`` (the better of ATen and the model's best
 Triton config: a perfect ATen-or-Triton call), and the shares of ATen picks and ATen wins. Then,
-per run, the change of regret@1 (points, x100) when ATen's predicted log time on ``both-mis``
-problems is shifted by -D (ATen favoured) or +D.
+per run, the change of regret@1 (points, x100) with three scoring-time rules, each at a few
+strengths: ``aten``: ATen's predicted log time on ``both-mis`` problems shifted by D (negative:
+ATen favoured), ``aten_aligned`` the same on ``aligned`` problems; ``tile``: on ``A-mis``/``B-mis`` problems, each Triton config's prediction plus
+D * log2(its tile along the misaligned operand's contiguous dimension / 16) (A column-major:
+BLOCK_M, row-major: BLOCK_K; B row-major: BLOCK_N, column-major: BLOCK_K); ``spread``: on
+``both-mis`` problems, each Triton config's prediction plus D times the ensemble's spread.
 """
 
 from __future__ import annotations
@@ -25,16 +29,43 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session38"))
-from diverse import one_warp_misaligned, problems_of_npz
+from diverse import CONFIG_FIELDS, one_warp_misaligned, problems_of_npz
 
 from torch_diode.features import operands_aligned16
 
-SHIFTS = (-0.2, -0.1, -0.05, 0.05, 0.1, 0.2)
+RULES = {
+    "aten": (-0.2, -0.1, -0.05, 0.05, 0.1, 0.2),
+    "aten_aligned": (-0.1, -0.05, -0.02, 0.02, 0.05, 0.1),
+    "tile": (0.02, 0.05, 0.1, 0.2),
+    "spread": (0.25, 0.5, 1.0),
+}
 
 
 def alignment_class(problem) -> str:
     a_ok, b_ok = operands_aligned16(problem)
     return "aligned" if a_ok and b_ok else "A-mis" if b_ok else "B-mis" if a_ok else "both-mis"
+
+
+def contiguous_tile(problem, cfg, aten) -> np.ndarray:
+    """``[C]`` each Triton config's tile along the misaligned operand's contiguous dimension (16 for
+    ATen) on a problem with exactly one misaligned operand."""
+    a_ok, _ = operands_aligned16(problem)
+    if not a_ok:
+        col = CONFIG_FIELDS.index("block_m" if problem.stride_a[-1] != 1 else "block_k")
+    else:
+        col = CONFIG_FIELDS.index("block_k" if problem.stride_b[-1] != 1 else "block_n")
+    return np.where(aten, 16, cfg[:, col]).astype(np.float64)
+
+
+def ruled(q, cls, problem, spread, aten, cfg, rule, d):
+    """The predictions ``q`` with one rule at strength ``d`` (module docstring)."""
+    if (rule == "aten" and cls == "both-mis") or (rule == "aten_aligned" and cls == "aligned"):
+        return q + d * aten
+    if rule == "tile" and cls in ("A-mis", "B-mis"):
+        return q + d * np.log2(np.maximum(contiguous_tile(problem, cfg, aten), 16) / 16)
+    if rule == "spread" and cls == "both-mis":
+        return q + d * spread * ~aten
+    return q
 
 
 def main() -> None:
@@ -46,7 +77,7 @@ def main() -> None:
             job = res["job"]
             if not js.with_suffix(".npz").exists():
                 continue
-            for p, m, pred, _, oracle, aten, cfg in problems_of_npz(js.with_suffix(".npz"), res["rows"]):
+            for p, m, pred, spread, oracle, aten, cfg in problems_of_npz(js.with_suffix(".npz"), res["rows"]):
                 q = pred + 0.2 * one_warp_misaligned(p, cfg, aten)
                 cls = alignment_class(p)
                 tri = np.flatnonzero(~aten)
@@ -59,9 +90,12 @@ def main() -> None:
                 stats["call"].append(np.log(min(m[t_pick], m[aten].min()) / oracle))
                 stats["aten_picked"].append(float(aten[np.argmin(q)]))
                 stats["aten_wins"].append(float(m[aten].min() <= m[tri].min()))
-                for s in (0.0, *SHIFTS):
-                    qs = q + (s * aten if cls == "both-mis" else 0.0)
-                    shifted[(job["hw"], job["part"], job["seed"])][s].append(np.log(m[np.argmin(qs)] / oracle))
+                run = shifted[(job["hw"], job["part"], job["seed"])]
+                run["base"].append(np.log(m[np.argmin(q)] / oracle))
+                for rule, strengths in RULES.items():
+                    for d in strengths:
+                        qs = ruled(q, cls, p, spread, aten, cfg, rule, d)
+                        run[(rule, d)].append(np.log(m[np.argmin(qs)] / oracle))
     for (hw, part, cls), stats in sorted(classes.items()):
         shown = " ".join(
             f"{k} {np.mean(v):.2f}" if k.startswith("aten_") else f"{k} {np.exp(np.mean(v)):.3f}"
@@ -70,11 +104,10 @@ def main() -> None:
         print(f"{hw} {part:3s} {cls:8s} n={len(stats['pick']):5d} {shown}")
     for hw, part in sorted({(h, p) for h, p, _ in shifted}):
         runs = sorted(k for k in shifted if k[:2] == (hw, part))
-        for s in SHIFTS:
-            d = [100 * (np.exp(np.mean(shifted[r][s])) - np.exp(np.mean(shifted[r][0.0]))) for r in runs]
-            print(
-                f"{hw} {part:3s} ATen {s:+.2f} on both-mis: mean {np.mean(d):+.2f} [{' '.join(f'{x:+.2f}' for x in d)}]"
-            )
+        for rule, strengths in RULES.items():
+            for s in strengths:
+                d = [100 * (np.exp(np.mean(shifted[r][(rule, s)])) - np.exp(np.mean(shifted[r]["base"]))) for r in runs]
+                print(f"{hw} {part:3s} {rule:6s} {s:+.2f}: mean {np.mean(d):+.2f} [{' '.join(f'{x:+.2f}' for x in d)}]")
 
 
 if __name__ == "__main__":
