@@ -1,6 +1,6 @@
-"""Session 39: where the top-1 regret is, by operand alignment, and the ATen call shifted on the
-problems whose operands are both misaligned (``ranking``'s top-1 pick: the lowest prediction
-plus the cliff guard; the diversity does not move it):
+"""Session 39: where the top-1 regret is, by operand alignment, and scoring-time rules on those
+classes (``ranking``'s top-1 pick: the lowest prediction plus the cliff guard; the diversity
+does not move it):
 
     python benchmarks/models/session39/misaligned.py DIR [DIR...]
 
@@ -11,10 +11,13 @@ validation). Per GPU and part, for each class of problem (``aligned``: both oper
 ``pick`` (the model's top-1), ``aten`` (ATen always), ``model_tri`` (the model's best Triton
 config), ``best_tri`` (the best Triton config), ``call`` (the better of ATen and the model's best
 Triton config: a perfect ATen-or-Triton call), and the shares of ATen picks and ATen wins. Then,
-per run, the change of regret@1 (points, x100) with three scoring-time rules, each at a few
+what the ATen-or-Triton call loses on the aligned problems, per dtype and op: the mean of
+log(pick / call) in points (x100) and the shares of wrong ATen and wrong Triton calls. Then, per
+run, the change of regret@1 (points, x100) with four scoring-time rules, each at a few
 strengths: ``aten``: ATen's predicted log time on ``both-mis`` problems shifted by D (negative:
-ATen favoured), ``aten_aligned`` the same on ``aligned`` problems; ``tile``: on ``A-mis``/``B-mis`` problems, each Triton config's prediction plus
-D * log2(its tile along the misaligned operand's contiguous dimension / 16) (A column-major:
+ATen favoured), ``aten_aligned`` the same on ``aligned`` problems; ``tile``: on
+``A-mis``/``B-mis`` problems, each Triton config's prediction plus D * log2(its tile along the
+misaligned operand's contiguous dimension / 16) (A column-major:
 BLOCK_M, row-major: BLOCK_K; B row-major: BLOCK_N, column-major: BLOCK_K); ``spread``: on
 ``both-mis`` problems, each Triton config's prediction plus D times the ensemble's spread.
 """
@@ -70,6 +73,7 @@ def ruled(q, cls, problem, spread, aten, cfg, rule, d):
 
 def main() -> None:
     classes = defaultdict(lambda: defaultdict(list))  # (hw, part, class) -> stat -> values
+    calls = defaultdict(lambda: defaultdict(list))  # (hw, part, dtype or op) -> the aligned call's losses
     shifted = defaultdict(lambda: defaultdict(list))  # (hw, part, seed) -> shift -> log regret
     for d in sys.argv[1:]:
         for js in sorted(Path(d).glob("*.json")):
@@ -90,6 +94,13 @@ def main() -> None:
                 stats["call"].append(np.log(min(m[t_pick], m[aten].min()) / oracle))
                 stats["aten_picked"].append(float(aten[np.argmin(q)]))
                 stats["aten_wins"].append(float(m[aten].min() <= m[tri].min()))
+                if cls == "aligned":
+                    pick = int(np.argmin(q))
+                    for key in (f"dtype {p.dtype}", f"op {p.op}"):
+                        loss = calls[(job["hw"], job["part"], key)]
+                        loss["loss"].append(100 * np.log(m[pick] / min(m[t_pick], m[aten].min())))
+                        loss["wrong_aten"].append(float(aten[pick] and m[t_pick] < m[aten].min()))
+                        loss["wrong_triton"].append(float(not aten[pick] and m[aten].min() < m[t_pick]))
                 run = shifted[(job["hw"], job["part"], job["seed"])]
                 run["base"].append(np.log(m[np.argmin(q)] / oracle))
                 for rule, strengths in RULES.items():
@@ -102,6 +113,9 @@ def main() -> None:
             for k, v in stats.items()
         )
         print(f"{hw} {part:3s} {cls:8s} n={len(stats['pick']):5d} {shown}")
+    for (hw, part, key), loss in sorted(calls.items()):
+        shown = " ".join(f"{k} {np.mean(v):.2f}" for k, v in loss.items())
+        print(f"{hw} {part:3s} aligned, {key:14s} n={len(loss['loss']):5d} {shown}")
     for hw, part in sorted({(h, p) for h, p, _ in shifted}):
         runs = sorted(k for k in shifted if k[:2] == (hw, part))
         for rule, strengths in RULES.items():
