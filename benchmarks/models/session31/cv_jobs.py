@@ -58,6 +58,58 @@ def fold_seed_of(job):
     return job.get("fold_seed", job["seed"])
 
 
+def job_data(job):
+    """A job's datasets: (what it trains on, what it ranks, stock's picks or None). ``val``: every
+    training problem, ``val.msgpack`` and ``val-stock-picks.json``; a fold: the other folds and
+    the fold's problems."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from cv_model import fold_of_problems
+
+    from torch_diode.dataset import read_dataset
+    from torch_diode.evaluate import read_max_autotune_solution
+
+    data = ROOT / "data" / job["hw"]
+    ds = read_dataset(data / "train.msgpack")
+    if job["part"] == "val":
+        return ds, read_dataset(data / "val.msgpack"), read_max_autotune_solution(data / "val-stock-picks.json")
+    held = set(fold_of_problems(ds, job["folds"], fold_seed_of(job))[job["fold"]])
+    return ds.select_problems(ds.measured_problems() - held), ds.select_problems(held), None
+
+
+def train_options(job):
+    """The job's ``TrainOptions``: one thread, no validation split, its ``"set"`` and seed."""
+    from torch_diode.train import TrainOptions
+
+    return TrainOptions(
+        **{"num_threads": 1, "progress": False, "val_fraction": 0, **job.get("set", {}), "seed": job["seed"]}
+    )
+
+
+def result_row(model, e):
+    """One ranked problem's figures: regret@1/3/5/10 over the best measured in the model's order,
+    ``k1``/``k3`` (the fastest of what the handler keeps at top-1/top-3) and ``n1``/``n3`` (how
+    many it keeps), stock's pick over the best, whether the top-1 pick is ATen."""
+    import numpy as np
+
+    from torch_diode.demo import best_measured_us, handler_keeps
+    from torch_diode.evaluate import regret_at_k
+
+    keeps = handler_keeps(model, e, (1, 3))
+    best = best_measured_us(e)
+    regret = regret_at_k(e.measured_us, e.predicted_log_us, (1, 3, 5, 10), oracle_us=e.oracle_us, order=e.ranked())
+    aten = np.array([c.is_aten for c in e.choices])
+    return {
+        "p": json.dumps(e.problem.to_dict(), sort_keys=True),
+        **{f"r{k}": regret[k] for k in (1, 3, 5, 10)},
+        "k1": float(e.measured_us[keeps[1]].min() / best),
+        "k3": float(e.measured_us[keeps[3]].min() / best),
+        "n1": len(keeps[1]),
+        "n3": len(keeps[3]),
+        "stock": None if e.stock_us is None else float(e.stock_us / best),
+        "aten_pick": bool(aten[e.ranked()[0]]),
+    }
+
+
 def run_job(job, outdir):
     os.environ["OMP_NUM_THREADS"] = "1"
     import numpy as np
@@ -65,52 +117,23 @@ def run_job(job, outdir):
 
     torch.set_num_threads(1)
     sys.path.insert(0, str(ROOT / "scripts"))
-    from cv_model import DEFAULT_COST, fold_of_problems
+    from cv_model import DEFAULT_COST
 
-    from torch_diode.dataset import read_dataset
-    from torch_diode.demo import best_measured_us, handler_keeps
-    from torch_diode.evaluate import problem_evals, read_max_autotune_solution, regret_at_k
-    from torch_diode.train import TrainOptions, train
+    from torch_diode.demo import best_measured_us
+    from torch_diode.evaluate import problem_evals
+    from torch_diode.train import train
 
     t0 = time.time()
-    data = ROOT / "data" / job["hw"]
-    ds = read_dataset(data / "train.msgpack")
-    ov = {"num_threads": 1, "progress": False, "val_fraction": 0, **job.get("set", {}), "seed": job["seed"]}
+    trained_on, scored, stock = job_data(job)
+    model, _ = train(trained_on, train_options(job))
+    ttrain = time.time() - t0
     cost = DEFAULT_COST
-    stock = None
-    if job["part"] == "val":
-        model, _ = train(ds, TrainOptions(**ov))
-        ttrain = time.time() - t0
-        scored = read_dataset(data / "val.msgpack")
-        stock = read_max_autotune_solution(data / "val-stock-picks.json")
-    else:
-        folds = fold_of_problems(ds, job["folds"], fold_seed_of(job))
-        held = set(folds[job["fold"]])
-        model, _ = train(ds.select_problems(ds.measured_problems() - held), TrainOptions(**ov))
-        ttrain = time.time() - t0
-        scored = ds.select_problems(held)
     evals = problem_evals(model, scored, stock=stock, max_compile_cost=cost)
-
-    def row(e):
-        keeps = handler_keeps(model, e, (1, 3))
-        best = best_measured_us(e)
-        regret = regret_at_k(e.measured_us, e.predicted_log_us, (1, 3, 5, 10), oracle_us=e.oracle_us, order=e.ranked())
-        aten = np.array([c.is_aten for c in e.choices])
-        return {
-            "p": json.dumps(e.problem.to_dict(), sort_keys=True),
-            **{f"r{k}": regret[k] for k in (1, 3, 5, 10)},
-            "k1": float(e.measured_us[keeps[1]].min() / best),
-            "k3": float(e.measured_us[keeps[3]].min() / best),
-            "n1": len(keeps[1]),
-            "n3": len(keeps[3]),
-            "stock": None if e.stock_us is None else float(e.stock_us / best),
-            "aten_pick": bool(aten[e.ranked()[0]]),
-        }
 
     rows = []
     arrays = {}
     for i, e in enumerate(evals):
-        rows.append(row(e))
+        rows.append(result_row(model, e))
         arrays[f"m{i}"] = e.measured_us.astype(np.float32)
         arrays[f"p{i}"] = e.predicted_log_us.astype(np.float32)
         arrays[f"a{i}"] = np.array([c.is_aten for c in e.choices])
@@ -128,7 +151,7 @@ def run_job(job, outdir):
         for part, kw in change.items():
             getattr(model, part).options = dataclasses.replace(before[part], **kw)
         also_evals = problem_evals(model, scored, stock=stock, max_compile_cost=cost)
-        also[name] = [row(e) for e in also_evals]
+        also[name] = [result_row(model, e) for e in also_evals]
         if job.get("npz"):  # the variant's predictions too, as p<i>_<name> (session 38)
             for i, e in enumerate(also_evals):
                 arrays[f"p{i}_{name}"] = e.predicted_log_us.astype(np.float32)

@@ -17,9 +17,10 @@ are ``ForestOptions`` overrides of the run's own forest options; a fit uses the 
 its forest on (``train._split_rows`` of the same problems and options) and its seed + 2, as
 ``train`` does, so the variant ``refit`` (no override) gives the saved forest back bit for bit.
 Scoring ranks the fold's problems (or ``val.msgpack``) in the product's order at the handler's
-``max_compile_cost``: per problem regret@1/3/5/10 over the best measured and ``k3``, the fastest
-of what the handler keeps at top-3. ``summary`` prints, per GPU and part, each variant's pooled
-geomeans and its paired change against ``saved`` per model (points, x100).
+``max_compile_cost``: per problem ``cv_jobs.result_row`` (regret@1/3/5/10 over the best
+measured, ``k3``, the fastest of what the handler keeps at top-3, and the rest). ``summary``
+prints, per GPU and part, each variant's pooled geomeans and its paired change against
+``saved`` per model (points, x100).
 """
 
 from __future__ import annotations
@@ -53,57 +54,38 @@ VARIANTS = {
 }
 
 
-def training_rows(spec: dict):
-    """The training run's options, a function giving the rows its forest was fit on, the problems
-    it is scored on and their stock picks (None for a fold)."""
-    from cv_jobs import fold_seed_of
-    from cv_model import fold_of_problems
-
-    from torch_diode.dataset import read_dataset
-    from torch_diode.evaluate import read_max_autotune_solution
-    from torch_diode.train import TrainOptions, _split_rows
-
-    data = ROOT / "data" / spec["hw"]
-    ds = read_dataset(data / "train.msgpack")
-    stock = None
-    if spec["part"] == "val":
-        trained_on, scored = ds, read_dataset(data / "val.msgpack")
-        stock = read_max_autotune_solution(data / "val-stock-picks.json")
-    else:
-        held = set(fold_of_problems(ds, spec["folds"], fold_seed_of(spec))[spec["fold"]])
-        trained_on, scored = ds.select_problems(ds.measured_problems() - held), ds.select_problems(held)
-    opts = TrainOptions(
-        **{"num_threads": 1, "progress": False, "val_fraction": 0, **spec.get("set", {}), "seed": spec["seed"]}
-    )
-    return opts, (lambda: _split_rows(trained_on, trained_on.by_problem(), opts)[3]), scored, stock
-
-
-def fit(job: dict, out: Path) -> tuple[str, float]:
-    os.environ["OMP_NUM_THREADS"] = "1"
+def one_thread() -> None:
+    """One torch thread per worker process (numpy's BLAS is pinned at the top of the module)."""
     import torch
 
     torch.set_num_threads(1)
+
+
+def fit(job: dict, out: Path) -> tuple[str, float]:
+    one_thread()
+    from cv_jobs import job_data, train_options
+
     from torch_diode.forest import RankingForest
+    from torch_diode.train import _split_rows
 
     t0 = time.time()
-    opts, rows_of, _, _ = training_rows(job["spec"])
-    rows = rows_of()
+    spec = job["spec"]
+    trained_on, _, _ = job_data(spec)
+    opts = train_options(spec)
+    rows = _split_rows(trained_on, trained_on.by_problem(), opts)[3]  # the training split's rows, as train's
     fopts = dataclasses.replace(opts.forest_options(), **VARIANTS[job["variant"]])
-    forest = RankingForest.fit(rows.x, rows.y, rows.counts, fopts, job["spec"]["seed"] + 2)
+    forest = RankingForest.fit(rows.x, rows.y, rows.counts, fopts, spec["seed"] + 2)
     meta = json.dumps(forest.metadata())
     np.savez(out / f"{job['id']}.npz", meta=np.array(meta), **forest.to_tensors())
     return job["id"], time.time() - t0
 
 
 def score(model_path: Path, forest_path: Path | None, out: Path) -> tuple[str, float]:
-    os.environ["OMP_NUM_THREADS"] = "1"
-    import torch
-
-    torch.set_num_threads(1)
+    one_thread()
+    from cv_jobs import job_data, result_row
     from cv_model import DEFAULT_COST
 
-    from torch_diode.demo import best_measured_us, handler_keeps
-    from torch_diode.evaluate import problem_evals, regret_at_k
+    from torch_diode.evaluate import problem_evals
     from torch_diode.forest import RankingForest
     from torch_diode.model import load_model
 
@@ -117,20 +99,8 @@ def score(model_path: Path, forest_path: Path | None, out: Path) -> tuple[str, f
             tensors = {k: z[k] for k in z.files if k != "meta"}
             meta = json.loads(str(z["meta"]))
         model.forest = RankingForest.from_tensors(tensors, meta)
-    _, _, scored, stock = training_rows(spec)
-    rows = []
-    for e in problem_evals(model, scored, stock=stock, max_compile_cost=DEFAULT_COST):
-        r = regret_at_k(e.measured_us, e.predicted_log_us, (1, 3, 5, 10), oracle_us=e.oracle_us, order=e.ranked())
-        keeps = handler_keeps(model, e, (3,))
-        best = best_measured_us(e)
-        rows.append(
-            {
-                "p": json.dumps(e.problem.to_dict(), sort_keys=True),
-                **{f"r{k}": r[k] for k in (1, 3, 5, 10)},
-                "k3": float(e.measured_us[keeps[3]].min() / best),
-                "stock": None if e.stock_us is None else float(e.stock_us / best),
-            }
-        )
+    _, scored, stock = job_data(spec)
+    rows = [result_row(model, e) for e in problem_evals(model, scored, stock=stock, max_compile_cost=DEFAULT_COST)]
     jid = f"{model_path.stem}--{variant}"
     res = {"model_id": model_path.stem, "variant": variant, "spec": spec, "seconds": time.time() - t0, "rows": rows}
     (out / f"{jid}.json").write_text(json.dumps(res))
