@@ -65,7 +65,7 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    opts = CampaignOptions(seed=args.seed)
+    opts = CampaignOptions(seed=args.seed, train_one_misaligned=args.train_one_misaligned)
     plan = plan_campaign(opts, args.shapeset)
     path = plan.save(_dir(args) / "plan.json")
     print(f"{path}: {len(plan.train)} training and {len(plan.val)} validation problems")
@@ -439,6 +439,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hardware", required=True)
     p.add_argument("--seed", type=int, default=CampaignOptions().seed)
     p.add_argument("--shapeset", default="data/shapesets/real_models.json")
+    p.add_argument(
+        "--train-one-misaligned",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N more training problems with exactly one operand whose rows are not 16-byte aligned, after the "
+        "others (the same seed keeps the other lists as they are)",
+    )
     p.set_defaults(func=cmd_plan)
     r = sub.add_parser("run", help="collect (resumes)")
     r.add_argument("--hardware", required=True)

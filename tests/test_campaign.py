@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, size_bucket
+from torch_diode.features import operands_aligned16
 from torch_diode.records import Problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,16 +33,39 @@ def test_plan_is_reproducible_and_disjoint(tmp_path: Path) -> None:
 
 
 def test_committed_plans_match_the_planner() -> None:
-    """data/<KEY>/plan.json is what `scripts/campaign.py plan` writes with the default options."""
-    plan = plan_campaign(CampaignOptions(), SHAPESET)
+    """data/<KEY>/plan.json is what `scripts/campaign.py plan --train-one-misaligned 200` writes,
+    and its first lists are the default options' plan, unchanged."""
+    default = plan_campaign(CampaignOptions(), SHAPESET)
+    plan = plan_campaign(CampaignOptions(train_one_misaligned=200), SHAPESET)
+    assert plan.train[: len(default.train)] == default.train and plan.val == default.val
+    assert len(plan.train) == len(default.train) + 200
     for key in ("NVIDIA-H100", "NVIDIA-H200"):
         committed = CampaignPlan.load(REPO / "data" / key / "plan.json")
+        assert committed.options == plan.options
         assert committed.train == plan.train and committed.val == plan.val
+
+
+def test_plan_grown_by_one_misaligned_problems() -> None:
+    """``train_one_misaligned`` appends problems with exactly one misaligned operand, new shapes
+    of the plan's layouts that allow it, and leaves the rest of the plan as it was."""
+    base = plan_campaign(SMALL, SHAPESET)
+    grown = plan_campaign(CampaignOptions(**{**SMALL.__dict__, "train_one_misaligned": 30}), SHAPESET)
+    assert grown.train[: len(base.train)] == base.train and grown.val == base.val
+    extra = grown.train[len(base.train) :]
+    assert len(extra) == 30
+    assert all(sum(operands_aligned16(p)) == 1 for p in extra)
+    assert {f"{p.layout_a}/{p.layout_b}" for p in extra} <= {"row/row", "col/row"}
+    shapes = [_shape(p) for p in base.train + base.val + extra]
+    assert len(set(shapes)) == len(shapes)
+    with pytest.raises(ValueError, match="train_one_misaligned: none of the plan's layouts"):
+        plan_campaign(CampaignOptions(**{**SMALL.__dict__, "layouts": ("row/col",), "train_one_misaligned": 1}))
 
 
 def test_plan_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="train_lognormal"):
         CampaignOptions(train_lognormal=-1)
+    with pytest.raises(ValueError, match="train_one_misaligned"):
+        CampaignOptions(train_one_misaligned=-2)
     with pytest.raises(ValueError, match="no such file"):
         CampaignPlan.load(tmp_path / "missing.json")
     (tmp_path / "x.json").write_text('{"format": "other"}')

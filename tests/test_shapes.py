@@ -357,3 +357,29 @@ def test_aligned_fraction_gives_two_divisibility_classes():
         sample_problems(1, seed=0, aligned_fraction=1.5)
     with pytest.raises(ValueError, match="align_to"):
         sample_problems(1, seed=0, aligned_fraction=0.5, align_to=1)
+
+
+def test_one_misaligned_problems():
+    """With ``one_misaligned`` exactly one operand's rows are not 16-byte aligned, in every dtype:
+    that operand's contiguous size is odd, the other's a multiple of 128 (16 when small); A and B
+    about equally often; row/col, whose operands' rows are both K long, is refused."""
+    from torch_diode.features import operands_aligned16
+    from torch_diode.shapes.sampling import sample_problems
+
+    kw = dict(seed=5, sampler="log-normal", ops=("mm", "addmm", "bmm", "baddbmm"), layouts=("row/row", "col/row"))
+    probs = sample_problems(300, one_misaligned=True, **kw)
+    assert probs == sample_problems(300, one_misaligned=True, **kw)
+    assert {p.dtype for p in probs} == {"float16", "bfloat16", "float32"}
+    a_bad = [p for p in probs if operands_aligned16(p) == (False, True)]
+    b_bad = [p for p in probs if operands_aligned16(p) == (True, False)]
+    assert len(a_bad) + len(b_bad) == len(probs)
+    assert 0.35 < len(a_bad) / len(probs) < 0.65
+    for p in probs:  # the rows' lengths, as operands_aligned16 reads them (M = 1: A is both)
+        a_ld, b_ld = (s[-2] if s[-1] == 1 else s[-1] for s in (p.stride_a, p.stride_b))
+        bad, good = (a_ld, b_ld) if p in a_bad else (b_ld, a_ld)
+        assert bad % 2 == 1
+        assert good % 128 == 0 or (good <= 128 and good % 16 == 0)
+    with pytest.raises(ValueError, match="row/col"):
+        sample_problems(1, seed=0, layouts=("row/row", "row/col"), one_misaligned=True)
+    with pytest.raises(ValueError, match="aligned_fraction"):
+        sample_problems(1, seed=0, layouts=("row/row",), aligned_fraction=0.5, one_misaligned=True)

@@ -18,9 +18,10 @@ each scoring-time change (``PART`` one of ``memory``, ``aten_head``, ``forest``;
 Jobs run in a pool of
 ``--workers`` processes until ``--deadline`` seconds; finished jobs found in ``--done`` are
 skipped, so a 10-minute GPU-machine command can resume a batch. ``summarize.py`` pools them.
-The device tool brings back at most 8 files from ``$OUT``: there, pass ``--pack $OUT/r.tgz`` to
-write the out folder as one gzipped tar when the pool stops (all jobs done or the deadline);
-session 35 lost 12 of 20 result files by writing them loose.
+The device tool brings back at most 8 files from ``$OUT``, each at most 16 MiB: there, pass
+``--pack $OUT/r.tgz`` to write the out folder as gzipped tars of at most 15 MiB when the pool
+stops (all jobs done or the deadline; ``r-0.tgz``, ``r-1.tgz``, ... when it takes several);
+session 35 lost 12 of 20 result files by writing them loose, session 40 a 31 MB pack.
 
     python benchmarks/models/session31/cv_jobs.py benchmarks/models/session31/batch1.json \
         --out /tmp/r --workers 16 --deadline 530
@@ -61,19 +62,29 @@ def fold_seed_of(job):
 def job_data(job):
     """A job's datasets: (what it trains on, what it ranks, stock's picks or None). ``val``: every
     training problem, ``val.msgpack`` and ``val-stock-picks.json``; a fold: the other folds and
-    the fold's problems."""
+    the fold's problems. The folds are drawn from the plan's first training problems only; the
+    problems a plan was grown by (``CampaignOptions.train_one_misaligned``, session 40) are
+    trained on in every fold and never ranked, so the folds and what they rank are those of
+    earlier sessions. ``"extras": "drop"`` leaves those problems out of training too."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from cv_model import fold_of_problems
 
+    from torch_diode.collect.campaign import CampaignPlan
     from torch_diode.dataset import read_dataset
     from torch_diode.evaluate import read_max_autotune_solution
 
     data = ROOT / "data" / job["hw"]
     ds = read_dataset(data / "train.msgpack")
+    plan = CampaignPlan.load(data / "plan.json")
+    n_extra = plan.options.train_one_misaligned
+    extras = ds.measured_problems() & set(plan.train[len(plan.train) - n_extra :] if n_extra else ())
+    base = ds.measured_problems() - extras
+    train = base if job.get("extras", "train") == "drop" else base | extras
     if job["part"] == "val":
-        return ds, read_dataset(data / "val.msgpack"), read_max_autotune_solution(data / "val-stock-picks.json")
-    held = set(fold_of_problems(ds, job["folds"], fold_seed_of(job))[job["fold"]])
-    return ds.select_problems(ds.measured_problems() - held), ds.select_problems(held), None
+        stock = read_max_autotune_solution(data / "val-stock-picks.json")
+        return ds.select_problems(train), read_dataset(data / "val.msgpack"), stock
+    held = set(fold_of_problems(ds.select_problems(base), job["folds"], fold_seed_of(job))[job["fold"]])
+    return ds.select_problems(train - held), ds.select_problems(held), None
 
 
 def train_options(job):
@@ -219,11 +230,30 @@ def main():
     print(f"{len(todo)} jobs to run, {len(done)} done", flush=True)
     run_pool(worker, [(j, str(out)) for j in todo], a.workers, a.deadline)
     if a.pack:
-        import tarfile
+        pack(out, Path(a.pack))
 
-        with tarfile.open(a.pack, "w:gz") as tar:
-            tar.add(out, arcname=out.name)
-        print(f"packed {out} into {a.pack}", flush=True)
+
+def pack(out, path, part_bytes=15 * 2**20):
+    """The files of ``out`` in gzipped tars of at most about ``part_bytes`` each (the device tool
+    brings back no file over 16 MiB: session 40 lost a 31 MB pack): ``path`` while they fit in
+    one, else ``<stem>-0.tgz``, ``<stem>-1.tgz``, ..."""
+    import tarfile
+
+    files = sorted(out.iterdir(), key=lambda f: f.stat().st_size)
+    parts, size = [[]], 0
+    for f in files:
+        if parts[-1] and size + f.stat().st_size > part_bytes:
+            parts.append([])
+            size = 0
+        parts[-1].append(f)
+        size += f.stat().st_size
+    stem = path.name.removesuffix(".tgz")
+    for i, part in enumerate(parts):
+        dest = path if len(parts) == 1 else path.with_name(f"{stem}-{i}.tgz")
+        with tarfile.open(dest, "w:gz") as tar:
+            for f in part:
+                tar.add(f, arcname=f"{out.name}/{f.name}")
+        print(f"packed {len(part)} file(s) of {out} into {dest}", flush=True)
 
 
 if __name__ == "__main__":

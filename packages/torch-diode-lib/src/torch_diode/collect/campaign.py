@@ -56,6 +56,11 @@ class CampaignOptions:
         train_max_compile_cost: the sweep's ``max_compile_cost`` for training: leaves out the fp32
             FMA tiles that take a minute or more each to compile (see ``SweepOptions``); the
             validation set always measures the full space.
+        train_one_misaligned: training problems with exactly one operand whose rows are not
+            16-byte aligned (``sample_problems``' ``one_misaligned``; log-normal, seed ``seed +
+            2``, the plan's layouts that allow it), appended after the other training problems, so
+            a plan grown by them keeps its lists and their order (a campaign collects them last).
+            No shape (op, sizes, batch, dtype) of either split is drawn again.
     """
 
     train_lognormal: int = 600
@@ -70,9 +75,10 @@ class CampaignOptions:
     train_max_configs: int | None = 360
     train_sample: str = "shared"
     train_max_compile_cost: float | None = 131072.0
+    train_one_misaligned: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("train_lognormal", "train_shapeset", "val_lognormal", "val_shapeset"):
+        for name in ("train_lognormal", "train_shapeset", "val_lognormal", "val_shapeset", "train_one_misaligned"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name}: must be a non-negative integer, got {v!r}")
@@ -207,7 +213,40 @@ def plan_campaign(options: CampaignOptions, shapeset: str | os.PathLike[str] = D
     val = list(dict.fromkeys(val_pool + val_ln))
     rng.shuffle(train)
     rng.shuffle(val)
+    train += _one_misaligned_problems(options, taken={_shape_key(p) for p in train + val})
     return CampaignPlan(options=options, shapeset=str(shapeset), train=train, val=val)
+
+
+def _one_misaligned_problems(options: CampaignOptions, taken: set) -> list[Problem]:
+    """The plan's ``train_one_misaligned`` problems (``CampaignOptions``), none of whose shapes is
+    in ``taken``."""
+    from torch_diode.shapes.sampling import operand_row_sizes, sample_problems
+
+    n = options.train_one_misaligned
+    layouts = tuple(lay for lay in options.layouts if len(set(operand_row_sizes(lay))) == 2)
+    if n and not layouts:
+        raise ValueError(
+            f"train_one_misaligned: none of the plan's layouts ({', '.join(options.layouts)}) can have exactly one "
+            "misaligned operand; add row/row, col/row or col/col"
+        )
+    out: list[Problem] = []
+    seed = options.seed + 2
+    while len(out) < n:
+        drawn = sample_problems(
+            n,
+            seed=seed,
+            sampler="log-normal",
+            ops=options.ops,
+            dtypes=options.dtypes,
+            layouts=layouts,
+            one_misaligned=True,
+        )
+        for p in drawn:
+            if _shape_key(p) not in taken and len(out) < n:
+                taken.add(_shape_key(p))
+                out.append(p)
+        seed += 1000
+    return out
 
 
 def _shape_key(p: Problem) -> tuple[str, int, int, int, int, str]:

@@ -103,6 +103,23 @@ def fit_log_normal(entries: Iterable[ShapeEntry]) -> dict[str, LogNormalParams]:
     return out
 
 
+def operand_row_sizes(layout: str) -> tuple[str, str]:
+    """Which size (``"m"``, ``"n"``, ``"k"``) A's and B's rows are long in a ``"row/col"``-style
+    layout (their leading dimensions, ``shapeset.strides_for``)."""
+    la, lb = layout.split("/")
+    return ("k" if la == "row" else "m"), ("n" if lb == "row" else "k")
+
+
+def _one_misaligned(m: int, n: int, k: int, layout: str, a_misaligned: bool, align_to: int) -> tuple[int, int, int]:
+    """(M, N, K) with exactly one operand's rows misaligned (``sample_problems``' ``one_misaligned``)."""
+    sizes = {"m": m, "n": n, "k": k}
+    bad, good = operand_row_sizes(layout) if a_misaligned else operand_row_sizes(layout)[::-1]
+    sizes[bad] |= 1
+    v = sizes[good]
+    sizes[good] = align_to * round(v / align_to) if v > align_to else max(16, 16 * round(v / 16))
+    return sizes["m"], sizes["n"], sizes["k"]
+
+
 def _check_choice(name: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
     values = tuple(values)
     if not values:
@@ -129,6 +146,7 @@ def sample_problems(
     params: dict[str, LogNormalParams] | None = None,
     aligned_fraction: float | None = None,
     align_to: int = 128,
+    one_misaligned: bool = False,
 ) -> list[Problem]:
     """``n`` distinct seeded problems.
 
@@ -151,6 +169,13 @@ def sample_problems(
             divisibility in between compile one kernel set each. Odd sizes are the hardest case
             for masking and padding, so they stay in the mix.
         align_to: the multiple of the aligned class.
+        one_misaligned: every problem has exactly one operand whose rows are not 16-byte aligned
+            (``features.operands_aligned16``): that operand's contiguous size made odd, the other
+            operand's rounded to a multiple of ``align_to`` (of 16 when it is at most
+            ``align_to``), the third size as drawn; A or B, each half the time. Only layouts
+            where the two operands' rows have different sizes can do this (``row/row``: A's rows
+            are K long, B's N; ``col/row``: M and N; ``col/col``: M and K), not ``row/col`` (both
+            K). Replaces ``aligned_fraction``, which must then be None.
 
     Raises:
         ValueError: bad arguments, or ``n`` distinct problems could not be drawn in ``100 * n`` tries.
@@ -173,6 +198,15 @@ def sample_problems(
         raise ValueError(f"aligned_fraction: must be in [0, 1] or None, got {aligned_fraction!r}")
     if isinstance(align_to, bool) or not isinstance(align_to, int) or align_to < 2:
         raise ValueError(f"align_to: must be an integer >= 2, got {align_to!r}")
+    if one_misaligned:
+        if aligned_fraction is not None:
+            raise ValueError("one_misaligned: sets every problem's alignment; leave aligned_fraction None")
+        shared = [lay for lay in layouts if operand_row_sizes(lay)[0] == operand_row_sizes(lay)[1]]
+        if shared:
+            raise ValueError(
+                f"one_misaligned: in layout(s) {', '.join(shared)} both operands' rows are K long, so they are "
+                "aligned or misaligned together; use row/row, col/row or col/col"
+            )
     rng = np.random.default_rng(seed)
     excluded = set(exclude)
     out: dict[Problem, None] = {}
@@ -210,6 +244,8 @@ def sample_problems(
             else:
                 nn, k = nn | 1, k | 1
                 m = m | 1 if m > 1 else m
+        if one_misaligned:
+            m, nn, k = _one_misaligned(m, nn, k, layout, bool(rng.random() < 0.5), align_to)
         if max(m * k, k * nn, m * nn) * batch > max_operand_elements:
             continue
         sa, sb = strides_for(op, m, nn, k, layout)
