@@ -3,7 +3,8 @@
 A job is one training run and its scoring: ``{"id", "hw", "part": "val"|"cv", "seed", "set":
 {TrainOptions overrides}}`` plus ``"folds"``/``"fold"`` for a fold of grouped cross-validation
 (the folds of ``cv_model.fold_of_problems``, drawn with the job's seed, or with ``"fold_seed"``
-where given, so that models of several seeds can share one split: ``session36/seed_average.py``). ``val`` trains on every training problem and ranks
+where given, so that models of several seeds can share one split: ``session36/seed_average.py``). ``val`` trains on every training problem (of the
+plan's first 1,100 unless ``"extras": "train"``: ``job_data``) and ranks
 ``val.msgpack`` (stock picks from ``val-stock-picks.json``); a fold trains on the other folds and
 ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch thread per job.
 Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
@@ -62,10 +63,12 @@ def fold_seed_of(job):
 def job_data(job):
     """A job's datasets: (what it trains on, what it ranks, stock's picks or None). ``val``: every
     training problem, ``val.msgpack`` and ``val-stock-picks.json``; a fold: the other folds and
-    the fold's problems. The folds are drawn from the plan's first training problems only; the
-    problems a plan was grown by (``CampaignOptions.train_one_misaligned``, session 40) are
-    trained on in every fold and never ranked, so the folds and what they rank are those of
-    earlier sessions. ``"extras": "drop"`` leaves those problems out of training too."""
+    the fold's problems. The problems a plan was grown by (``CampaignOptions.train_one_misaligned``,
+    session 40) are left out unless the job says ``"extras": "train"``, so a job of an earlier
+    session trains on what it did then (``session39/forest_refit.py`` relies on it); with it
+    they are trained on, in every fold, and never ranked. The folds are drawn from the plan's
+    first training problems either way, so they and what they rank are those of earlier
+    sessions."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from cv_model import fold_of_problems
 
@@ -79,7 +82,7 @@ def job_data(job):
     n_extra = plan.options.train_one_misaligned
     extras = ds.measured_problems() & set(plan.train[len(plan.train) - n_extra :] if n_extra else ())
     base = ds.measured_problems() - extras
-    train = base if job.get("extras", "train") == "drop" else base | extras
+    train = base | extras if job.get("extras", "drop") == "train" else base
     if job["part"] == "val":
         stock = read_max_autotune_solution(data / "val-stock-picks.json")
         return ds.select_problems(train), read_dataset(data / "val.msgpack"), stock

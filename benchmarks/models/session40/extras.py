@@ -36,7 +36,7 @@ def load(dirs):
         for path in sorted(Path(d).glob("s40-*.json")):
             res = json.loads(path.read_text())
             job = res["job"]
-            runs[(job["hw"], job["part"], job["seed"], job.get("extras", "train"))] += res["rows"]
+            runs[(job["hw"], job["part"], job["seed"], job.get("extras", "drop"))] += res["rows"]
     return runs
 
 
