@@ -8,7 +8,9 @@ and ``"extras": "train"`` (those and the collected extras; cross-validation fold
 rank are the same in both, ``cv_jobs.job_data``). Per GPU, part (``cv``: the three folds pooled,
 ``val``) and seed: regret@1, regret@5 and p95 regret@5 of both, and regret@1 by alignment class
 (``session39/misaligned.py``'s ``alignment_class``: ``aligned``, ``one-mis`` for A-mis and B-mis,
-``both-mis``) with the number of problems.
+``both-mis``) with the number of problems. Jobs with ``"also"`` scoring-time changes
+(``jobs-local4.json``: the neighbour memory's ``alignment_weight`` 16 instead of 4) add the
+variants ``drop+<name>`` and ``train+<name>``; every variant is compared with ``drop``.
 """
 
 from __future__ import annotations
@@ -30,13 +32,19 @@ CLASSES = ("aligned", "one-mis", "both-mis")
 
 
 def load(dirs):
-    """{(hw, part, seed, extras): [rows]} over the result files of ``dirs`` (CV folds pooled)."""
+    """{(hw, part, seed, variant): [rows]} over the result files of ``dirs`` (CV folds pooled).
+    A variant is the job's ``extras``, and ``<extras>+<name>`` for each of its ``"also"``
+    scoring-time changes (``cv_jobs.py``)."""
     runs = defaultdict(list)
     for d in dirs:
-        for path in sorted(Path(d).glob("s40-*.json")):
+        for path in sorted(Path(d).glob("s40*-*.json")):
             res = json.loads(path.read_text())
             job = res["job"]
-            runs[(job["hw"], job["part"], job["seed"], job.get("extras", "drop"))] += res["rows"]
+            key = (job["hw"], job["part"], job["seed"])
+            extras = job.get("extras", "drop")
+            runs[(*key, extras)] += res["rows"]
+            for name, rows in res.get("also", {}).items():
+                runs[(*key, f"{extras}+{name}")] += rows
     return runs
 
 
@@ -61,22 +69,23 @@ def main() -> None:
     runs = load(a.dirs)
     table = []
     for hw, part, seed in sorted({k[:3] for k in runs}):
-        drop, train = runs.get((hw, part, seed, "drop")), runs.get((hw, part, seed, "train"))
-        if not drop or not train:
-            continue
-        if sorted(r["p"] for r in drop) != sorted(r["p"] for r in train):
-            print(f"{hw} {part} s{seed}: the two runs ranked different problems; skipped")
-            continue
-        if part == "cv" and len(drop) < 1000:  # a fold missing
-            print(f"{hw} {part} s{seed}: {len(drop)} problems ranked, not every fold; skipped")
-            continue
-        f0, f1 = figures(drop), figures(train)
-        table.append({"hw": hw, "part": part, "seed": seed, "drop": f0, "train": f1})
-        cls = "  ".join(f"{c} ({f0[c]['n']}) {f0[c]['r1']:.4f}->{f1[c]['r1']:.4f}" for c in CLASSES if f0[c]["n"])
-        print(
-            f"{hw} {part} s{seed}: r1 {f0['r1']:.4f}->{f1['r1']:.4f} ({100 * np.log(f1['r1'] / f0['r1']):+.2f} pts)  "
-            f"r5 {f0['r5']:.4f}->{f1['r5']:.4f}  p95r5 {f0['r5_p95']:.3f}->{f1['r5_p95']:.3f}  | {cls}"
-        )
+        drop = runs.get((hw, part, seed, "drop"))
+        for variant in sorted(k[3] for k in runs if k[:3] == (hw, part, seed) and k[3] != "drop"):
+            train = runs[(hw, part, seed, variant)]
+            if not drop or sorted(r["p"] for r in drop) != sorted(r["p"] for r in train):
+                print(f"{hw} {part} s{seed} {variant}: no drop run of the same problems; skipped")
+                continue
+            if part == "cv" and len(drop) < 1000:  # a fold missing
+                print(f"{hw} {part} s{seed}: {len(drop)} problems ranked, not every fold; skipped")
+                continue
+            f0, f1 = figures(drop), figures(train)
+            table.append({"hw": hw, "part": part, "seed": seed, "variant": variant, "drop": f0, variant: f1})
+            cls = "  ".join(f"{c} ({f0[c]['n']}) {f0[c]['r1']:.4f}->{f1[c]['r1']:.4f}" for c in CLASSES if f0[c]["n"])
+            print(
+                f"{hw} {part} s{seed} {variant}: r1 {f0['r1']:.4f}->{f1['r1']:.4f} "
+                f"({100 * np.log(f1['r1'] / f0['r1']):+.2f} pts)  r5 {f0['r5']:.4f}->{f1['r5']:.4f}  "
+                f"p95r5 {f0['r5_p95']:.3f}->{f1['r5_p95']:.3f}  | {cls}"
+            )
     if a.json:
         Path(a.json).write_text(json.dumps(table, indent=1) + "\n")
 
