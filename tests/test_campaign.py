@@ -53,6 +53,7 @@ def test_plan_grown_by_one_misaligned_problems() -> None:
     assert grown.train[: len(base.train)] == base.train and grown.val == base.val
     extra = grown.train[len(base.train) :]
     assert len(extra) == 30
+    assert grown.one_misaligned == extra and base.one_misaligned == []
     assert all(sum(operands_aligned16(p)) == 1 for p in extra)
     assert {f"{p.layout_a}/{p.layout_b}" for p in extra} <= {"row/row", "col/row"}
     shapes = [_shape(p) for p in base.train + base.val + extra]

@@ -78,10 +78,9 @@ def job_data(job):
 
     data = ROOT / "data" / job["hw"]
     ds = read_dataset(data / "train.msgpack")
-    plan = CampaignPlan.load(data / "plan.json")
-    n_extra = plan.options.train_one_misaligned
-    extras = ds.measured_problems() & set(plan.train[len(plan.train) - n_extra :] if n_extra else ())
-    base = ds.measured_problems() - extras
+    measured = ds.measured_problems()
+    extras = measured & set(CampaignPlan.load(data / "plan.json").one_misaligned)
+    base = measured - extras
     train = base | extras if job.get("extras", "drop") == "train" else base
     if job["part"] == "val":
         stock = read_max_autotune_solution(data / "val-stock-picks.json")

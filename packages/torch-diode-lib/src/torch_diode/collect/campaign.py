@@ -141,6 +141,13 @@ class CampaignPlan:
             val=[Problem.from_dict(d) for d in obj["val"]],
         )
 
+    @property
+    def one_misaligned(self) -> list[Problem]:
+        """The training problems the plan was grown by (``CampaignOptions.train_one_misaligned``:
+        the last ones of ``train``)."""
+        n = self.options.train_one_misaligned
+        return self.train[len(self.train) - n :] if n else []
+
     def mix(self, split: str) -> dict[str, dict[str, int]]:
         """Counts per op, dtype and size bucket of a split (for the data card)."""
         probs = self.train if split == "train" else self.val
@@ -220,10 +227,10 @@ def plan_campaign(options: CampaignOptions, shapeset: str | os.PathLike[str] = D
 def _one_misaligned_problems(options: CampaignOptions, taken: set) -> list[Problem]:
     """The plan's ``train_one_misaligned`` problems (``CampaignOptions``), none of whose shapes is
     in ``taken``."""
-    from torch_diode.shapes.sampling import operand_row_sizes, sample_problems
+    from torch_diode.shapes.sampling import one_misaligned_layout, sample_problems
 
     n = options.train_one_misaligned
-    layouts = tuple(lay for lay in options.layouts if len(set(operand_row_sizes(lay))) == 2)
+    layouts = tuple(lay for lay in options.layouts if one_misaligned_layout(lay))
     if n and not layouts:
         raise ValueError(
             f"train_one_misaligned: none of the plan's layouts ({', '.join(options.layouts)}) can have exactly one "

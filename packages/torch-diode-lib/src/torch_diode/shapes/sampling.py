@@ -103,17 +103,24 @@ def fit_log_normal(entries: Iterable[ShapeEntry]) -> dict[str, LogNormalParams]:
     return out
 
 
-def operand_row_sizes(layout: str) -> tuple[str, str]:
+def _operand_row_sizes(layout: str) -> tuple[str, str]:
     """Which size (``"m"``, ``"n"``, ``"k"``) A's and B's rows are long in a ``"row/col"``-style
     layout (their leading dimensions, ``shapeset.strides_for``)."""
     la, lb = layout.split("/")
     return ("k" if la == "row" else "m"), ("n" if lb == "row" else "k")
 
 
+def one_misaligned_layout(layout: str) -> bool:
+    """Whether a ``"row/col"``-style layout can have exactly one operand with misaligned rows:
+    its two operands' rows have different lengths (not ``row/col``, where both are K long)."""
+    a, b = _operand_row_sizes(layout)
+    return a != b
+
+
 def _one_misaligned(m: int, n: int, k: int, layout: str, a_misaligned: bool, align_to: int) -> tuple[int, int, int]:
     """(M, N, K) with exactly one operand's rows misaligned (``sample_problems``' ``one_misaligned``)."""
     sizes = {"m": m, "n": n, "k": k}
-    bad, good = operand_row_sizes(layout) if a_misaligned else operand_row_sizes(layout)[::-1]
+    bad, good = _operand_row_sizes(layout) if a_misaligned else _operand_row_sizes(layout)[::-1]
     sizes[bad] |= 1
     v = sizes[good]
     sizes[good] = align_to * round(v / align_to) if v > align_to else max(16, 16 * round(v / 16))
@@ -201,7 +208,7 @@ def sample_problems(
     if one_misaligned:
         if aligned_fraction is not None:
             raise ValueError("one_misaligned: sets every problem's alignment; leave aligned_fraction None")
-        shared = [lay for lay in layouts if operand_row_sizes(lay)[0] == operand_row_sizes(lay)[1]]
+        shared = [lay for lay in layouts if not one_misaligned_layout(lay)]
         if shared:
             raise ValueError(
                 f"one_misaligned: in layout(s) {', '.join(shared)} both operands' rows are K long, so they are "
