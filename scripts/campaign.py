@@ -45,7 +45,14 @@ import sys
 from pathlib import Path
 
 from torch_diode.collect import CollectOptions
-from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, problem_mix, unpack_chunk
+from torch_diode.collect.campaign import (
+    PLAN_GROUPS,
+    CampaignOptions,
+    CampaignPlan,
+    plan_campaign,
+    problem_mix,
+    unpack_chunk,
+)
 from torch_diode.dataset import read_dataset
 from torch_diode.records import Problem
 
@@ -65,7 +72,11 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    opts = CampaignOptions(seed=args.seed, train_one_misaligned=args.train_one_misaligned)
+    opts = CampaignOptions(
+        seed=args.seed,
+        train_one_misaligned=args.train_one_misaligned,
+        train_output_misaligned=args.train_output_misaligned,
+    )
     plan = plan_campaign(opts, args.shapeset)
     path = plan.save(_dir(args) / "plan.json")
     print(f"{path}: {len(plan.train)} training and {len(plan.val)} validation problems")
@@ -78,6 +89,15 @@ def _split_problems(args: argparse.Namespace, plan: CampaignPlan) -> list | None
     """The split's problems in the order a run takes them (None: nothing to repeat yet)."""
     which = SPLITS[args.split][2]
     problems = plan.train if which == "train" else plan.val
+    only = getattr(args, "only", None)
+    if only is not None:
+        if which != "train":
+            print(
+                f"--only {only}: the groups are the training split's; leave it out for --split {args.split}",
+                file=sys.stderr,
+            )
+            return None
+        problems = plan.group(only)
     if args.split == "repeat":
         train_file = _dir(args) / SPLITS["train"][0]
         if not train_file.exists():
@@ -447,6 +467,14 @@ def main(argv: list[str] | None = None) -> int:
         help="N more training problems with exactly one operand whose rows are not 16-byte aligned, after the "
         "others (the same seed keeps the other lists as they are)",
     )
+    p.add_argument(
+        "--train-output-misaligned",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N more training problems whose operands' rows are 16-byte aligned and whose output's are not, after "
+        "those of --train-one-misaligned",
+    )
     p.set_defaults(func=cmd_plan)
     r = sub.add_parser("run", help="collect (resumes)")
     r.add_argument("--hardware", required=True)
@@ -500,6 +528,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="packs of `campaign.py precompile`: install their kernels into Triton's cache (when made for this "
         "machine's Triton) and measure their problems first",
+    )
+    r.add_argument(
+        "--only",
+        choices=PLAN_GROUPS,
+        default=None,
+        help="collect one group of the training plan: first (the plan's first lists), one-misaligned or "
+        "output-misaligned (the problems it was grown by)",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)

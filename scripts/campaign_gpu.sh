@@ -12,6 +12,9 @@
 # (carried paths) installs them into Triton's cache and measures their problems first; TARGET=1
 # first writes data/KEY/triton-target.json (what precompile needs of this machine's Triton).
 #
+# ONLY=output-misaligned (a `campaign.py run --only` group) collects that group of the training
+# plan alone.
+#
 # Environment: BUDGET (seconds before no new problem starts; default 420), DEADLINE (seconds after
 # which the runs are interrupted, SIGINT then SIGKILL 30 s later, whatever they are doing; default
 # 530, so the pack below is made inside the device's 10-minute limit even when one problem runs
@@ -36,6 +39,7 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
 if [ -n "${TARGET:-}" ]; then python3 scripts/campaign.py target --hardware "$KEY" || echo "campaign.py target failed"; fi
 PRE=(); if [ -n "${PRECOMPILED:-}" ]; then read -r -a packs <<< "$PRECOMPILED"; PRE=(--precompiled "${packs[@]}"); fi
+GROUP=(); if [ -n "${ONLY:-}" ]; then GROUP=(--only "$ONLY"); fi
 count() { [ -z "$1" ] && echo 0 || echo "$1" | tr ',' '\n' | wc -l; }
 NGPU=$(( $(count "$TRAIN_GPUS") + $(count "$VAL_GPUS") + $(count "$REPEAT_GPUS") ))
 [ "$NGPU" -gt 0 ] || { echo "no GPU given for either split" >&2; exit 2; }
@@ -45,7 +49,7 @@ run() { timeout --signal=INT --kill-after=30 "$DEADLINE" "$@"; }
 S=$(date +%s)
 pids=()
 if [ -n "$TRAIN_GPUS" ]; then
-  CUDA_VISIBLE_DEVICES=$TRAIN_GPUS run python3 scripts/campaign.py run --hardware "$KEY" --split train --top-up "${PRE[@]}" \
+  CUDA_VISIBLE_DEVICES=$TRAIN_GPUS run python3 scripts/campaign.py run --hardware "$KEY" --split train --top-up "${PRE[@]}" "${GROUP[@]}" \
     --time-budget "$BUDGET" --compile-workers "$CW" --no-progress > "data/$KEY/logs/train-literal-$RUN.log" 2>&1 &
   pids+=($!)
 fi

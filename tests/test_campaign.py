@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from torch_diode.collect.campaign import CampaignOptions, CampaignPlan, plan_campaign, size_bucket
-from torch_diode.features import operands_aligned16
+from torch_diode.features import operands_aligned16, output_aligned16
 from torch_diode.records import Problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,12 +33,16 @@ def test_plan_is_reproducible_and_disjoint(tmp_path: Path) -> None:
 
 
 def test_committed_plans_match_the_planner() -> None:
-    """data/<KEY>/plan.json is what `scripts/campaign.py plan --train-one-misaligned 200` writes,
-    and its first lists are the default options' plan, unchanged."""
+    """data/<KEY>/plan.json is what `scripts/campaign.py plan --train-one-misaligned 200
+    --train-output-misaligned 150` writes, and its first lists are the default options' plan, and
+    the one-misaligned ones session 40's plan (200), unchanged."""
     default = plan_campaign(CampaignOptions(), SHAPESET)
-    plan = plan_campaign(CampaignOptions(train_one_misaligned=200), SHAPESET)
+    s40 = plan_campaign(CampaignOptions(train_one_misaligned=200), SHAPESET)
+    plan = plan_campaign(CampaignOptions(train_one_misaligned=200, train_output_misaligned=150), SHAPESET)
     assert plan.train[: len(default.train)] == default.train and plan.val == default.val
-    assert len(plan.train) == len(default.train) + 200
+    assert plan.train[: len(s40.train)] == s40.train and plan.one_misaligned == s40.one_misaligned
+    assert len(plan.train) == len(default.train) + 350
+    assert plan.group("first") == default.train
     for key in ("NVIDIA-H100", "NVIDIA-H200"):
         committed = CampaignPlan.load(REPO / "data" / key / "plan.json")
         assert committed.options == plan.options
@@ -62,11 +66,36 @@ def test_plan_grown_by_one_misaligned_problems() -> None:
         plan_campaign(CampaignOptions(**{**SMALL.__dict__, "layouts": ("row/col",), "train_one_misaligned": 1}))
 
 
+def test_plan_grown_by_output_misaligned_problems() -> None:
+    """``train_output_misaligned`` appends, after the one-misaligned problems, problems whose
+    operands' rows are aligned and whose output's are not, in ``row/col``; the groups split the
+    training list in three."""
+    one = plan_campaign(CampaignOptions(**{**SMALL.__dict__, "train_one_misaligned": 10}), SHAPESET)
+    grown = plan_campaign(
+        CampaignOptions(**{**SMALL.__dict__, "train_one_misaligned": 10, "train_output_misaligned": 20}), SHAPESET
+    )
+    assert grown.train[: len(one.train)] == one.train and grown.val == one.val
+    extra = grown.train[len(one.train) :]
+    assert len(extra) == 20 and grown.output_misaligned == extra == grown.group("output-misaligned")
+    assert grown.one_misaligned == one.one_misaligned == grown.group("one-misaligned")
+    assert grown.group("first") + grown.one_misaligned + extra == grown.train
+    assert all(operands_aligned16(p) == (True, True) and not output_aligned16(p) for p in extra)
+    assert {f"{p.layout_a}/{p.layout_b}" for p in extra} == {"row/col"}
+    shapes = [_shape(p) for p in grown.train + grown.val]
+    assert len(set(shapes)) == len(shapes)
+    with pytest.raises(ValueError, match="plan group 'other'"):
+        grown.group("other")
+    with pytest.raises(ValueError, match="train_output_misaligned: none of the plan's layouts"):
+        plan_campaign(CampaignOptions(**{**SMALL.__dict__, "layouts": ("row/row",), "train_output_misaligned": 1}))
+
+
 def test_plan_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="train_lognormal"):
         CampaignOptions(train_lognormal=-1)
     with pytest.raises(ValueError, match="train_one_misaligned"):
         CampaignOptions(train_one_misaligned=-2)
+    with pytest.raises(ValueError, match="train_output_misaligned"):
+        CampaignOptions(train_output_misaligned=True)
     with pytest.raises(ValueError, match="no such file"):
         CampaignPlan.load(tmp_path / "missing.json")
     (tmp_path / "x.json").write_text('{"format": "other"}')

@@ -383,3 +383,30 @@ def test_one_misaligned_problems():
         sample_problems(1, seed=0, layouts=("row/row", "row/col"), one_misaligned=True)
     with pytest.raises(ValueError, match="aligned_fraction"):
         sample_problems(1, seed=0, layouts=("row/row",), aligned_fraction=0.5, one_misaligned=True)
+
+
+def test_output_misaligned_problems():
+    """With ``output_misaligned`` both operands' rows are 16-byte aligned and the output's are not,
+    in every dtype: N odd or 2 mod 4 (each about half the time), the operands' contiguous sizes
+    multiples of 128 (16 when small); layouts with an operand whose rows are N long are refused."""
+    from torch_diode.features import operands_aligned16, output_aligned16
+    from torch_diode.shapes.sampling import sample_problems
+
+    kw = dict(seed=7, sampler="log-normal", ops=("mm", "addmm", "bmm", "baddbmm"), layouts=("row/col",))
+    probs = sample_problems(300, output_misaligned=True, **kw)
+    assert probs == sample_problems(300, output_misaligned=True, **kw)
+    assert {p.dtype for p in probs} == {"float16", "bfloat16", "float32"}
+    assert {p.op for p in probs} == {"mm", "addmm", "bmm", "baddbmm"}
+    for p in probs:
+        assert operands_aligned16(p) == (True, True) and not output_aligned16(p)
+        assert p.k % 128 == 0 or (p.k <= 128 and p.k % 16 == 0)
+        assert p.n % 2 == 1 or p.n % 4 == 2
+    odd = sum(p.n % 2 for p in probs)
+    assert 0.35 < odd / len(probs) < 0.65
+    col = sample_problems(50, output_misaligned=True, **{**kw, "layouts": ("col/col",)})
+    assert all(operands_aligned16(p) == (True, True) and not output_aligned16(p) for p in col)
+    for layouts in (("row/row",), ("col/row", "row/col")):
+        with pytest.raises(ValueError, match="N long"):
+            sample_problems(1, seed=0, layouts=layouts, output_misaligned=True)
+    with pytest.raises(ValueError, match="one_misaligned off"):
+        sample_problems(1, seed=0, layouts=("row/col",), one_misaligned=True, output_misaligned=True)

@@ -373,6 +373,13 @@ def operands_aligned16(p: Problem) -> tuple[bool, bool]:
     return a_ld * isz % 16 == 0, b_ld * isz % 16 == 0
 
 
+def output_aligned16(p: Problem) -> bool:
+    """Whether the output's rows (N elements: the op writes a new contiguous tensor) are a
+    multiple of 16 bytes; with both operands' aligned, cuBLAS still drops to narrower kernels
+    when they are not."""
+    return p.n * DTYPE_ITEMSIZE[p.out_dtype] % 16 == 0
+
+
 def _problem_row(p: Problem, hw: GpuConstants) -> tuple[list[float], float]:
     m, n, k, b = p.m, p.n, p.k, p.batch
     isz = DTYPE_ITEMSIZE[p.dtype]

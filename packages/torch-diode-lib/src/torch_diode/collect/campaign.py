@@ -31,6 +31,8 @@ from torch_diode.records import Problem
 
 PLAN_FORMAT = "torch-diode-campaign-plan"
 PLAN_VERSION = 1
+#: :meth:`CampaignPlan.group`'s names.
+PLAN_GROUPS = ("first", "one-misaligned", "output-misaligned")
 DEFAULT_SHAPESET = Path("data/shapesets/real_models.json")
 
 
@@ -61,6 +63,13 @@ class CampaignOptions:
             2``, the plan's layouts that allow it), appended after the other training problems, so
             a plan grown by them keeps its lists and their order (a campaign collects them last).
             No shape (op, sizes, batch, dtype) of either split is drawn again.
+        train_output_misaligned: training problems whose operands' rows are 16-byte aligned and
+            whose output's are not (``sample_problems``' ``output_misaligned``; log-normal, seed
+            ``seed + 3``, the plan's layouts that allow it: ``row/col``), appended after the
+            ``train_one_misaligned`` ones, likewise keeping every earlier list and order. The
+            other sources round N and K together, so they hardly hold this class (5 of the H100's
+            first 1,158 training problems), which real models have wherever a linear layer's output
+            features are not a multiple of 8.
     """
 
     train_lognormal: int = 600
@@ -76,9 +85,17 @@ class CampaignOptions:
     train_sample: str = "shared"
     train_max_compile_cost: float | None = 131072.0
     train_one_misaligned: int = 0
+    train_output_misaligned: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("train_lognormal", "train_shapeset", "val_lognormal", "val_shapeset", "train_one_misaligned"):
+        for name in (
+            "train_lognormal",
+            "train_shapeset",
+            "val_lognormal",
+            "val_shapeset",
+            "train_one_misaligned",
+            "train_output_misaligned",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name}: must be a non-negative integer, got {v!r}")
@@ -143,10 +160,30 @@ class CampaignPlan:
 
     @property
     def one_misaligned(self) -> list[Problem]:
-        """The training problems the plan was grown by (``CampaignOptions.train_one_misaligned``:
-        the last ones of ``train``)."""
-        n = self.options.train_one_misaligned
-        return self.train[len(self.train) - n :] if n else []
+        """The training problems the plan was grown by with one misaligned operand
+        (``CampaignOptions.train_one_misaligned``: the last ones of ``train`` before the
+        ``output_misaligned`` ones)."""
+        end = len(self.train) - self.options.train_output_misaligned
+        return self.train[end - self.options.train_one_misaligned : end]
+
+    @property
+    def output_misaligned(self) -> list[Problem]:
+        """The training problems the plan was grown by with aligned operands and a misaligned
+        output (``CampaignOptions.train_output_misaligned``: the last ones of ``train``)."""
+        n = self.options.train_output_misaligned
+        return self.train[len(self.train) - n :]
+
+    def group(self, name: str) -> list[Problem]:
+        """A training group by name: ``one-misaligned`` or ``output-misaligned`` (the problems the
+        plan was grown by), ``first`` (the others)."""
+        if name == "one-misaligned":
+            return self.one_misaligned
+        if name == "output-misaligned":
+            return self.output_misaligned
+        if name == "first":
+            extra = self.options.train_one_misaligned + self.options.train_output_misaligned
+            return self.train[: len(self.train) - extra]
+        raise ValueError(f"plan group {name!r}: known groups are {', '.join(PLAN_GROUPS)}")
 
     def mix(self, split: str) -> dict[str, dict[str, int]]:
         """Counts per op, dtype and size bucket of a split (for the data card)."""
@@ -220,33 +257,36 @@ def plan_campaign(options: CampaignOptions, shapeset: str | os.PathLike[str] = D
     val = list(dict.fromkeys(val_pool + val_ln))
     rng.shuffle(train)
     rng.shuffle(val)
-    train += _one_misaligned_problems(options, taken={_shape_key(p) for p in train + val})
+    taken = {_shape_key(p) for p in train + val}
+    train += _grown_problems(options, "one_misaligned", taken)
+    train += _grown_problems(options, "output_misaligned", taken)
     return CampaignPlan(options=options, shapeset=str(shapeset), train=train, val=val)
 
 
-def _one_misaligned_problems(options: CampaignOptions, taken: set) -> list[Problem]:
-    """The plan's ``train_one_misaligned`` problems (``CampaignOptions``), none of whose shapes is
-    in ``taken``."""
-    from torch_diode.shapes.sampling import one_misaligned_layout, sample_problems
+def _grown_problems(options: CampaignOptions, kind: str, taken: set) -> list[Problem]:
+    """The plan's ``train_<kind>`` problems (``CampaignOptions``; ``kind`` is ``one_misaligned``
+    or ``output_misaligned``), none of whose shapes is in ``taken`` (which they join)."""
+    from torch_diode.shapes import sampling
 
-    n = options.train_one_misaligned
-    layouts = tuple(lay for lay in options.layouts if one_misaligned_layout(lay))
+    n = getattr(options, f"train_{kind}")
+    allowed = getattr(sampling, f"{kind}_layout")
+    layouts = tuple(lay for lay in options.layouts if allowed(lay))
     if n and not layouts:
+        need = "row/row, col/row or col/col" if kind == "one_misaligned" else "row/col or col/col"
         raise ValueError(
-            f"train_one_misaligned: none of the plan's layouts ({', '.join(options.layouts)}) can have exactly one "
-            "misaligned operand; add row/row, col/row or col/col"
+            f"train_{kind}: none of the plan's layouts ({', '.join(options.layouts)}) allows its class; add {need}"
         )
     out: list[Problem] = []
-    seed = options.seed + 2
+    seed = options.seed + (2 if kind == "one_misaligned" else 3)
     while len(out) < n:
-        drawn = sample_problems(
+        drawn = sampling.sample_problems(
             n,
             seed=seed,
             sampler="log-normal",
             ops=options.ops,
             dtypes=options.dtypes,
             layouts=layouts,
-            one_misaligned=True,
+            **{kind: True},
         )
         for p in drawn:
             if _shape_key(p) not in taken and len(out) < n:

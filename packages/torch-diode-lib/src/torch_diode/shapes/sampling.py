@@ -117,6 +117,26 @@ def one_misaligned_layout(layout: str) -> bool:
     return a != b
 
 
+def output_misaligned_layout(layout: str) -> bool:
+    """Whether a ``"row/col"``-style layout can have both operands' rows 16-byte aligned and the
+    output's not: neither operand's rows are N long, as the output's are (``row/col``: both K;
+    ``col/col``: M and K)."""
+    return "n" not in _operand_row_sizes(layout)
+
+
+def _output_misaligned(m: int, n: int, k: int, layout: str, odd: bool, align_to: int) -> tuple[int, int, int]:
+    """(M, N, K) with the output's rows misaligned and both operands' aligned
+    (``sample_problems``' ``output_misaligned``)."""
+    sizes = {"m": m, "n": n, "k": k}
+    for s in set(_operand_row_sizes(layout)):
+        v = sizes[s]
+        sizes[s] = align_to * round(v / align_to) if v > align_to else max(16, 16 * round(v / 16))
+    # Odd N leaves rows 1-element aligned; N = 2 mod 4 leaves them 2 elements (4 bytes for 2-byte
+    # types, 8 for fp32): cuBLAS and Triton pick their vector widths from the largest that fits.
+    sizes["n"] = sizes["n"] | 1 if odd else max(2, sizes["n"] - sizes["n"] % 4 + 2)
+    return sizes["m"], sizes["n"], sizes["k"]
+
+
 def _one_misaligned(m: int, n: int, k: int, layout: str, a_misaligned: bool, align_to: int) -> tuple[int, int, int]:
     """(M, N, K) with exactly one operand's rows misaligned (``sample_problems``' ``one_misaligned``)."""
     sizes = {"m": m, "n": n, "k": k}
@@ -154,6 +174,7 @@ def sample_problems(
     aligned_fraction: float | None = None,
     align_to: int = 128,
     one_misaligned: bool = False,
+    output_misaligned: bool = False,
 ) -> list[Problem]:
     """``n`` distinct seeded problems.
 
@@ -183,6 +204,12 @@ def sample_problems(
             where the two operands' rows have different sizes can do this (``row/row``: A's rows
             are K long, B's N; ``col/row``: M and N; ``col/col``: M and K), not ``row/col`` (both
             K). Replaces ``aligned_fraction``, which must then be None.
+        output_misaligned: every problem has both operands' rows 16-byte aligned and the output's
+            rows (N times its bytes per element) not: the operands' contiguous sizes rounded as
+            above, N made odd or 2 mod 4 (each half the time), the third size as drawn (a linear
+            layer whose output features are not a multiple of 8, ``x @ W.T``). Only layouts where
+            neither operand's rows are N long: ``row/col`` and ``col/col``. Replaces
+            ``aligned_fraction`` and excludes ``one_misaligned``.
 
     Raises:
         ValueError: bad arguments, or ``n`` distinct problems could not be drawn in ``100 * n`` tries.
@@ -205,6 +232,17 @@ def sample_problems(
         raise ValueError(f"aligned_fraction: must be in [0, 1] or None, got {aligned_fraction!r}")
     if isinstance(align_to, bool) or not isinstance(align_to, int) or align_to < 2:
         raise ValueError(f"align_to: must be an integer >= 2, got {align_to!r}")
+    if output_misaligned:
+        if aligned_fraction is not None or one_misaligned:
+            raise ValueError(
+                "output_misaligned: sets every problem's alignment; leave aligned_fraction None and one_misaligned off"
+            )
+        shared = [lay for lay in layouts if not output_misaligned_layout(lay)]
+        if shared:
+            raise ValueError(
+                f"output_misaligned: in layout(s) {', '.join(shared)} an operand's rows are N long, as the output's "
+                "are, so they are aligned or misaligned together; use row/col or col/col"
+            )
     if one_misaligned:
         if aligned_fraction is not None:
             raise ValueError("one_misaligned: sets every problem's alignment; leave aligned_fraction None")
@@ -253,6 +291,8 @@ def sample_problems(
                 m = m | 1 if m > 1 else m
         if one_misaligned:
             m, nn, k = _one_misaligned(m, nn, k, layout, bool(rng.random() < 0.5), align_to)
+        if output_misaligned:
+            m, nn, k = _output_misaligned(m, nn, k, layout, bool(rng.random() < 0.5), align_to)
         if max(m * k, k * nn, m * nn) * batch > max_operand_elements:
             continue
         sa, sb = strides_for(op, m, nn, k, layout)
