@@ -98,6 +98,9 @@ def _split_problems(args: argparse.Namespace, plan: CampaignPlan) -> list | None
             )
             return None
         problems = plan.group(only)
+    max_gflop = getattr(args, "max_gflop", None)
+    if max_gflop is not None:
+        problems = [p for p in problems if p.flops <= max_gflop * 1e9]
     if args.split == "repeat":
         train_file = _dir(args) / SPLITS["train"][0]
         if not train_file.exists():
@@ -535,6 +538,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="collect one group of the training plan: first (the plan's first lists), one-misaligned or "
         "output-misaligned (the problems it was grown by)",
+    )
+    r.add_argument(
+        "--max-gflop",
+        type=float,
+        default=None,
+        metavar="G",
+        help="leave out problems of more than G GFLOP (2*batch*M*N*K) for a later chunk: a large fp32 one can "
+        "take a whole chunk",
     )
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)

@@ -13,7 +13,7 @@
 # first writes data/KEY/triton-target.json (what precompile needs of this machine's Triton).
 #
 # ONLY=output-misaligned (a `campaign.py run --only` group) collects that group of the training
-# plan alone.
+# plan alone; MAX_GFLOP=G leaves its problems of more than G GFLOP for a later chunk.
 #
 # Environment: BUDGET (seconds before no new problem starts; default 420), DEADLINE (seconds after
 # which the runs are interrupted, SIGINT then SIGKILL 30 s later, whatever they are doing; default
@@ -40,6 +40,7 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 if [ -n "${TARGET:-}" ]; then python3 scripts/campaign.py target --hardware "$KEY" || echo "campaign.py target failed"; fi
 PRE=(); if [ -n "${PRECOMPILED:-}" ]; then read -r -a packs <<< "$PRECOMPILED"; PRE=(--precompiled "${packs[@]}"); fi
 GROUP=(); if [ -n "${ONLY:-}" ]; then GROUP=(--only "$ONLY"); fi
+if [ -n "${MAX_GFLOP:-}" ]; then GROUP+=(--max-gflop "$MAX_GFLOP"); fi
 count() { [ -z "$1" ] && echo 0 || echo "$1" | tr ',' '\n' | wc -l; }
 NGPU=$(( $(count "$TRAIN_GPUS") + $(count "$VAL_GPUS") + $(count "$REPEAT_GPUS") ))
 [ "$NGPU" -gt 0 ] || { echo "no GPU given for either split" >&2; exit 2; }

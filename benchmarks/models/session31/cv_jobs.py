@@ -42,6 +42,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
+#: A job's ``"extras"`` -> the plan groups (``CampaignPlan.group``) it trains on beside the first ones.
+EXTRAS = {
+    "drop": (),
+    "train": ("one-misaligned",),
+    "output": ("output-misaligned",),
+    "all": ("one-misaligned", "output-misaligned"),
+}
+
 CONFIG_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m")
 
 
@@ -63,12 +71,13 @@ def fold_seed_of(job):
 def job_data(job):
     """A job's datasets: (what it trains on, what it ranks, stock's picks or None). ``val``: every
     training problem, ``val.msgpack`` and ``val-stock-picks.json``; a fold: the other folds and
-    the fold's problems. The problems a plan was grown by (``CampaignOptions.train_one_misaligned``,
-    session 40) are left out unless the job says ``"extras": "train"``, so a job of an earlier
-    session trains on what it did then (``session39/forest_refit.py`` relies on it); with it
-    they are trained on, in every fold, and never ranked. The folds are drawn from the plan's
-    first training problems either way, so they and what they rank are those of earlier
-    sessions."""
+    the fold's problems. The problems a plan was grown by are left out unless the job's
+    ``"extras"`` names them (:data:`EXTRAS`): ``"train"`` the one-misaligned ones
+    (``CampaignOptions.train_one_misaligned``, session 40), ``"output"`` the output-misaligned ones
+    (``train_output_misaligned``, session 41), ``"all"`` both; so a job of an earlier session
+    trains on what it did then (``session39/forest_refit.py`` relies on it). The extras are
+    trained on in every fold and never ranked; the folds are drawn from the plan's first training
+    problems either way, so they and what they rank are those of earlier sessions."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from cv_model import fold_of_problems
 
@@ -79,9 +88,11 @@ def job_data(job):
     data = ROOT / "data" / job["hw"]
     ds = read_dataset(data / "train.msgpack")
     measured = ds.measured_problems()
-    extras = measured & set(CampaignPlan.load(data / "plan.json").one_misaligned)
-    base = measured - extras
-    train = base | extras if job.get("extras", "drop") == "train" else base
+    plan = CampaignPlan.load(data / "plan.json")
+    base = measured & set(plan.group("first"))
+    train = set(base)
+    for group in EXTRAS[job.get("extras", "drop")]:
+        train |= measured & set(plan.group(group))
     if job["part"] == "val":
         stock = read_max_autotune_solution(data / "val-stock-picks.json")
         return ds.select_problems(train), read_dataset(data / "val.msgpack"), stock
