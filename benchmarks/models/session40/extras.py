@@ -11,6 +11,12 @@ rank are the same in both, ``cv_jobs.job_data``). Per GPU, part (``cv``: the thr
 ``both-mis``) with the number of problems. Jobs with ``"also"`` scoring-time changes
 (``jobs-local4.json``: the neighbour memory's ``alignment_weight`` 16 instead of 4) add the
 variants ``drop+<name>`` and ``train+<name>``; every variant is compared with ``drop``.
+
+Session 41 (``--runs 's4[01]-*'``): its jobs train with features version 4 (the output's
+alignment, ``benchmarks/models/session41/``) and ``"extras": "output"``, the variant ``output``,
+paired with session 40's ``drop`` runs of the same GPU, part and seed; the ``aligned`` class is
+split into ``aligned`` and ``out-mis`` (operands aligned, the output's rows not:
+``features.output_aligned16``).
 """
 
 from __future__ import annotations
@@ -26,18 +32,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session39"))
 from misaligned import alignment_class
 
+from torch_diode.features import output_aligned16
 from torch_diode.records import Problem
 
-CLASSES = ("aligned", "one-mis", "both-mis")
+CLASSES = ("aligned", "out-mis", "one-mis", "both-mis")
 
 
-def load(dirs):
+def load(dirs, pattern="s40*-*.json"):
     """{(hw, part, seed, variant): [rows]} over the result files of ``dirs`` (CV folds pooled).
     A variant is the job's ``extras``, and ``<extras>+<name>`` for each of its ``"also"``
     scoring-time changes (``cv_jobs.py``)."""
     runs = defaultdict(list)
     for d in dirs:
-        for path in sorted(Path(d).glob("s40*-*.json")):
+        for path in sorted(Path(d).glob(pattern)):
             res = json.loads(path.read_text())
             job = res["job"]
             key = (job["hw"], job["part"], job["seed"])
@@ -48,13 +55,20 @@ def load(dirs):
     return runs
 
 
+def klass(p):
+    """``alignment_class`` with one-misaligned operands pooled and ``out-mis`` split off ``aligned``."""
+    c = alignment_class(p)
+    if c == "aligned" and not output_aligned16(p):
+        return "out-mis"
+    return "one-mis" if c in ("A-mis", "B-mis") else c
+
+
 def figures(rows):
     r1 = np.log([r["r1"] for r in rows])
     r5 = np.array([r["r5"] for r in rows])
     out = {"n": len(rows), "r1": float(np.exp(r1.mean())), "r5": float(np.exp(np.log(r5).mean()))}
     out["r5_p95"] = float(np.percentile(r5, 95))
-    cls = [alignment_class(Problem.from_dict(json.loads(r["p"]))) for r in rows]
-    cls = ["one-mis" if c in ("A-mis", "B-mis") else c for c in cls]
+    cls = [klass(Problem.from_dict(json.loads(r["p"]))) for r in rows]
     for c in CLASSES:
         sel = [x for x, k in zip(r1, cls) if k == c]
         out[c] = {"n": len(sel), "r1": float(np.exp(np.mean(sel))) if sel else None}
@@ -65,8 +79,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--json")
+    ap.add_argument("--runs", default="s40*-*.json", help="result files to read (a glob)")
     a = ap.parse_args()
-    runs = load(a.dirs)
+    runs = load(a.dirs, a.runs)
     table = []
     for hw, part, seed in sorted({k[:3] for k in runs}):
         drop = runs.get((hw, part, seed, "drop"))
