@@ -8,7 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, GpuConstants, featurize, gpu_constants
+from torch_diode.features import (
+    FEATURE_SPEC,
+    N_PROBLEM_FEATURES,
+    GpuConstants,
+    featurize,
+    gpu_constants,
+    output_aligned16,
+)
 from torch_diode.records import Choice, Problem
 
 H100 = "NVIDIA-H100"
@@ -46,6 +53,7 @@ def test_hand_computed_bf16_mm() -> None:
     assert col(x, "op_mm") == 1.0 and col(x, "op_addmm") == 0.0
     assert (col(x, "a_row"), col(x, "b_row"), col(x, "b_col")) == (1.0, 1.0, 0.0)
     assert (col(x, "m_div16"), col(x, "n_div16")) == (0.0, 1.0)
+    assert (col(x, "a_ld_aligned16"), col(x, "b_ld_aligned16"), col(x, "c_ld_aligned16")) == (1.0, 1.0, 1.0)
     min_bytes = (1000 * 4096 + 4096 * 4096 + 1000 * 4096) * 2
     assert col(x, "log2_min_bytes") == pytest.approx(math.log2(min_bytes))
     t_comp = 2 * 1000 * 4096 * 4096 / 989.4e12 * 1e6
@@ -92,6 +100,22 @@ def test_bytes_per_element_follow_the_dtype(dtype: str, itemsize: int) -> None:
     assert col(x, "itemsize") == itemsize
     assert col(x, "smem_stage_kb") == (64 + 64) * 32 * itemsize / 1024
     assert col(x, "log2_min_bytes") == pytest.approx(math.log2(3 * 256 * 256 * itemsize))
+
+
+def test_output_alignment_column() -> None:
+    """``c_ld_aligned16``: the output's rows (N elements of the output dtype) are a multiple of 16
+    bytes; the operands' columns do not see it (B column-major: its rows are K long)."""
+    for n, dtype, want in (
+        (6150, "float16", 0.0),
+        (6152, "float16", 1.0),
+        (6150, "float32", 0.0),
+        (6148, "float32", 1.0),
+    ):
+        p = Problem(op="bmm", m=1000, n=n, k=520, batch=8, dtype=dtype, stride_b=(n * 520, 1, 520))
+        x = featurize(p, [tri(64, 64, 32), Choice.aten("bmm")], H100)
+        assert col(x, "c_ld_aligned16") == want and col(x, "c_ld_aligned16", 1) == want
+        assert (col(x, "a_ld_aligned16"), col(x, "b_ld_aligned16")) == (1.0, 1.0)
+        assert output_aligned16(p) == bool(want)
 
 
 def test_tf32_uses_the_tf32_peak() -> None:

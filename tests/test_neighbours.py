@@ -61,11 +61,13 @@ def test_distance_penalties_and_weights() -> None:
         Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16", stride_a=(1026, 1), stride_b=(1028, 1)),
         # B's rows 1,032 elements apart (2,064 bytes = 129 x 16): aligned, 0
         Problem(op="mm", m=1024, n=1024, k=1024, dtype="float16", stride_b=(1032, 1)),
+        # the output's rows 1,025 elements long (B column-major, its rows K long: aligned): 4
+        Problem(op="mm", m=1024, n=1025, k=1024, dtype="float16", stride_b=(1, 1024)),
     ]
     mem = _memory(others, [{}] * len(others), k=len(others), bandwidth=2.0)
     nb, w = mem.neighbours(base)
     d2 = dict(zip(nb.tolist(), (-np.log(w) * 4.0).tolist()))
-    want = [0, 1, 1, 4, 0.5, 0.3, 4.3, 4, 8, 0]
+    want = [0, 1, 1, 4, 0.5, 0.3, 4.3, 4, 8, 0, 0.5 + math.log2(1025 / 1024) ** 2 + 4]
     np.testing.assert_allclose([d2[i] for i in range(len(others))], want, atol=1e-5)
     # the weight per misaligned operand is an option; 0 ignores alignment (as before session 37)
     for weight in (0.0, 1.5):
@@ -73,7 +75,9 @@ def test_distance_penalties_and_weights() -> None:
             base
         )
         d2 = dict(zip(nb.tolist(), (-np.log(w) * 4.0).tolist()))
-        np.testing.assert_allclose([d2[i] for i in range(len(others))], [*want[:7], weight, 2 * weight, 0], atol=1e-5)
+        np.testing.assert_allclose(
+            [d2[i] for i in range(len(others))], [*want[:7], weight, 2 * weight, 0, want[10] - 4 + weight], atol=1e-5
+        )
     # only the k nearest vote
     nb3, _ = _memory(others, [{}] * len(others), k=3).neighbours(base)
     assert sorted(nb3.tolist()) == [0, 5, 9]  # d2 0, 0.3, 0

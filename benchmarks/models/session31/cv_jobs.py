@@ -70,14 +70,17 @@ def fold_seed_of(job):
 
 def job_data(job):
     """A job's datasets: (what it trains on, what it ranks, stock's picks or None). ``val``: every
-    training problem, ``val.msgpack`` and ``val-stock-picks.json``; a fold: the other folds and
-    the fold's problems. The problems a plan was grown by are left out unless the job's
-    ``"extras"`` names them (:data:`EXTRAS`): ``"train"`` the one-misaligned ones
-    (``CampaignOptions.train_one_misaligned``, session 40), ``"output"`` the output-misaligned ones
-    (``train_output_misaligned``, session 41), ``"all"`` both; so a job of an earlier session
-    trains on what it did then (``session39/forest_refit.py`` relies on it). The extras are
-    trained on in every fold and never ranked; the folds are drawn from the plan's first training
-    problems either way, so they and what they rank are those of earlier sessions."""
+        training problem, ``val.msgpack`` and ``val-stock-picks.json``; a fold: the other folds and
+        the fold's problems; ``"part": "group"`` with ``"group"`` (a ``CampaignPlan.group`` name, session
+    41): ranks that group's collected problems, or with ``"folds"``/``"fold"`` one fold of them,
+    and trains on the rest of what the job trains on (a job whose extras leave the group out ranks
+    it with a model that never saw any of it). The problems a plan was grown by are left out unless the job's
+        ``"extras"`` names them (:data:`EXTRAS`): ``"train"`` the one-misaligned ones
+        (``CampaignOptions.train_one_misaligned``, session 40), ``"output"`` the output-misaligned ones
+        (``train_output_misaligned``, session 41), ``"all"`` both; so a job of an earlier session
+        trains on what it did then (``session39/forest_refit.py`` relies on it). The extras are
+        trained on in every fold and never ranked; the folds are drawn from the plan's first training
+        problems either way, so they and what they rank are those of earlier sessions."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from cv_model import fold_of_problems
 
@@ -96,6 +99,11 @@ def job_data(job):
     if job["part"] == "val":
         stock = read_max_autotune_solution(data / "val-stock-picks.json")
         return ds.select_problems(train), read_dataset(data / "val.msgpack"), stock
+    if job["part"] == "group":  # rank a plan group's collected problems (one fold of them, or all)
+        held = measured & set(plan.group(job["group"]))
+        if "fold" in job:
+            held = set(fold_of_problems(ds.select_problems(held), job["folds"], fold_seed_of(job))[job["fold"]])
+        return ds.select_problems(train - held), ds.select_problems(held), None
     held = set(fold_of_problems(ds.select_problems(base), job["folds"], fold_seed_of(job))[job["fold"]])
     return ds.select_problems(train - held), ds.select_problems(held), None
 

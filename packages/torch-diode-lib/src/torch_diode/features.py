@@ -32,7 +32,9 @@ from torch_diode.records import DTYPE_ITEMSIZE, OPS, Choice, Problem
 log = logging.getLogger(__name__)
 
 #: Bump when any column's meaning, order or computation changes.
-FEATURE_VERSION = 3  # 2: aten_bias_epilogue (aten::addmm and aten::bias_addmm were one row); 3: log2_fma_unroll
+FEATURE_VERSION = (
+    4  # 2: aten_bias_epilogue (aten::addmm and aten::bias_addmm were one row); 3: log2_fma_unroll; 4: c_ld_aligned16
+)
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,7 @@ _PROBLEM: tuple[tuple[str, str], ...] = (
     ("k_div16", "1 if K % 16 == 0"),
     ("a_ld_aligned16", "1 if A's leading-dimension stride in bytes is a multiple of 16"),
     ("b_ld_aligned16", "1 if B's leading-dimension stride in bytes is a multiple of 16"),
+    ("c_ld_aligned16", "1 if the output's rows (N x its bytes per element) are a multiple of 16 bytes"),
     ("log2_min_bytes", "log2(bytes of A + B + bias + output, each read or written once)"),
     ("log2_intensity", "log2(flops / min_bytes)"),
     ("log2_l2_ratio", "log2((bytes of A + B) / L2 size)"),
@@ -405,6 +408,7 @@ def _problem_row(p: Problem, hw: GpuConstants) -> tuple[list[float], float]:
     row += [float(isz), float(osz), float(a_row), float(a_col), float(b_row), float(b_col), bias_vector]
     row += [float(m % 16 == 0), float(n % 16 == 0), float(k % 16 == 0)]
     row += [float(v) for v in operands_aligned16(p)]
+    row.append(float(output_aligned16(p)))
     row += [math.log2(min_bytes), math.log2(flops / min_bytes), math.log2(ab_bytes / hw.l2_bytes)]
     row += [math.log2(t_comp), math.log2(t_mem), math.log2(max(t_comp, t_mem))]
     return row, min_bytes

@@ -18,8 +18,11 @@ order. The blended log time is ``score + min log t̂``: the network's level, the
 Distance between problems: squared differences of log2 M, N, K and batch, plus 1 for fp16 against
 bf16 and 4 for any other dtype mismatch, 0.5 per operand of another layout (row- vs
 column-major), 0.3 for a bias on one side only and 0.3 for batched against unbatched, and
-``alignment_weight`` (4) per operand whose rows are 16-byte aligned on one side only
-(``features.operands_aligned16``): a misaligned operand is loaded a few elements at a time, and
+``alignment_weight`` (4) per operand, and for the output, whose rows are 16-byte aligned on one
+side only (``features.operands_aligned16``, ``features.output_aligned16``; the output since
+session 41: with aligned operands, ATen's bmm and baddbmm are 1.70x the best on the H100's
+batched training problems whose output is misaligned, 4 of the first 1,100, and 1.17x on the 272
+whose output is aligned): a misaligned operand is loaded a few elements at a time, and
 tiles that hold many of them per thread fall off a cliff (in the H100's training data
 ``baddbmm float16 2x251x1021x8191``, B K-major, runs a 64x64x128 tile 5x slower with 4 warps than
 with 8), so an aligned neighbour of the same sizes orders the configs otherwise.
@@ -49,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, operands_aligned16
+from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, operands_aligned16, output_aligned16
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, OPS, Problem
 
 #: What identifies a choice in the memory: feature columns (``FEATURE_SPEC`` names), then
@@ -72,7 +75,7 @@ SIGNATURE: tuple[str, ...] = (
 _SIG_COLS = np.array([FEATURE_SPEC.names.index(n) - N_PROBLEM_FEATURES for n in SIGNATURE[:-1]], dtype=np.intp)
 _ATEN_COL = FEATURE_SPEC.names.index("kind_aten") - N_PROBLEM_FEATURES
 #: Per-problem descriptor columns: log2 M, N, K, batch, dtype code, A row-major, B row-major, bias,
-#: batched, A's and B's rows 16-byte aligned.
+#: batched, A's, B's and the output's rows 16-byte aligned.
 PROBLEM_COLUMNS: tuple[str, ...] = (
     "log2_m",
     "log2_n",
@@ -85,6 +88,7 @@ PROBLEM_COLUMNS: tuple[str, ...] = (
     "batched",
     "a_aligned16",
     "b_aligned16",
+    "c_aligned16",
 )
 #: The descriptor of memories written before session 37 (no alignment columns; they load with
 #: ``alignment_weight`` 0).
@@ -135,6 +139,7 @@ def problem_row(p: Problem) -> list[float]:
         float(p.op in BIAS_OPS),
         float(p.op in BATCHED_OPS),
         *(float(v) for v in operands_aligned16(p)),
+        float(output_aligned16(p)),
     ]
 
 
@@ -162,8 +167,8 @@ class NeighbourMemory:
     """The training problems' relative times, and the blend of :mod:`torch_diode.neighbours`.
 
     Attributes:
-        problems: ``[P, 11]`` float32 descriptors (``PROBLEM_COLUMNS``; ``[P, 9]``, without the
-            alignment columns, in a memory loaded from a file written before session 37).
+        problems: ``[P, 12]`` float32 descriptors (``PROBLEM_COLUMNS``; ``[P, 9]``, without the
+            alignment columns, in a memory of a file written before session 37).
         configs: ``[C, len(SIGNATURE)]`` float32 configuration signatures.
         rel: ``[P, C]`` float32, ``log t - log t_best`` of the problem, NaN where not measured.
         options: ``k``, ``bandwidth``, ``prior_weight``, ``alignment_weight``.
@@ -334,7 +339,9 @@ class NeighbourMemory:
         d2 += 0.5 * (mem[:, 5] != q[5]) + 0.5 * (mem[:, 6] != q[6])
         d2 += 0.3 * (mem[:, 7] != q[7]) + 0.3 * (mem[:, 8] != q[8])
         if self.aligned and self.options.alignment_weight:
-            d2 += self.options.alignment_weight * ((mem[:, 9] != q[9]).astype(np.float32) + (mem[:, 10] != q[10]))
+            d2 += self.options.alignment_weight * (
+                (mem[:, 9] != q[9]).astype(np.float32) + (mem[:, 10] != q[10]) + (mem[:, 11] != q[11])
+            )
         k = min(self.options.k, len(d2))
         nb = np.argpartition(d2, k - 1)[:k] if k < len(d2) else np.arange(len(d2))
         return nb, np.exp(-d2[nb] / self.options.bandwidth**2).astype(np.float32)

@@ -286,7 +286,8 @@ def _grown_problems(options: CampaignOptions, kind: str, taken: set) -> list[Pro
             ops=options.ops,
             dtypes=options.dtypes,
             layouts=layouts,
-            **{kind: True},
+            one_misaligned=kind == "one_misaligned",
+            output_misaligned=kind == "output_misaligned",
         )
         for p in drawn:
             if _shape_key(p) not in taken and len(out) < n:
