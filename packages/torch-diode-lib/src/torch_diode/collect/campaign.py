@@ -67,9 +67,9 @@ class CampaignOptions:
             whose output's are not (``sample_problems``' ``output_misaligned``; log-normal, seed
             ``seed + 3``, the plan's layouts that allow it: ``row/col``), appended after the
             ``train_one_misaligned`` ones, likewise keeping every earlier list and order. The
-            other sources round N and K together, so they hardly hold this class (5 of the H100's
-            first 1,158 training problems), which real models have wherever a linear layer's output
-            features are not a multiple of 8.
+            other sources round N and K together, so they hardly hold this class (5 of the 1,158
+            problems collected on the H100 before session 41), which real models have wherever a
+            linear layer's output features are not a multiple of 8.
     """
 
     train_lognormal: int = 600

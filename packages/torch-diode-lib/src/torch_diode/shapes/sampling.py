@@ -117,6 +117,12 @@ def one_misaligned_layout(layout: str) -> bool:
     return a != b
 
 
+def _aligned_size(v: int, align_to: int) -> int:
+    """``v`` rounded to the nearest multiple of ``align_to``, or of 16 when at most ``align_to``
+    (never below 16): the aligned size of the grown plans' problems."""
+    return align_to * round(v / align_to) if v > align_to else max(16, 16 * round(v / 16))
+
+
 def output_misaligned_layout(layout: str) -> bool:
     """Whether a ``"row/col"``-style layout can have both operands' rows 16-byte aligned and the
     output's not: neither operand's rows are N long, as the output's are (``row/col``: both K;
@@ -129,8 +135,7 @@ def _output_misaligned(m: int, n: int, k: int, layout: str, odd: bool, align_to:
     (``sample_problems``' ``output_misaligned``)."""
     sizes = {"m": m, "n": n, "k": k}
     for s in set(_operand_row_sizes(layout)):
-        v = sizes[s]
-        sizes[s] = align_to * round(v / align_to) if v > align_to else max(16, 16 * round(v / 16))
+        sizes[s] = _aligned_size(sizes[s], align_to)
     # Odd N leaves rows 1-element aligned; N = 2 mod 4 leaves them 2 elements (4 bytes for 2-byte
     # types, 8 for fp32): cuBLAS and Triton pick their vector widths from the largest that fits.
     sizes["n"] = sizes["n"] | 1 if odd else max(2, sizes["n"] - sizes["n"] % 4 + 2)
@@ -142,8 +147,7 @@ def _one_misaligned(m: int, n: int, k: int, layout: str, a_misaligned: bool, ali
     sizes = {"m": m, "n": n, "k": k}
     bad, good = _operand_row_sizes(layout) if a_misaligned else _operand_row_sizes(layout)[::-1]
     sizes[bad] |= 1
-    v = sizes[good]
-    sizes[good] = align_to * round(v / align_to) if v > align_to else max(16, 16 * round(v / 16))
+    sizes[good] = _aligned_size(sizes[good], align_to)
     return sizes["m"], sizes["n"], sizes["k"]
 
 
