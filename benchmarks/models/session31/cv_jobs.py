@@ -4,7 +4,7 @@ A job is one training run and its scoring: ``{"id", "hw", "part": "val"|"cv", "s
 {TrainOptions overrides}}`` plus ``"folds"``/``"fold"`` for a fold of grouped cross-validation
 (the folds of ``cv_model.fold_of_problems``, drawn with the job's seed, or with ``"fold_seed"``
 where given, so that models of several seeds can share one split: ``session36/seed_average.py``). ``val`` trains on every training problem (of the
-plan's first 1,100 unless ``"extras": "train"``: ``job_data``) and ranks
+plan's first 1,100 and the groups its ``"extras"`` names: ``job_data``) and ranks
 ``val.msgpack`` (stock picks from ``val-stock-picks.json``); a fold trains on the other folds and
 ranks the fold's problems; both at the handler's ``max_compile_cost``, one torch thread per job.
 Each job writes ``<id>.json`` (per problem: regret@1/3/5/10 over the best measured, what the
@@ -69,18 +69,21 @@ def fold_seed_of(job):
 
 
 def job_data(job):
-    """A job's datasets: (what it trains on, what it ranks, stock's picks or None). ``val``: every
-        training problem, ``val.msgpack`` and ``val-stock-picks.json``; a fold: the other folds and
-        the fold's problems; ``"part": "group"`` with ``"group"`` (a ``CampaignPlan.group`` name, session
-    41): ranks that group's collected problems, or with ``"folds"``/``"fold"`` one fold of them,
-    and trains on the rest of what the job trains on (a job whose extras leave the group out ranks
-    it with a model that never saw any of it). The problems a plan was grown by are left out unless the job's
-        ``"extras"`` names them (:data:`EXTRAS`): ``"train"`` the one-misaligned ones
-        (``CampaignOptions.train_one_misaligned``, session 40), ``"output"`` the output-misaligned ones
-        (``train_output_misaligned``, session 41), ``"all"`` both; so a job of an earlier session
-        trains on what it did then (``session39/forest_refit.py`` relies on it). The extras are
-        trained on in every fold and never ranked; the folds are drawn from the plan's first training
-        problems either way, so they and what they rank are those of earlier sessions."""
+    """A job's datasets: (what it trains on, what it ranks, stock's picks or None).
+
+    - ``val``: every training problem, ``val.msgpack`` and ``val-stock-picks.json``;
+    - a fold: the other folds and the fold's problems;
+    - ``"part": "group"`` with ``"group"`` (a ``CampaignPlan.group`` name, session 41): that
+      group's collected problems, or with ``"folds"``/``"fold"`` one fold of them, and the rest
+      of what the job trains on (a job whose extras leave the group out ranks it with a model
+      that never saw any of it).
+
+    The problems a plan was grown by are left out unless the job's ``"extras"`` names them
+    (:data:`EXTRAS`: ``"train"`` the one-misaligned ones of session 40, ``"output"`` the
+    output-misaligned ones of session 41, ``"all"`` both), so a job of an earlier session trains
+    on what it did then (``session39/forest_refit.py`` relies on it). The extras are trained on in
+    every fold and never ranked; the folds are drawn from the plan's first training problems
+    either way, so they and what they rank are those of earlier sessions."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from cv_model import fold_of_problems
 

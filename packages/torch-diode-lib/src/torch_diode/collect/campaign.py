@@ -160,30 +160,25 @@ class CampaignPlan:
 
     @property
     def one_misaligned(self) -> list[Problem]:
-        """The training problems the plan was grown by with one misaligned operand
-        (``CampaignOptions.train_one_misaligned``: the last ones of ``train`` before the
-        ``output_misaligned`` ones)."""
-        end = len(self.train) - self.options.train_output_misaligned
-        return self.train[end - self.options.train_one_misaligned : end]
+        """The training problems the plan was grown by with one misaligned operand (``group``)."""
+        return self.group("one-misaligned")
 
     @property
     def output_misaligned(self) -> list[Problem]:
         """The training problems the plan was grown by with aligned operands and a misaligned
-        output (``CampaignOptions.train_output_misaligned``: the last ones of ``train``)."""
-        n = self.options.train_output_misaligned
-        return self.train[len(self.train) - n :]
+        output (``group``)."""
+        return self.group("output-misaligned")
 
     def group(self, name: str) -> list[Problem]:
-        """A training group by name: ``one-misaligned`` or ``output-misaligned`` (the problems the
-        plan was grown by), ``first`` (the others)."""
-        if name == "one-misaligned":
-            return self.one_misaligned
-        if name == "output-misaligned":
-            return self.output_misaligned
-        if name == "first":
-            extra = self.options.train_one_misaligned + self.options.train_output_misaligned
-            return self.train[: len(self.train) - extra]
-        raise ValueError(f"plan group {name!r}: known groups are {', '.join(PLAN_GROUPS)}")
+        """A training group by name (:data:`PLAN_GROUPS`): ``train`` is ``first`` (the plan's
+        first lists), then ``one-misaligned`` (``CampaignOptions.train_one_misaligned`` problems),
+        then ``output-misaligned`` (``train_output_misaligned``)."""
+        if name not in PLAN_GROUPS:
+            raise ValueError(f"plan group {name!r}: known groups are {', '.join(PLAN_GROUPS)}")
+        sizes = (self.options.train_one_misaligned, self.options.train_output_misaligned)
+        ends = [len(self.train) - sum(sizes), len(self.train) - sizes[1], len(self.train)]
+        k = PLAN_GROUPS.index(name)
+        return self.train[ends[k - 1] if k else 0 : ends[k]]
 
     def mix(self, split: str) -> dict[str, dict[str, int]]:
         """Counts per op, dtype and size bucket of a split (for the data card)."""
