@@ -169,6 +169,20 @@ def test_select_rule_on_known_predictions() -> None:
     assert (s.triton, s.aten) == ([], [0])
     # ... unless the call has no ATen to fall back on
     assert select(t, zero, np.log([2.0]), np.zeros(1), opts, keep_one_triton=True).triton == [0]
+    # two ATen variants (addmm, bias_addmm), no Triton config kept: both stay (Inductor
+    # benchmarks the pair) ...
+    assert select(t, zero, np.log([3.0, 2.0]), np.zeros(2), opts, keep_one_triton=False).aten == [0, 1]
+    # ... unless the caller trusts the model's call between them: then the one predicted beyond
+    # the threshold, and sure of it, is dropped (Inductor benchmarks nothing) ...
+    s = select(t, zero, np.log([3.0, 2.0]), np.zeros(2), opts, keep_one_triton=False, drop_slower_aten=True)
+    assert (s.triton, s.aten) == ([], [1])
+    # ... but kept where it is unsure (std 0.5) or within the threshold
+    unsure = select(
+        t, zero, np.log([3.0, 2.0]), np.array([0.5, 0.0]), opts, keep_one_triton=False, drop_slower_aten=True
+    )
+    assert unsure.aten == [0, 1]
+    close = select(t, zero, np.log([2.1, 2.0]), np.zeros(2), opts, keep_one_triton=False, drop_slower_aten=True)
+    assert close.aten == [0, 1]
     # best prediction uncertain: 2 x top_k and a threshold widened by exp(std)
     s = select(t, np.full(4, 0.2), np.log([20.0]), np.zeros(1), opts, keep_one_triton=False)
     assert (s.triton, s.confident) == ([0, 1, 2], False)

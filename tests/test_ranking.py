@@ -16,6 +16,7 @@ from torch_diode.inductor.choices import select
 from torch_diode.ranking import (
     CLIFF_GUARD,
     DIVERSITY,
+    aten_variant_call_trusted,
     check_penalty,
     cliff_penalty,
     model_order,
@@ -179,6 +180,18 @@ def test_cliff_penalty_by_hand() -> None:
     assert cliff_penalty(odd_k, choices, guard=0.0) is None
     assert cliff_penalty(odd_k, choices).tolist() == [0.2, 0.0, 0.0, 0.2]
     assert cliff_penalty(col_a, choices, guard=0.5).tolist() == [0.5, 0.0, 0.0, 0.5]
+
+
+def test_aten_variant_call_trusted_by_hand() -> None:
+    """fp16/bf16 with both operands' and the output's rows 16-byte aligned: the nn.Linear case."""
+    linear = Problem(op="addmm", m=6304, n=3072, k=768, stride_b=(1, 768))  # x @ W.T + b
+    assert aten_variant_call_trusted(linear)
+    assert aten_variant_call_trusted(Problem(op="addmm", m=6304, n=3072, k=768, dtype="bfloat16"))
+    assert not aten_variant_call_trusted(Problem(op="addmm", m=128, n=1024, k=1024, dtype="float32"))
+    assert not aten_variant_call_trusted(Problem(op="addmm", m=64, n=64, k=63))  # A's rows 126 bytes
+    assert not aten_variant_call_trusted(
+        Problem(op="addmm", m=64, n=6150, k=512, stride_b=(1, 512))
+    )  # output rows 12,300 B
 
 
 def test_order_of_holds_one_warp_configs_back_on_misaligned_operands() -> None:

@@ -217,7 +217,7 @@ def handler_keeps(model: DiodeModel, e: ProblemEval, ks: Sequence[int]) -> dict[
     predicts once for all of them."""
     from torch_diode.config import config
     from torch_diode.inductor.choices import select
-    from torch_diode.ranking import order_of
+    from torch_diode.ranking import aten_variant_call_trusted, order_of
 
     pred = model.predict(e.problem, e.choices)
     log_t = np.asarray(pred.log_time_us, dtype=np.float64)
@@ -237,6 +237,7 @@ def handler_keeps(model: DiodeModel, e: ProblemEval, ks: Sequence[int]) -> dict[
             opts.replace(top_k_configs=k),
             keep_one_triton=len(a_idx) == 0,
             triton_order=order,
+            drop_slower_aten=aten_variant_call_trusted(e.problem),
         )
         keeps[k] = [int(t_idx[i]) for i in sel.triton] + [int(a_idx[i]) for i in sel.aten]
     return keeps

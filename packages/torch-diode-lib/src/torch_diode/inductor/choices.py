@@ -63,7 +63,7 @@ from torch_diode.config import DiodeOptions
 from torch_diode.config import config as diode_config
 from torch_diode.inductor import compat
 from torch_diode.inductor.convert import choices_from_ktcs, problem_from_kernel_inputs
-from torch_diode.ranking import order_of
+from torch_diode.ranking import aten_variant_call_trusted, order_of
 from torch_diode.records import OPS, Choice, Problem, compile_cost
 
 logger = logging.getLogger(__name__)
@@ -120,6 +120,7 @@ def select(
     *,
     keep_one_triton: bool,
     triton_order: np.ndarray | None = None,
+    drop_slower_aten: bool = False,
 ) -> Selection:
     """The selection rule, on predicted log times (``[T]`` Triton, ``[A]`` ATen) and their stds.
 
@@ -130,7 +131,14 @@ def select(
       order of the Triton candidates (``torch_diode.ranking.order_of`` with ``options.diversity``
       and ``options.cliff_guard``); without it, the best predictions.
     * ATen: kept unless it is predicted beyond the threshold AND its own confidence reaches
-      ``confidence_threshold`` AND a Triton config is kept.
+      ``confidence_threshold`` AND a Triton config is kept, or, with ``drop_slower_aten``
+      (``torch_diode.ranking.aten_variant_call_trusted``), whether or not one is: of addmm's two
+      ATen variants (``aten::addmm``, ``aten::bias_addmm``) only the best-predicted one is then
+      left where the other is clearly slower, and Inductor lowers it at once (the best prediction
+      is never beyond the threshold, so something is always kept). With both kept Inductor
+      benchmarks the two, and that short benchmark is erratic: on an H100 (session 42) it timed
+      ``bias_addmm`` of ``addmm float16 6304x3072x768`` at 167 us, a kernel that takes 50 us,
+      and the compiled graph ran ``addmm`` (94 us).
     * ``keep_one_triton``: the call has no ATen to fall back on, so keep the best Triton config
       even when none is within the threshold.
     * Several choices and no ATen left: the best-predicted ATen choice is kept after all. Inductor
@@ -163,7 +171,7 @@ def select(
     for i in range(len(aten_log)):
         beyond = float(aten_log[i]) - best > margin + 1e-9
         sure = math.exp(-float(aten_std[i])) >= options.confidence_threshold
-        if not (beyond and sure and kept):
+        if not (beyond and sure and (kept or drop_slower_aten)):
             aten_kept.append(i)
     if len(kept) > 1 and not aten_kept and len(aten_log):
         aten_kept.append(int(np.argmin(aten_log)))
@@ -721,6 +729,7 @@ class DiodeInductorChoices(InductorChoices):
             triton_order=order_of(
                 problem, triton, log_t[:nt], diversity=self.options.diversity, cliff_guard=self.options.cliff_guard
             ),
+            drop_slower_aten=aten_variant_call_trusted(problem),
         )
         self._stats.add(model_selections=1, low_confidence=int(not sel.confident))
         self._stats.add_confidence(sel.confidence)
