@@ -66,7 +66,7 @@ def aten_variant_call_trusted(problem: Problem) -> bool:
 
     There, under cross-validation over the 1,100 training problems (session 42, both GPUs), the
     model's call between addmm's ``aten::addmm`` and ``aten::bias_addmm`` never lost to keeping
-    both (67 problems changed); on fp32 or misaligned problems it lost on 17 of 37, up to 1.9x.
+    both (67 problems changed); on fp32 or misaligned problems it lost on 13 of 33, up to 1.9x.
     Keeping both asks Inductor to benchmark the pair, which it does erratically (it picked the
     slower ``addmm`` in 8 of 10 such benchmarks on an H100 and an H200)."""
     return problem.dtype in ("float16", "bfloat16") and all(operands_aligned16(problem)) and output_aligned16(problem)
