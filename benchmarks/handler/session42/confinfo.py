@@ -2,12 +2,11 @@ import math
 import sys
 
 import numpy as np
+from _keep import Scored
 
 from torch_diode.config import config
 from torch_diode.dataset import read_dataset
-from torch_diode.inductor.choices import select
 from torch_diode.model import load_model
-from torch_diode.ranking import aten_variant_call_trusted, order_of
 
 ds = read_dataset(sys.argv[2])
 opts = config.options()
@@ -15,33 +14,13 @@ for mp in sys.argv[3:] or [sys.argv[1]]:
     model = load_model(mp)
     rows = []
     for pt in ds.by_problem():
-        med = pt.median_by_choice()
-        ids = list(med)
-        ch = [ds.choices[c] for c in ids]
-        tm = np.array([med[c] for c in ids])
-        pred = model.predict(pt.problem, ch)
-        lt = np.asarray(pred.log_time_us, dtype=np.float64)
-        sd = np.asarray(pred.std, dtype=np.float64)
-        aten = np.array([c.is_aten for c in ch])
-        t, a = np.flatnonzero(~aten), np.flatnonzero(aten)
-        order = order_of(pt.problem, [ch[i] for i in t], lt[t], diversity=opts.diversity, cliff_guard=opts.cliff_guard)
-        b = int(np.argmin(lt))
-        conf = math.exp(-sd[b])
+        sc = Scored(model, ds, pt, opts)
+        b = int(np.argmin(sc.log))
         r = {}
         for name, thr in (("nowiden", 0.0), ("default", opts.confidence_threshold)):
-            sel = select(
-                lt[t],
-                sd[t],
-                lt[a],
-                sd[a],
-                opts.replace(confidence_threshold=thr),
-                keep_one_triton=len(a) == 0,
-                triton_order=order,
-                drop_slower_aten=aten_variant_call_trusted(pt.problem),
-            )
-            kept = [t[i] for i in sel.triton] + [a[i] for i in sel.aten]
-            r[name] = (len(kept), math.log(tm[kept].min() / tm.min()))
-        rows.append((conf, math.log(tm[b] / tm.min()), *r["nowiden"], *r["default"]))
+            _, kept, loss = sc.keep(opts.replace(confidence_threshold=thr))
+            r[name] = (len(kept), loss)
+        rows.append((math.exp(-sc.std[b]), math.log(sc.measured[b] / sc.measured.min()), *r["nowiden"], *r["default"]))
     R = np.array(rows)
     low = R[:, 0] < opts.confidence_threshold
     for nm, m in (("conf<thr", low), ("conf>=thr", ~low)):
