@@ -6,27 +6,23 @@ problem's ATen choice runs (``bias_addmm``'s where an addmm has both).
 """
 
 import glob
-import gzip
 import json
 import math
 import sys
 from collections import defaultdict
-from pathlib import Path
 
-from cublas_kernels import parse
+from _heldout import kernel_families
 
 from torch_diode.ranking import aten_variant_call_trusted
 from torch_diode.records import Problem
 
-HERE = Path(__file__).resolve().parent
 A, B, part = sys.argv[1], sys.argv[2], sys.argv[3]
 fam = {}
 for g in ("H100", "H200"):
-    for line in gzip.open(HERE / f"cublas-kernels-NVIDIA-{g}.jsonl.gz", "rt"):
-        r = json.loads(line)
-        key = (g.lower(), json.dumps(r["problem"], sort_keys=True))
-        if r["aten"] in ("aten::mm", "aten::bmm", "aten::baddbmm", "aten::bias_addmm") or key not in fam:
-            fam[key] = parse(r["kernels"])[0]
+    for (pj, template), f in kernel_families(f"NVIDIA-{g}").items():
+        key = (g.lower(), pj)
+        if template != "aten::addmm" or key not in fam:  # bias_addmm's where an addmm has both
+            fam[key] = f
 agg = defaultdict(lambda: [0, 0.0, 0.0])
 for f in sorted(glob.glob(f"{A}/*-{part}*.json")):
     ja = json.load(open(f))

@@ -7,53 +7,39 @@ the model picks ATen, how often that pick is slower than its best Triton config,
 """
 
 import dataclasses
-import gzip
 import json
 import math
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
-from cublas_kernels import parse
+from _heldout import ROOT_DATA, aten_and_triton, fold_evals, kernel_families
 
 from torch_diode.config import config
 from torch_diode.dataset import read_dataset
 from torch_diode.evaluate import problem_evals
 from torch_diode.model import load_model
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks/models/session31"))
-from cv_jobs import job_data  # noqa: E402
-
 src, arg, key = sys.argv[1:4]
-fam = {}
-for line in gzip.open(HERE / f"cublas-kernels-{key}.jsonl.gz", "rt"):
-    r = json.loads(line)
-    fam[(json.dumps(r["problem"], sort_keys=True), r["aten"])] = parse(r["kernels"])[0]
-cost = config.options().max_compile_cost
-evals = []
+fam = kernel_families(key)
 if src == "val":
-    evals = problem_evals(load_model(arg), read_dataset(ROOT / "data" / key / "val.msgpack"), max_compile_cost=cost)
+    evals = problem_evals(
+        load_model(arg),
+        read_dataset(ROOT_DATA / key / "val.msgpack"),
+        max_compile_cost=config.options().max_compile_cost,
+    )
 else:
-    for j in json.load(open(src)):
-        if j["hw"] == key:
-            _, held, _ = job_data(j)
-            evals += problem_evals(load_model(f"{arg}/{j['id']}.safetensors"), held, max_compile_cost=cost)
+    evals = fold_evals(src, arg, key)
 agg = defaultdict(lambda: np.zeros(5))
 for e in evals:
-    aten = np.array([c.is_aten for c in e.choices])
-    if not aten.any() or aten.all():
+    pair = aten_and_triton(e)
+    if pair is None:
         continue
+    a, t = pair
     o = e.ranked()
-    ai = np.flatnonzero(aten)
-    a = ai[np.argmin(e.predicted_log_us[ai])]  # the ATen variant the model would pick
-    t = next(i for i in o if not aten[i])
     best = min(e.measured_us.min(), e.oracle_us or math.inf)
-    pd = json.loads(json.dumps(dataclasses.asdict(e.problem)))
-    f = fam.get((json.dumps(pd, sort_keys=True), e.choices[a].template), "?")
-    picked_aten = bool(aten[o[0]])
+    f = fam.get((json.dumps(dataclasses.asdict(e.problem), sort_keys=True), e.choices[a].template), "?")
+    picked_aten = e.choices[o[0]].is_aten
     la, lt, lp = (math.log(e.measured_us[i] / best) for i in (a, t, o[0]))
     agg[f] += [1, picked_aten, picked_aten and la > lt, 100 * (lt - lp), 100 * (la - lp)]
 print(
