@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models" / "session31"))
+from _keep import Scored
 from cv_jobs import job_data
 
 from torch_diode.config import config
 from torch_diode.features import operands_aligned16, output_aligned16
-from torch_diode.inductor.choices import select
 from torch_diode.model import load_model
-from torch_diode.ranking import order_of
 
 jobs = json.load(open(sys.argv[1]))
 out = Path(sys.argv[2])
@@ -30,19 +29,11 @@ for job in jobs:
         p = pt.problem
         if p.op not in ("addmm", "baddbmm"):
             continue
-        med = pt.median_by_choice()
-        ids = list(med)
-        ch = [held.choices[c] for c in ids]
-        tm = np.array([med[c] for c in ids])
-        pred = model.predict(p, ch)
-        lt = np.asarray(pred.log_time_us, dtype=np.float64)
-        sd = np.asarray(pred.std, dtype=np.float64)
-        aten = np.array([c.is_aten for c in ch])
-        t, a = np.flatnonzero(~aten), np.flatnonzero(aten)
+        sc = Scored(model, held, pt, base)
+        ch, tm, lt, a = sc.choices, sc.measured, sc.log, sc.a
         if len(a) < 2:
             continue
-        order = order_of(p, [ch[i] for i in t], lt[t], diversity=base.diversity, cliff_guard=base.cliff_guard)
-        sel = select(lt[t], sd[t], lt[a], sd[a], base, keep_one_triton=False, triton_order=order, drop_slower_aten=True)
+        sel, _, _ = sc.keep(base, drop_slower_aten=True)
         if sel.triton or len(sel.aten) == len(a):
             continue
         before = math.log(tm[list(a)].min() / tm.min())
@@ -61,9 +52,6 @@ for job in jobs:
                 f"{p.m}x{p.n}x{p.k}",
             )
         )
-import pickle  # noqa: E402
-
-pickle.dump(rows, open(out / "cvdiff.pkl", "wb"))
 for hw in ("NVIDIA-H100", "NVIDIA-H200"):
     for cls in ("aligned", "misaligned"):
         for dt in ("float16", "bfloat16", "float32"):
