@@ -156,3 +156,26 @@ def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fak
         if len(space) >= 300 or space - measured[t.problem]:
             short.append(f"{t.problem.key()}: {len(timed)} timed of a space of {len(space)}")
     assert not short, f"{len(short)} training problem(s) short of configs (run the campaign with --top-up): {short[:5]}"
+
+
+ACTIVE_FILES = sorted(DATA.glob("*/train-active.msgpack"))
+
+
+@pytest.mark.parametrize("path", ACTIVE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_active_training_file(path: Path) -> None:
+    """``train-active.msgpack`` (session 44: the model's own top configs, Inductor's DEFAULT
+    candidates and a few random ones, measured on problems outside the plan) reads cleanly, holds
+    its directory's GPU with literal-size kernels, ATen and Triton for every problem, and shares no
+    shape with the plan's training or validation problems (no validation shape leaks into training)."""
+    ds = read_dataset(path)
+    assert ds.hardware == path.parent.name
+    assert (ds.time_us > 0).all() and np.isfinite(ds.time_us).all()
+    for s in ds.sources:
+        assert s.collector == "sweep" and dict(s.extra).get("sweep_kernels") == "literal", s
+    plan = CampaignPlan.load(path.parent / "plan.json")
+    shape = lambda p: (p.op, p.m, p.n, p.k, p.batch, p.dtype)  # noqa: E731
+    measured = ds.measured_problems()
+    assert not {shape(p) for p in measured} & {shape(p) for p in plan.train + plan.val}
+    for t in ds.by_problem():
+        chosen = [ds.choices[i] for i in set(t.choice_idx.tolist())]
+        assert any(c.is_aten for c in chosen) and any(c.is_triton for c in chosen), t.problem.key()

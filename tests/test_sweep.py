@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -228,6 +229,33 @@ def test_skip_measured_leaves_out_measured_triton_configs_and_keeps_aten(fake_cu
     assert len(new) == 20 and not new & have_p and new | have_p >= {it.choice for it in full_p}
     assert big.needs_top_up(p) and not big.needs_top_up(q)
     assert big.needs_top_up(mm(512, 512, 512))  # not measured at all
+
+
+def test_choice_lists_measure_the_listed_configs_and_aten(fake_cuda, tmp_path):
+    """``choice_lists``: each problem gets ATen plus exactly the Triton configs listed for it (in
+    the file's order); a listed config Inductor does not enumerate is counted, not measured; an
+    unlisted problem and a file of another format are refused with the file named."""
+    p, q = mm(1024, 4096, 4096), mm(2048, 1024, 4096)
+    full = sweep.inductor_choices(p, "EXHAUSTIVE")
+    tri = [it.choice for it in full if it.kind == "triton"]
+    foreign = replace(tri[0], block_k=tri[0].block_k * 1024)  # no such config in Inductor's space
+    path = tmp_path / "lists.json"
+    sweep.write_choice_lists(path, {p: [tri[7], tri[2], foreign], q: []}, note="test")
+    c = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(search_space="EXHAUSTIVE", choice_lists=str(path)))
+    got = c.choices(p)
+    assert [it.choice for it in got if it.kind == "aten"] == [it.choice for it in full if it.kind == "aten"] != []
+    assert [it.choice for it in got if it.kind == "triton"] == [tri[7], tri[2]]
+    assert c.skipped == {"not_enumerated": 1}
+    assert [it.kind for it in c.choices(q)] == ["aten"]
+    with pytest.raises(ValueError, match=r"lists\.json: no choice list for .*512"):
+        c.choices(mm(512, 512, 512))
+    gz = tmp_path / "lists.json.gz"
+    sweep.write_choice_lists(gz, {p: [tri[7], tri[2]]})
+    assert sweep.read_choice_lists(gz) == {p: [tri[7], tri[2]]}
+    path.write_text('{"format": "other", "problems": []}')
+    fresh = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(search_space="EXHAUSTIVE", choice_lists=str(path)))
+    with pytest.raises(ValueError, match=r"lists\.json: format 'other'"):
+        fresh.choices(p)
 
 
 # ------------------------------------------------------------------------------------------------

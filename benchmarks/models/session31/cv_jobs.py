@@ -83,7 +83,9 @@ def job_data(job):
     output-misaligned ones of session 41, ``"all"`` both), so a job of an earlier session trains
     on what it did then (``session39/forest_refit.py`` relies on it). The extras are trained on in
     every fold and never ranked; the folds are drawn from the plan's first training problems
-    either way, so they and what they rank are those of earlier sessions."""
+    either way, so they and what they rank are those of earlier sessions. A job's ``"add"`` (a
+    list of dataset files, relative to the repository root; session 44) is trained on likewise:
+    in ``val`` and in every fold, never ranked."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from cv_model import fold_of_problems
 
@@ -99,6 +101,11 @@ def job_data(job):
     train = set(base)
     for group in EXTRAS[job.get("extras", "drop")]:
         train |= measured & set(plan.group(group))
+    if job.get("add"):
+        from torch_diode.dataset import merge_datasets
+
+        ds = merge_datasets([ds, *(read_dataset(ROOT / f) for f in job["add"])])
+        train |= ds.measured_problems() - measured
     if job["part"] == "val":
         stock = read_max_autotune_solution(data / "val-stock-picks.json")
         return ds.select_problems(train), read_dataset(data / "val.msgpack"), stock

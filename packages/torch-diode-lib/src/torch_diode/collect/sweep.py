@@ -459,6 +459,51 @@ def sample_shared(items: Sequence[SweepItem], max_configs: int | None, seed: int
     return aten + sorted(picked, key=lambda it: it.choice.key())
 
 
+CHOICE_LISTS_FORMAT = "torch-diode-choice-lists/1"
+
+
+def write_choice_lists(path: str | os.PathLike[str], lists: Mapping[Problem, Sequence[Choice]], note: str = "") -> None:
+    """Write the per-problem Triton configs for ``SweepOptions.choice_lists`` (JSON, atomically;
+    gzipped where ``path`` ends in ``.gz``)."""
+    import gzip
+    import json
+
+    from torch_diode._files import atomic_write
+
+    obj = {
+        "format": CHOICE_LISTS_FORMAT,
+        "note": note,
+        "problems": [{"problem": p.to_dict(), "choices": [c.to_dict() for c in cs]} for p, cs in lists.items()],
+    }
+    text = json.dumps(obj, indent=None) + "\n"
+    atomic_write(path, gzip.compress(text.encode(), mtime=0) if str(path).endswith(".gz") else text)
+
+
+def read_choice_lists(path: str | os.PathLike[str]) -> dict[Problem, list[Choice]]:
+    """Read a file of :func:`write_choice_lists`; a file of another format, or a problem or choice
+    that does not parse, is refused with a ``ValueError`` that names the file."""
+    import gzip
+    import json
+
+    try:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable choice-lists file ({type(e).__name__}: {e})") from e
+    if not isinstance(obj, dict) or obj.get("format") != CHOICE_LISTS_FORMAT:
+        got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+        raise ValueError(f"{path}: format {got!r}, expected {CHOICE_LISTS_FORMAT!r} (write it with write_choice_lists)")
+    out: dict[Problem, list[Choice]] = {}
+    for i, entry in enumerate(obj.get("problems") or []):
+        try:
+            p = Problem.from_dict(entry["problem"])
+            out[p] = [Choice.from_dict(c) for c in entry["choices"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}: entry {i} does not parse ({type(e).__name__}: {e})") from e
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # Planning compiles: problem order (the cost estimate, compile_cost, lives in torch_diode.records)
 # ------------------------------------------------------------------------------------------------
@@ -808,6 +853,12 @@ class SweepOptions:
     counted in ``SweepCollector.skipped["compile_cost"]``, never recorded as failures. An fp32
     (no TF32) config costs about 8 per FMA per thread, so ``131072`` drops the fp32 FMA tiles of 16,384+
     FMAs per thread (a minute or more of compiling each) and keeps every fp16/bf16 tile of EXHAUSTIVE.
+    ``choice_lists``: a JSON file (:func:`write_choice_lists`) naming, per problem, the Triton
+    configs to measure instead of a sample (ATen is measured as usual): for measuring a model's
+    own top candidates on new problems, or any hand-picked set. A listed config that Inductor does
+    not enumerate for the problem (or that ``max_compile_cost`` leaves out) is not measured and is
+    counted in ``SweepCollector.skipped["not_enumerated"]``; a problem the file does not list is
+    refused with a ``ValueError``. None (the default): ``max_configs``/``sample`` decide.
     ``shared_memory_guard``: the compile processes stop a kernel that needs more shared memory than
     the GPU has after Triton's LLVM-IR stage, before ``llc`` and ``ptxas`` (:func:`shared_memory_guard`),
     and it is recorded as the same ``OutOfResources`` failure that loading it would give (True, the
@@ -834,6 +885,7 @@ class SweepOptions:
     literal_sizes: bool = True
     compile_timeout_s: float | None = None
     shared_memory_guard: bool = True
+    choice_lists: str | None = None
 
     def __post_init__(self) -> None:
         if self.search_space not in SEARCH_SPACES:
@@ -916,6 +968,7 @@ class SweepCollector:
         self._measured: dict[Problem, frozenset[Choice]] = {}  # top-up: Triton configs not to measure again
         self._shared_limit: int | None = None
         self._shared_limit_known = False
+        self._lists: dict[Problem, list[Choice]] | None = None
 
     @classmethod
     def from_options(cls, options: Any, *, hardware: str, device: str = "cuda", **sweep_options: Any) -> SweepCollector:
@@ -1005,7 +1058,9 @@ class SweepCollector:
                 if len(kept) < len(all_items):
                     self.skipped["compile_cost"] = self.skipped.get("compile_cost", 0) + len(all_items) - len(kept)
                 all_items = kept
-            if o.sample == "shared":
+            if o.choice_lists is not None:
+                items = self._listed(problem, all_items)
+            elif o.sample == "shared":
                 items = sample_shared(all_items, o.max_configs, o.seed)
             else:
                 items = sample_choices(all_items, problem, o.max_configs, o.seed)
@@ -1017,6 +1072,22 @@ class SweepCollector:
             self._items[problem] = items
             self.stats.enumerate_s += time.perf_counter() - t0
         return items
+
+    def _listed(self, problem: Problem, items: Sequence[SweepItem]) -> list[SweepItem]:
+        """ATen plus the Triton configs ``options.choice_lists`` names for ``problem``."""
+        if self._lists is None:
+            self._lists = read_choice_lists(self.options.choice_lists or "")
+        wanted = self._lists.get(problem)
+        if wanted is None:
+            raise ValueError(
+                f"{self.options.choice_lists}: no choice list for {problem.key()}; list it there or collect it without "
+                "choice_lists"
+            )
+        triton = {it.choice: it for it in items if it.kind == "triton"}
+        missing = sum(c not in triton for c in wanted)
+        if missing:
+            self.skipped["not_enumerated"] = self.skipped.get("not_enumerated", 0) + missing
+        return [it for it in items if it.kind == "aten"] + [triton[c] for c in wanted if c in triton]
 
     def prefetch(self, problems: Iterable[Problem]) -> int:
         """Start compiling the kernels of ``problems`` in the background (in order); returns how

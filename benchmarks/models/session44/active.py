@@ -1,0 +1,210 @@
+"""Session 44: measure the shipped model's own top candidates on new training problems.
+
+    select KEY N OUT.json      (dev machine) N new problems from the shape set's unused `train`
+                               split; per problem the model's first TOP Triton configs, Inductor's
+                               DEFAULT candidates and RANDOM more (seeded) -> a choice-lists file
+    run LISTS.json OUT.msgpack (GPU machine) measure them, ATen included (resumable; --budget)
+
+The new problems never share a shape (op, sizes, batch, dtype) with the plan's training or
+validation problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+MAX_COMPILE_COST = 131072.0  # the campaign's train_max_compile_cost
+SEED = 20261128
+
+
+def new_problems(key: str, n: int, seed: int) -> list:
+    from torch_diode.collect.campaign import CampaignPlan, _shape_key
+    from torch_diode.shapes.shapeset import load_shapeset
+
+    plan = CampaignPlan.load(ROOT / "data" / key / "plan.json")
+    ss = load_shapeset(ROOT / "data" / "shapesets" / "real_models.json")
+    taken = {_shape_key(p) for p in plan.train + plan.val}
+    pool = [p for p in ss.problems(split="train", ops=plan.options.ops, dtypes=plan.options.dtypes)]
+    pool = [p for p in dict.fromkeys(pool) if _shape_key(p) not in taken]
+    # one layout per shape, so N problems are N shapes
+    seen: set = set()
+    rng = random.Random(seed)
+    rng.shuffle(pool)
+    out = []
+    for p in pool:
+        if _shape_key(p) not in seen:
+            seen.add(_shape_key(p))
+            out.append(p)
+    return out[:n]
+
+
+def fake_cuda() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        import torch._inductor.template_heuristics.triton as th
+
+        class _TritonConfig:
+            def __init__(self, kwargs, num_stages=None, num_warps=None, **extra):
+                self.kwargs, self.num_stages, self.num_warps = kwargs, num_stages, num_warps
+                for k, v in extra.items():
+                    setattr(self, k, v)
+
+        th.TritonConfig = _TritonConfig
+
+
+def cmd_select(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    from torch_diode.collect.sweep import inductor_choices, write_choice_lists
+    from torch_diode.model import load_model
+    from torch_diode.ranking import order_of
+    from torch_diode.records import compile_cost
+
+    fake_cuda()
+    model = load_model(
+        a.model or ROOT / f"packages/torch-diode-models/src/torch_diode_models/{a.key}-matmul.safetensors"
+    )
+    lists = {}
+    t0 = time.perf_counter()
+    sizes = []
+    for i, p in enumerate(new_problems(a.key, a.n, a.seed)):
+        tri = [
+            it.choice
+            for it in inductor_choices(p, "EXHAUSTIVE")
+            if it.kind == "triton" and compile_cost(p, it.choice) <= MAX_COMPILE_COST
+        ]
+        if not tri:
+            continue
+        default = {it.choice for it in inductor_choices(p, "DEFAULT") if it.kind == "triton"}
+        pred = model.predict(p, tri).log_time_us.astype(np.float64)
+        order = [tri[j] for j in order_of(p, tri, pred)]
+        chosen = list(dict.fromkeys(order[: a.top] + [c for c in tri if c in default]))
+        rest = [c for c in tri if c not in set(chosen)]
+        rng = random.Random(f"{a.seed}|{p.key()}")
+        chosen += rng.sample(rest, min(a.random, len(rest)))
+        lists[p] = chosen
+        sizes.append(len(chosen))
+        if (i + 1) % 50 == 0:
+            print(f"{i + 1} problems, {time.perf_counter() - t0:.0f} s", flush=True)
+    note = f"session 44: {a.key} model's top {a.top} + DEFAULT + {a.random} random, seed {a.seed}"
+    write_choice_lists(a.out, lists, note)
+    print(f"{a.out}: {len(lists)} problems, {sum(sizes)} Triton configs (median {sorted(sizes)[len(sizes) // 2]})")
+    return 0
+
+
+def cmd_score(a: argparse.Namespace) -> int:
+    """The model's top-1 pick (its order over ATen and the whole EXHAUSTIVE space at the handler's
+    compile cost) against stock max-autotune's pick (the fastest of Inductor's DEFAULT candidates
+    and ATen), on problems whose DEFAULT candidates and the model's first configs are measured."""
+    import math
+
+    import numpy as np
+
+    from torch_diode.collect.campaign import stock_picks_from_full_space
+    from torch_diode.collect.sweep import inductor_choices
+    from torch_diode.dataset import read_dataset
+    from torch_diode.model import load_model
+    from torch_diode.ranking import order_of
+    from torch_diode.records import compile_cost
+
+    fake_cuda()
+    ds = read_dataset(a.data)
+    model = load_model(a.model)
+    stock, notes = stock_picks_from_full_space(ds)
+    logs, unmeasured, aten_picks, better = [], 0, 0, 0
+    for pt in ds.by_problem():
+        if pt.problem not in stock:
+            continue
+        med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
+        cands = [
+            it.choice
+            for it in inductor_choices(pt.problem, "EXHAUSTIVE")
+            if it.kind == "aten" or compile_cost(pt.problem, it.choice) <= MAX_COMPILE_COST
+        ]
+        pred = model.predict(pt.problem, cands).log_time_us.astype(np.float64)
+        top = cands[order_of(pt.problem, cands, pred)[0]]
+        if top not in med:
+            unmeasured += 1
+            continue
+        r = math.log(med[top] / stock[pt.problem].time_us)
+        logs.append(r)
+        aten_picks += top.is_aten
+        better += r <= 0
+    x = np.array(logs)
+    print(
+        f"{a.data}: {len(x)} problems ({unmeasured} top-1 picks not measured, {len(notes)} without stock's pick): "
+        f"top-1 / stock geomean {math.exp(x.mean()):.4f} (p95 {math.exp(np.quantile(x, 0.95)):.3f}), "
+        f"no slower on {better}, ATen picks {aten_picks}"
+    )
+    return 0
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    import logging
+
+    from torch_diode.collect import CollectOptions, collect
+    from torch_diode.collect.sweep import read_choice_lists
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    problems = list(read_choice_lists(a.lists))
+    opts = CollectOptions(
+        collector="sweep",
+        search_space="EXHAUSTIVE",
+        hardware=a.hardware,
+        seed=SEED,
+        command=shlex.join(["python", *sys.argv]),
+        progress=False,
+        sweep_options=(
+            ("choice_lists", str(a.lists)),
+            ("max_compile_cost", MAX_COMPILE_COST),
+            ("compile_timeout_s", 120.0),
+        ),
+        time_budget_s=a.budget,
+        checkpoint_s=60.0,
+    )
+    try:
+        s = collect(problems, opts, a.out)
+    except KeyboardInterrupt:
+        print("interrupted; finished problems are in the output", file=sys.stderr)
+        return 130
+    print(
+        f"+{s.problems_measured} problems ({s.problems_skipped} already there), +{s.records} records in {s.elapsed_s:.1f} s"
+    )
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("select")
+    s.add_argument("key")
+    s.add_argument("n", type=int)
+    s.add_argument("out")
+    s.add_argument("--model")
+    s.add_argument("--top", type=int, default=20)
+    s.add_argument("--random", type=int, default=6)
+    s.add_argument("--seed", type=int, default=SEED)
+    s.set_defaults(fn=cmd_select)
+    c = sub.add_parser("score")
+    c.add_argument("data")
+    c.add_argument("model")
+    c.set_defaults(fn=cmd_score)
+    r = sub.add_parser("run")
+    r.add_argument("lists")
+    r.add_argument("out")
+    r.add_argument("--hardware", required=True)
+    r.add_argument("--budget", type=float, default=None, help="start no new problem after this many seconds")
+    r.set_defaults(fn=cmd_run)
+    a = ap.parse_args()
+    return a.fn(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
