@@ -275,6 +275,7 @@ def test_choice_lists_measure_the_listed_configs_and_aten(fake_cuda, tmp_path):
         ({"compile_timeout_s": 0}, "compile_timeout_s"),
         ({"graph_chunk": 0}, "graph_chunk"),
         ({"max_queued_us": 0.0}, "max_queued_us"),
+        ({"choice_lists": ""}, "choice_lists"),
     ],
 )
 def test_options_validate(kw, match):

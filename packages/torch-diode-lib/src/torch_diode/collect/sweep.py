@@ -906,6 +906,8 @@ class SweepOptions:
             raise ValueError(f"max_queued_us: must be a positive number of µs, got {self.max_queued_us!r}")
         if self.max_compile_cost is not None and not self.max_compile_cost > 0:
             raise ValueError(f"max_compile_cost: must be a positive number or None, got {self.max_compile_cost!r}")
+        if self.choice_lists is not None and (not isinstance(self.choice_lists, str) or not self.choice_lists):
+            raise ValueError(f"choice_lists: must be a file path or None, got {self.choice_lists!r}")
         if self.compile_timeout_s is not None and not self.compile_timeout_s > 0:
             raise ValueError(f"compile_timeout_s: must be a positive number or None, got {self.compile_timeout_s!r}")
 
