@@ -10,12 +10,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models" / "session31"))
+from _keep import Scored
 from cv_jobs import job_data
 
 from torch_diode.config import config
-from torch_diode.inductor.choices import select
 from torch_diode.model import load_model
-from torch_diode.ranking import aten_variant_call_trusted, order_of
 
 jobs = json.load(open(sys.argv[1]))
 out = Path(sys.argv[2])
@@ -38,32 +37,13 @@ for job in jobs:
     acc = pool.setdefault(job["hw"], {v: [] for v in variants})
     conf_rows = pool.setdefault(job["hw"] + "/conf", [])
     for pt in held.by_problem():
-        med = pt.median_by_choice()
-        ids = list(med)
-        ch = [held.choices[c] for c in ids]
-        tm = np.array([med[c] for c in ids])
-        pred = model.predict(pt.problem, ch)
-        lt = np.asarray(pred.log_time_us, dtype=np.float64)
-        sd = np.asarray(pred.std, dtype=np.float64)
-        aten = np.array([c.is_aten for c in ch])
-        t, a = np.flatnonzero(~aten), np.flatnonzero(aten)
-        order = order_of(pt.problem, [ch[i] for i in t], lt[t], diversity=base.diversity, cliff_guard=base.cliff_guard)
-        b = int(np.argmin(lt))
-        conf_rows.append((math.exp(-sd[b]), math.log(tm[b] / tm.min())))
+        sc = Scored(model, held, pt, base)
+        b = int(np.argmin(sc.log))
+        conf_rows.append((math.exp(-sc.std[b]), math.log(sc.measured[b] / sc.measured.min())))
         for name, (k, thr, old) in variants.items():
-            sel = select(
-                lt[t],
-                sd[t],
-                lt[a],
-                sd[a],
-                base.replace(top_k_configs=k, confidence_threshold=thr),
-                keep_one_triton=len(a) == 0,
-                triton_order=order,
-                drop_slower_aten=(not old) and aten_variant_call_trusted(pt.problem),
-            )
-            ak = sel.aten
-            kept = [t[i] for i in sel.triton] + [a[i] for i in ak]
-            acc[name].append((len(kept), math.log(tm[kept].min() / tm.min())))
+            opts = base.replace(top_k_configs=k, confidence_threshold=thr)
+            _, kept, loss = sc.keep(opts, drop_slower_aten=False if old else None)
+            acc[name].append((len(kept), loss))
     print("done", job["id"], flush=True)
 for hw, acc in pool.items():
     if hw.endswith("/conf"):
