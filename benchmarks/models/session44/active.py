@@ -81,16 +81,20 @@ def cmd_select(a: argparse.Namespace) -> int:
     sizes = []
     todo = [p for p in new_problems(a.key, a.n + len(skip), a.seed) if p not in skip][: a.n]
     for i, p in enumerate(todo):
-        tri = [
+        cands = [
             it.choice
             for it in inductor_choices(p, "EXHAUSTIVE")
-            if it.kind == "triton" and compile_cost(p, it.choice) <= MAX_COMPILE_COST
+            if it.kind == "aten" or compile_cost(p, it.choice) <= MAX_COMPILE_COST
         ]
+        tri = [c for c in cands if not c.is_aten]
         if not tri:
             continue
         default = {it.choice for it in inductor_choices(p, "DEFAULT") if it.kind == "triton"}
-        pred = model.predict(p, tri).log_time_us.astype(np.float64)
-        order = [tri[j] for j in order_of(p, tri, pred)]
+        # ranked with ATen among the candidates, as the handler ranks: the model's Triton order
+        # depends on the set (its neighbour memory is relative to the set's best prediction, and
+        # the forest reorders a shortlist). Session 44's lists were ranked without ATen (7c6072d).
+        pred = model.predict(p, cands).log_time_us.astype(np.float64)
+        order = [cands[j] for j in order_of(p, cands, pred) if not cands[j].is_aten]
         chosen = list(dict.fromkeys(order[: a.top] + [c for c in tri if c in default]))
         rest = [c for c in tri if c not in set(chosen)]
         rng = random.Random(f"{a.seed}|{p.key()}")
