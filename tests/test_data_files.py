@@ -46,19 +46,18 @@ def test_checkpointed_parts_are_settled() -> None:
         assert set(parts.problems) <= allowed
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_campaign_file(path: Path) -> None:
-    ds = read_dataset(path)  # strict: a truncated file fails here
+def _shape(p):
+    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
+
+
+def _read_checked(path: Path):
+    """The file read strictly (a truncated file fails here), with what every collected file
+    must hold: its directory's GPU, positive finite times, sources with versions and (sweep)
+    Inductor's literal-size kernels, and ATen plus at least one Triton config per problem."""
+    ds = read_dataset(path)
     assert ds.hardware == path.parent.name
     assert len(ds) > 0
     assert (ds.time_us > 0).all() and np.isfinite(ds.time_us).all()
-    # No duplicate records: a Triton config is timed once per problem (top-ups and checkpointed
-    # parts time only what is missing), so a record written twice shows up here. ATen is timed
-    # again beside every part and top-up by design, and its event-timer times (float32 ms) can
-    # coincide exactly, so its repeats are not duplicates.
-    triton = ~np.array([c.is_aten for c in ds.choices], dtype=bool)[ds.choice_idx]
-    keys = np.stack([ds.problem_idx[triton], ds.choice_idx[triton]], axis=1)
-    assert len(np.unique(keys, axis=0)) == int(triton.sum()), "a Triton config recorded twice for one problem"
     for s in ds.sources:
         assert s.torch_version and s.triton_version and s.gpu_name and s.command, s
         # the sweep's kernels must be Inductor's (literal sizes; benchmarks/fidelity/NVIDIA-H100/README.md)
@@ -66,18 +65,29 @@ def test_campaign_file(path: Path) -> None:
             assert dict(s.extra).get("sweep_kernels") == "literal", (
                 f"{path}: a source without literal-size kernels: {s}"
             )
+    for t in ds.by_problem():
+        chosen = [ds.choices[i] for i in set(t.choice_idx.tolist())]
+        assert any(c.is_aten for c in chosen) and any(c.is_triton for c in chosen), t.problem.key()
+    return ds
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_campaign_file(path: Path) -> None:
+    ds = _read_checked(path)
+    # No duplicate records: a Triton config is timed once per problem (top-ups and checkpointed
+    # parts time only what is missing), so a record written twice shows up here. ATen is timed
+    # again beside every part and top-up by design, and its event-timer times (float32 ms) can
+    # coincide exactly, so its repeats are not duplicates.
+    triton = ~np.array([c.is_aten for c in ds.choices], dtype=bool)[ds.choice_idx]
+    keys = np.stack([ds.problem_idx[triton], ds.choice_idx[triton]], axis=1)
+    assert len(np.unique(keys, axis=0)) == int(triton.sum()), "a Triton config recorded twice for one problem"
     plan = CampaignPlan.load(path.parent / "plan.json")
     split = SPLIT_OF_FILE[path.name]
     allowed = set(plan.train if split == "train" else plan.val)
     measured = ds.measured_problems()
     assert measured <= allowed, f"{len(measured - allowed)} problem(s) not in the plan's {split} split"
     if split == "val":
-        shape = lambda p: (p.op, p.m, p.n, p.k, p.batch, p.dtype)  # noqa: E731
-        assert not {shape(p) for p in measured} & {shape(p) for p in plan.train}
-    # every measured problem has ATen and at least one Triton config
-    for t in ds.by_problem():
-        chosen = [ds.choices[i] for i in set(t.choice_idx.tolist())]
-        assert any(c.is_aten for c in chosen) and any(c.is_triton for c in chosen), t.problem.key()
+        assert not {_shape(p) for p in measured} & {_shape(p) for p in plan.train}
     # repeated measurements of one (problem, choice) agree within 5% (median relative spread)
     spreads = []
     for t in ds.by_problem():
@@ -167,15 +177,7 @@ def test_active_training_file(path: Path) -> None:
     candidates and a few random ones, measured on problems outside the plan) reads cleanly, holds
     its directory's GPU with literal-size kernels, ATen and Triton for every problem, and shares no
     shape with the plan's training or validation problems (no validation shape leaks into training)."""
-    ds = read_dataset(path)
-    assert ds.hardware == path.parent.name
-    assert (ds.time_us > 0).all() and np.isfinite(ds.time_us).all()
-    for s in ds.sources:
-        assert s.collector == "sweep" and dict(s.extra).get("sweep_kernels") == "literal", s
+    ds = _read_checked(path)
+    assert {s.collector for s in ds.sources} == {"sweep"}
     plan = CampaignPlan.load(path.parent / "plan.json")
-    shape = lambda p: (p.op, p.m, p.n, p.k, p.batch, p.dtype)  # noqa: E731
-    measured = ds.measured_problems()
-    assert not {shape(p) for p in measured} & {shape(p) for p in plan.train + plan.val}
-    for t in ds.by_problem():
-        chosen = [ds.choices[i] for i in set(t.choice_idx.tolist())]
-        assert any(c.is_aten for c in chosen) and any(c.is_triton for c in chosen), t.problem.key()
+    assert not {_shape(p) for p in ds.measured_problems()} & {_shape(p) for p in plan.train + plan.val}

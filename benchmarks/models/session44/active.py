@@ -19,8 +19,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-MAX_COMPILE_COST = 131072.0  # the campaign's train_max_compile_cost
 SEED = 20261128
+
+
+def campaign_cost() -> float | None:
+    """The campaign's compile-cost cap for training problems (``CampaignOptions``)."""
+    from torch_diode.collect.campaign import CampaignOptions
+
+    return CampaignOptions().train_max_compile_cost
 
 
 def new_problems(key: str, n: int, seed: int) -> list:
@@ -30,8 +36,8 @@ def new_problems(key: str, n: int, seed: int) -> list:
     plan = CampaignPlan.load(ROOT / "data" / key / "plan.json")
     ss = load_shapeset(ROOT / "data" / "shapesets" / "real_models.json")
     taken = {_shape_key(p) for p in plan.train + plan.val}
-    pool = [p for p in ss.problems(split="train", ops=plan.options.ops, dtypes=plan.options.dtypes)]
-    pool = [p for p in dict.fromkeys(pool) if _shape_key(p) not in taken]
+    drawn = ss.problems(split="train", ops=plan.options.ops, dtypes=plan.options.dtypes)
+    pool = [p for p in dict.fromkeys(drawn) if _shape_key(p) not in taken]
     # one layout per shape, so N problems are N shapes
     seen: set = set()
     rng = random.Random(seed)
@@ -44,68 +50,60 @@ def new_problems(key: str, n: int, seed: int) -> list:
     return out[:n]
 
 
-def fake_cuda() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("triton") is None:
-        import torch._inductor.template_heuristics.triton as th
-
-        class _TritonConfig:
-            def __init__(self, kwargs, num_stages=None, num_warps=None, **extra):
-                self.kwargs, self.num_stages, self.num_warps = kwargs, num_stages, num_warps
-                for k, v in extra.items():
-                    setattr(self, k, v)
-
-        th.TritonConfig = _TritonConfig
-
-
-def cmd_select(a: argparse.Namespace) -> int:
+def model_order(model, problem, max_compile_cost: float | None) -> tuple[list, list]:
+    """ATen and the EXHAUSTIVE Triton configs under ``max_compile_cost``: in Inductor's order, and
+    in the model's (ranked together, as the handler ranks: the model's Triton order depends on
+    the set)."""
     import numpy as np
 
-    from torch_diode.collect.sweep import inductor_choices, write_choice_lists
-    from torch_diode.model import load_model
+    from torch_diode.collect.sweep import inductor_choices
     from torch_diode.ranking import order_of
     from torch_diode.records import compile_cost
 
-    fake_cuda()
+    cands = [
+        it.choice
+        for it in inductor_choices(problem, "EXHAUSTIVE")
+        if it.kind == "aten" or max_compile_cost is None or compile_cost(problem, it.choice) <= max_compile_cost
+    ]
+    pred = model.predict(problem, cands).log_time_us.astype(np.float64)
+    return cands, [cands[j] for j in order_of(problem, cands, pred)]
+
+
+def cmd_select(a: argparse.Namespace) -> int:
+    from torch_diode.collect.sweep import inductor_choices, write_choice_lists
+    from torch_diode.dataset import read_dataset
+    from torch_diode.model import load_model
+
     model = load_model(
         a.model or ROOT / f"packages/torch-diode-models/src/torch_diode_models/{a.key}-matmul.safetensors"
     )
-    from torch_diode.dataset import read_dataset
-
     skip: set = set()
     for f in a.skip:
         skip |= read_dataset(f).collected_problems()
+    cost = campaign_cost()
     lists = {}
     t0 = time.perf_counter()
-    sizes = []
     todo = [p for p in new_problems(a.key, a.n + len(skip), a.seed) if p not in skip][: a.n]
     for i, p in enumerate(todo):
-        cands = [
-            it.choice
-            for it in inductor_choices(p, "EXHAUSTIVE")
-            if it.kind == "aten" or compile_cost(p, it.choice) <= MAX_COMPILE_COST
-        ]
+        # Session 44's committed lists ranked the Triton configs without ATen among the
+        # candidates (7c6072d's select); this ranks them as the handler does.
+        cands, order = model_order(model, p, cost)
         tri = [c for c in cands if not c.is_aten]
         if not tri:
             continue
         default = {it.choice for it in inductor_choices(p, "DEFAULT") if it.kind == "triton"}
-        # ranked with ATen among the candidates, as the handler ranks: the model's Triton order
-        # depends on the set (its neighbour memory is relative to the set's best prediction, and
-        # the forest reorders a shortlist). Session 44's lists were ranked without ATen (7c6072d).
-        pred = model.predict(p, cands).log_time_us.astype(np.float64)
-        order = [cands[j] for j in order_of(p, cands, pred) if not cands[j].is_aten]
-        chosen = list(dict.fromkeys(order[: a.top] + [c for c in tri if c in default]))
-        rest = [c for c in tri if c not in set(chosen)]
+        first = [c for c in order if not c.is_aten][: a.top]
+        chosen = list(dict.fromkeys(first + [c for c in tri if c in default]))
+        taken = set(chosen)
+        rest = [c for c in tri if c not in taken]
         rng = random.Random(f"{a.seed}|{p.key()}")
-        chosen += rng.sample(rest, min(a.random, len(rest)))
-        lists[p] = chosen
-        sizes.append(len(chosen))
+        lists[p] = chosen + rng.sample(rest, min(a.random, len(rest)))
         if (i + 1) % 50 == 0:
             print(f"{i + 1} problems, {time.perf_counter() - t0:.0f} s", flush=True)
     note = f"session 44: {a.key} model's top {a.top} + DEFAULT + {a.random} random, seed {a.seed}"
     write_choice_lists(a.out, lists, note)
-    print(f"{a.out}: {len(lists)} problems, {sum(sizes)} Triton configs (median {sorted(sizes)[len(sizes) // 2]})")
+    sizes = sorted(len(v) for v in lists.values())
+    print(f"{a.out}: {len(lists)} problems, {sum(sizes)} Triton configs (median {sizes[len(sizes) // 2]})")
     return 0
 
 
@@ -118,28 +116,20 @@ def cmd_score(a: argparse.Namespace) -> int:
     import numpy as np
 
     from torch_diode.collect.campaign import stock_picks_from_full_space
-    from torch_diode.collect.sweep import inductor_choices
+    from torch_diode.config import config
     from torch_diode.dataset import read_dataset
     from torch_diode.model import load_model
-    from torch_diode.ranking import order_of
-    from torch_diode.records import compile_cost
 
-    fake_cuda()
     ds = read_dataset(a.data)
     model = load_model(a.model)
+    cost = config.options().max_compile_cost
     stock, notes = stock_picks_from_full_space(ds)
     logs, perfect, unmeasured, aten_picks, better = [], [], 0, 0, 0
     for pt in ds.by_problem():
         if pt.problem not in stock:
             continue
         med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
-        cands = [
-            it.choice
-            for it in inductor_choices(pt.problem, "EXHAUSTIVE")
-            if it.kind == "aten" or compile_cost(pt.problem, it.choice) <= MAX_COMPILE_COST
-        ]
-        pred = model.predict(pt.problem, cands).log_time_us.astype(np.float64)
-        order = [cands[j] for j in order_of(pt.problem, cands, pred)]
+        _, order = model_order(model, pt.problem, cost)
         top = order[0]
         first_triton = next(c for c in order if not c.is_aten)
         if top not in med or first_triton not in med:
@@ -178,7 +168,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         progress=False,
         sweep_options=(
             ("choice_lists", str(a.lists)),
-            ("max_compile_cost", MAX_COMPILE_COST),
+            ("max_compile_cost", campaign_cost()),
             ("compile_timeout_s", 120.0),
         ),
         time_budget_s=a.budget,
