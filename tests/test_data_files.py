@@ -168,16 +168,23 @@ def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fak
     assert not short, f"{len(short)} training problem(s) short of configs (run the campaign with --top-up): {short[:5]}"
 
 
-ACTIVE_FILES = sorted(DATA.glob("*/train-active.msgpack"))
+ACTIVE_FILES = sorted(DATA.glob("*/train-active.msgpack")) + sorted(DATA.glob("*/train-cover.msgpack"))
 
 
 @pytest.mark.parametrize("path", ACTIVE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_active_training_file(path: Path) -> None:
     """``train-active.msgpack`` (session 44: the model's own top configs, Inductor's DEFAULT
-    candidates and a few random ones, measured on problems outside the plan) reads cleanly, holds
-    its directory's GPU with literal-size kernels, ATen and Triton for every problem, and shares no
-    shape with the plan's training or validation problems (no validation shape leaks into training)."""
+    candidates and a few random ones, measured on problems outside the plan) and
+    ``train-cover.msgpack`` (session 45: the same kind of lists on problems where the training set
+    is thin) read cleanly, hold their directory's GPU with literal-size kernels, ATen and Triton
+    for every problem, and share no shape with the plan's training or validation problems (no
+    validation shape leaks into training); the cover file none with the active file either (kept
+    as a second test set)."""
     ds = _read_checked(path)
     assert {s.collector for s in ds.sources} == {"sweep"}
     plan = CampaignPlan.load(path.parent / "plan.json")
-    assert not {_shape(p) for p in ds.measured_problems()} & {_shape(p) for p in plan.train + plan.val}
+    shapes = {_shape(p) for p in ds.measured_problems()}
+    assert not shapes & {_shape(p) for p in plan.train + plan.val}
+    active = path.parent / "train-active.msgpack"
+    if path.name == "train-cover.msgpack" and active.exists():
+        assert not shapes & {_shape(p) for p in _read_checked(active).measured_problems()}
