@@ -50,10 +50,10 @@ def new_problems(key: str, n: int, seed: int) -> list:
     return out[:n]
 
 
-def model_order(model, problem, max_compile_cost: float | None) -> tuple[list, list]:
-    """ATen and the EXHAUSTIVE Triton configs under ``max_compile_cost``: in Inductor's order, and
-    in the model's (ranked together, as the handler ranks: the model's Triton order depends on
-    the set)."""
+def model_order(model, problem, max_compile_cost: float | None) -> tuple[list, list, dict]:
+    """ATen and the EXHAUSTIVE Triton configs under ``max_compile_cost``: in Inductor's order, in
+    the model's (ranked together, as the handler ranks: the model's Triton order depends on the
+    set), and each one's predicted log time."""
     import numpy as np
 
     from torch_diode.collect.sweep import inductor_choices
@@ -66,11 +66,37 @@ def model_order(model, problem, max_compile_cost: float | None) -> tuple[list, l
         if it.kind == "aten" or max_compile_cost is None or compile_cost(problem, it.choice) <= max_compile_cost
     ]
     pred = model.predict(problem, cands).log_time_us.astype(np.float64)
-    return cands, [cands[j] for j in order_of(problem, cands, pred)]
+    return cands, [cands[j] for j in order_of(problem, cands, pred)], dict(zip(cands, pred))
+
+
+def config_list(
+    problem,
+    cands: list,
+    order: list,
+    top: int,
+    rng: random.Random,
+    *,
+    more: int = 0,
+    size: int = 0,
+    default_first=False,
+) -> list:
+    """The Triton configs to measure for ``problem`` (``cands`` and ``order`` from
+    :func:`model_order`): the model's first ``top`` and Inductor's DEFAULT candidates (those
+    first with ``default_first``), then ``more`` random others, or as many as make ``size``."""
+    from torch_diode.collect.sweep import inductor_choices
+
+    tri = [c for c in cands if not c.is_aten]
+    default = {it.choice for it in inductor_choices(problem, "DEFAULT") if it.kind == "triton"}
+    first = [c for c in order if not c.is_aten][:top]
+    dflt = [c for c in tri if c in default]
+    picked = list(dict.fromkeys(dflt + first if default_first else first + dflt))
+    taken = set(picked)
+    rest = [c for c in tri if c not in taken]
+    return picked + rng.sample(rest, min(max(more, size - len(picked), 0), len(rest)))
 
 
 def cmd_select(a: argparse.Namespace) -> int:
-    from torch_diode.collect.sweep import inductor_choices, write_choice_lists
+    from torch_diode.collect.sweep import write_choice_lists
     from torch_diode.dataset import read_dataset
     from torch_diode.model import load_model
 
@@ -87,17 +113,11 @@ def cmd_select(a: argparse.Namespace) -> int:
     for i, p in enumerate(todo):
         # Session 44's committed lists ranked the Triton configs without ATen among the
         # candidates (7c6072d's select); this ranks them as the handler does.
-        cands, order = model_order(model, p, cost)
-        tri = [c for c in cands if not c.is_aten]
-        if not tri:
+        cands, order, _ = model_order(model, p, cost)
+        if all(c.is_aten for c in cands):
             continue
-        default = {it.choice for it in inductor_choices(p, "DEFAULT") if it.kind == "triton"}
-        first = [c for c in order if not c.is_aten][: a.top]
-        chosen = list(dict.fromkeys(first + [c for c in tri if c in default]))
-        taken = set(chosen)
-        rest = [c for c in tri if c not in taken]
         rng = random.Random(f"{a.seed}|{p.key()}")
-        lists[p] = chosen + rng.sample(rest, min(a.random, len(rest)))
+        lists[p] = config_list(p, cands, order, a.top, rng, more=a.random)
         if (i + 1) % 50 == 0:
             print(f"{i + 1} problems, {time.perf_counter() - t0:.0f} s", flush=True)
     note = f"session 44: {a.key} model's top {a.top} + DEFAULT + {a.random} random, seed {a.seed}"
@@ -129,7 +149,7 @@ def cmd_score(a: argparse.Namespace) -> int:
         if pt.problem not in stock:
             continue
         med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
-        _, order = model_order(model, pt.problem, cost)
+        _, order, _ = model_order(model, pt.problem, cost)
         top = order[0]
         first_triton = next(c for c in order if not c.is_aten)
         if top not in med or first_triton not in med:
@@ -185,17 +205,24 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def select_parser(sub, top: int, seed: int) -> argparse.ArgumentParser:
+    """A ``select`` subcommand's common arguments: KEY N OUT, ``--model`` (default: the shipped
+    file of KEY), ``--top`` (the model's first Triton configs per problem), ``--seed``."""
     s = sub.add_parser("select")
     s.add_argument("key")
     s.add_argument("n", type=int)
     s.add_argument("out")
     s.add_argument("--model")
-    s.add_argument("--top", type=int, default=20)
+    s.add_argument("--top", type=int, default=top)
+    s.add_argument("--seed", type=int, default=seed)
+    return s
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = select_parser(sub, top=20, seed=SEED)
     s.add_argument("--random", type=int, default=6)
-    s.add_argument("--seed", type=int, default=SEED)
     s.add_argument("--skip", nargs="*", default=[], help="datasets whose problems are left out (collected already)")
     s.set_defaults(fn=cmd_select)
     c = sub.add_parser("score")

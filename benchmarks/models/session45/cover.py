@@ -9,7 +9,7 @@
 
 Why: the shipped files' top-1 gap to stock max-autotune's pick sits on the problems whose nearest
 training problems are far (the neighbour memory's summed weight ``wsum``, the same distance the
-model uses): on the validation sets the lowest half by ``wsum`` carries 308 of 341 points (H100)
+model uses): on the validation sets the lowest half by ``wsum`` carries 304 of 341 points (H100)
 and 288 of 341 (H200) of it (``cv-session45.md``). Session 44 added problems drawn at random from
 the shape set; this draws where the coverage is low.
 
@@ -35,7 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks/models/session44"))
-from active import campaign_cost, model_order, new_problems  # noqa: E402
+from active import campaign_cost, config_list, model_order, new_problems, select_parser  # noqa: E402
 
 SEED = 20261129
 
@@ -94,7 +94,7 @@ def pool_problems(key: str, seed: int, n_lognormal: int, skip: set) -> list:
 
 
 def cmd_select(a: argparse.Namespace) -> int:
-    from torch_diode.collect.sweep import inductor_choices, write_choice_lists
+    from torch_diode.collect.sweep import write_choice_lists
     from torch_diode.dataset import read_dataset
     from torch_diode.model import load_model
 
@@ -113,14 +113,14 @@ def cmd_select(a: argparse.Namespace) -> int:
     for p in trained:
         cov.add(p)
     print(f"pool {len(pool)}, {len(trained)} training problems, {time.perf_counter() - t0:.0f} s", flush=True)
-    rng = random.Random(a.seed)
+    draw = random.Random(a.seed)
     chosen: list[int] = []
     free = np.ones(len(pool), bool)
     while len(chosen) < a.n:
         thin = np.flatnonzero(free & (cov.wsum < a.below))
         if len(thin) == 0:
             break
-        i = int(thin[rng.randrange(len(thin))])
+        i = int(thin[draw.randrange(len(thin))])
         chosen.append(i)
         free[i] = False
         cov.add(pool[i])
@@ -128,17 +128,11 @@ def cmd_select(a: argparse.Namespace) -> int:
     lists = {}
     for i in chosen:
         p = pool[i]
-        cands, order = model_order(model, p, cost)
-        tri = [c for c in cands if not c.is_aten]
-        if not tri:
+        cands, order, _ = model_order(model, p, cost)
+        if all(c.is_aten for c in cands):
             continue
-        default = {it.choice for it in inductor_choices(p, "DEFAULT") if it.kind == "triton"}
-        first = [c for c in order if not c.is_aten][: a.top]
-        picked = list(dict.fromkeys([c for c in tri if c in default] + first))
-        taken = set(picked)
-        rest = [c for c in tri if c not in taken]
-        r = random.Random(f"{a.seed}|{p.key()}")
-        lists[p] = picked + r.sample(rest, min(max(a.size - len(picked), 0), len(rest)))
+        rng = random.Random(f"{a.seed}|{p.key()}")
+        lists[p] = config_list(p, cands, order, a.top, rng, size=a.size, default_first=True)
     note = (
         f"session 45: {a.key} coverage-driven (wsum < {a.below}), DEFAULT + model's top {a.top} + random "
         f"up to {a.size}, seed {a.seed}"
@@ -194,16 +188,10 @@ def cmd_pair(a: argparse.Namespace) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("select")
-    s.add_argument("key")
-    s.add_argument("n", type=int)
-    s.add_argument("out")
-    s.add_argument("--model")
+    s = select_parser(sub, top=10, seed=SEED)
     s.add_argument("--below", type=float, default=3.4, help="select pool problems whose wsum is below this")
-    s.add_argument("--top", type=int, default=10)
     s.add_argument("--size", type=int, default=56, help="Triton configs per problem")
     s.add_argument("--lognormal", type=int, default=3000, help="log-normal draws in the pool")
-    s.add_argument("--seed", type=int, default=SEED)
     s.add_argument("--skip", nargs="*", default=[], help="training datasets besides train.msgpack")
     s.add_argument(
         "--exclude", nargs="*", default=[], help="datasets whose shapes are left out of the pool (test sets)"

@@ -46,8 +46,7 @@ def rows(data: str, model_path: str, stock_path: str | None) -> list[dict]:
         stock = med.get(picks[p].choice, picks[p].time_us)
         if stock is None:
             continue
-        cands, order = model_order(model, p, cost)
-        pred = dict(zip(cands, model.predict(p, cands).log_time_us))
+        _, order, pred = model_order(model, p, cost)
         t1 = next(c for c in order if not c.is_aten)
         a1 = next((c for c in order if c.is_aten), None)
         if order[0] not in med or t1 not in med or a1 not in med:
@@ -87,12 +86,12 @@ def main() -> int:
         return f"{100 * x.mean():+.2f}"
 
     aten = col["top_aten"].astype(bool)
+    has_default = np.isfinite(lg["default"])  # the first DEFAULT-or-ATen choice measured
     print(f"rules, geomean top-1 / stock's - 1 in % (the model's own: {pct(top)}):")
     for tau in (2.0, 3.0, 4.0, 5.0):
         a = [pct(np.where((w < tau) & (col["gap"] < m), lg["a1"], top)) for m in (0.1, 0.2, 0.3)]
         b = [pct(np.where((w < tau) & aten & (col["gap"] > -m), lg["t1"], top)) for m in (0.05, 0.1, 0.2)]
-        ok = np.isfinite(lg["default"])
-        c = pct(np.where((w < tau) & ok, np.where(ok, lg["default"], 0.0), top))
+        c = pct(np.where((w < tau) & has_default, lg["default"], top))
         print(
             f"  wsum < {tau}: ATen if predicted within 0.1/0.2/0.3 {' '.join(a)} | the first Triton config if "
             f"ATen is first by under 0.05/0.1/0.2 {' '.join(b)} | the first DEFAULT or ATen choice {c}"
