@@ -168,23 +168,26 @@ def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fak
     assert not short, f"{len(short)} training problem(s) short of configs (run the campaign with --top-up): {short[:5]}"
 
 
-ACTIVE_FILES = sorted(DATA.glob("*/train-active.msgpack")) + sorted(DATA.glob("*/train-cover.msgpack"))
+ACTIVE_FILES = sorted(DATA.glob("*/train-active.msgpack")) + sorted(DATA.glob("*/train-cover*.msgpack"))
 
 
 @pytest.mark.parametrize("path", ACTIVE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_active_training_file(path: Path) -> None:
     """``train-active.msgpack`` (session 44: the model's own top configs, Inductor's DEFAULT
     candidates and a few random ones, measured on problems outside the plan) and
-    ``train-cover.msgpack`` (session 45: the same kind of lists on problems where the training set
-    is thin) read cleanly, hold their directory's GPU with literal-size kernels, ATen and Triton
-    for every problem, and share no shape with the plan's training or validation problems (no
-    validation shape leaks into training); the cover file none with the active file either (kept
-    as a second test set)."""
+    ``train-cover.msgpack`` and ``train-cover2.msgpack`` (sessions 45 and 46: the same kind of
+    lists on problems where the training set is thin) read cleanly, hold their directory's GPU
+    with literal-size kernels, ATen and Triton for every problem, and share no shape with the
+    plan's training or validation problems (no validation shape leaks into training); a cover file
+    none with the active file or an earlier cover file either (each is a new set of problems)."""
     ds = _read_checked(path)
     assert {s.collector for s in ds.sources} == {"sweep"}
     plan = CampaignPlan.load(path.parent / "plan.json")
     shapes = {_shape(p) for p in ds.measured_problems()}
     assert not shapes & {_shape(p) for p in plan.train + plan.val}
-    active = path.parent / "train-active.msgpack"
-    if path.name == "train-cover.msgpack" and active.exists():
-        assert not shapes & {_shape(p) for p in _read_checked(active).measured_problems()}
+    if path.name.startswith("train-cover"):
+        covers = sorted(f for f in path.parent.glob("train-cover*.msgpack") if f.name < path.name)
+        earlier = [path.parent / "train-active.msgpack", *covers]
+        for f in earlier:
+            if f.exists():
+                assert not shapes & {_shape(p) for p in _read_checked(f).measured_problems()}, f.name

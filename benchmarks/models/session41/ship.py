@@ -8,7 +8,8 @@ file's held-out metrics, as ``diode train --held-out-dataset`` records them:
 
 The model is the one ``cv_jobs.py`` trains for the job ``{"hw", "part": "val", "seed",
 "extras"}`` (same data, options and seed: the same weights on the same machine), so that job's
-figures are this file's. ``diode train --dataset data/<KEY>/train.msgpack`` would train on every
+figures are this file's; ``--add`` names the job's ``"add"`` files (session 46's H200 file:
+``--add data/NVIDIA-H200/train-active.msgpack data/NVIDIA-H200/train-cover.msgpack ...``). ``diode train --dataset data/<KEY>/train.msgpack`` would train on every
 collected problem instead, the one-misaligned ones of session 40 included.
 """
 
@@ -28,6 +29,12 @@ def main() -> None:
     ap.add_argument("--extras", choices=sorted(EXTRAS), default="output")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True, help="the .safetensors file to write")
+    ap.add_argument(
+        "--add",
+        nargs="*",
+        default=[],
+        help='more training datasets (a job\'s "add", session 44), from the repository root',
+    )
     a = ap.parse_args()
 
     from torch_diode.config import DiodeOptions
@@ -35,6 +42,8 @@ def main() -> None:
     from torch_diode.train import dataset_hash, train
 
     job = {"hw": a.hw, "part": "val", "seed": a.seed, "extras": a.extras}
+    if a.add:
+        job["add"] = a.add
     trained_on, held_out, _ = job_data(job)
     model, report = train(
         trained_on, train_options(job), held_out=held_out, held_out_max_compile_cost=DiodeOptions().max_compile_cost
