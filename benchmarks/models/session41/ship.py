@@ -9,8 +9,9 @@ file's held-out metrics, as ``diode train --held-out-dataset`` records them:
 The model is the one ``cv_jobs.py`` trains for the job ``{"hw", "part": "val", "seed",
 "extras"}`` (same data, options and seed: the same weights on the same machine), so that job's
 figures are this file's; ``--add`` names the job's ``"add"`` files (session 46's H200 file:
-``--add data/NVIDIA-H200/train-active.msgpack data/NVIDIA-H200/train-cover.msgpack ...``). ``diode train --dataset data/<KEY>/train.msgpack`` would train on every
-collected problem instead, the one-misaligned ones of session 40 included.
+``--add data/NVIDIA-H200/train-active.msgpack data/NVIDIA-H200/train-cover.msgpack``).
+``diode train --dataset data/<KEY>/train.msgpack`` would train on every collected problem
+instead, the one-misaligned ones of session 40 included.
 """
 
 from __future__ import annotations
