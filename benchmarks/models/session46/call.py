@@ -6,12 +6,12 @@
                              the handler's order) and the measured one ``z`` = log(ATen / T1);
                              ``fold``: the 1,100 training problems, each from session 42's CV fold
                              model that never saw it (``--folds DIR``); ``val``: the validation set
-                             with the shipped file; DATA: a file of the model's own top configs
-                             (session 44's active, session 45's cover files) with the shipped file
-                             ranking the whole EXHAUSTIVE space
+                             with the model; DATA: a file of the model's own top configs (session
+                             44's active, session 45's cover files) with the model ranking the
+                             whole EXHAUSTIVE space (--model; default: the shipped file of KEY)
     fit KEY NAME[,NAME...]   stacked call models fit on those rows (ATen iff predicted z < 0),
                              scored on the validation rows against the model's own call
-    head KEY DATA [DATA...]  the shipped file with its ATen head refit on DATA's problems (log(best
+    head KEY DATA [DATA...]  the model with its ATen head refit on DATA's problems (log(best
                              ATen / best Triton), as the trainer fits it; --frac: a random part),
                              validation regret@1, regret@5 and top-1 / stock's pick
 
@@ -33,8 +33,9 @@ sys.path.insert(0, str(ROOT / "benchmarks/models/session31"))
 sys.path.insert(0, str(ROOT / "benchmarks/models/session44"))
 
 
-def shipped(key: str) -> Path:
-    return ROOT / f"packages/torch-diode-models/src/torch_diode_models/{key}-matmul.safetensors"
+def model_path(a: argparse.Namespace) -> Path:
+    """``--model``, or the shipped file of ``a.key``."""
+    return Path(a.model or ROOT / f"packages/torch-diode-models/src/torch_diode_models/{a.key}-matmul.safetensors")
 
 
 def cost() -> float | None:
@@ -43,9 +44,15 @@ def cost() -> float | None:
     return config.options().max_compile_cost
 
 
+def problem_columns(problem, gpu) -> np.ndarray:
+    """The problem's feature columns (what the ATen head reads), without featurizing any choice."""
+    from torch_diode.features import featurize_split
+
+    return featurize_split(problem, (), gpu)[0]
+
+
 def call_row(model, problem, choices, pred, order, measured, stock_us=None) -> dict | None:
     """One problem's row (None without both kinds, or with the call's choices unmeasured)."""
-    from torch_diode.features import featurize_split_indexed
     from torch_diode.ranking import aten_variant_call_trusted
 
     aten = np.array([c.is_aten for c in choices])
@@ -58,7 +65,7 @@ def call_row(model, problem, choices, pred, order, measured, stock_us=None) -> d
         return None
     vs = (lambda i: math.log(measured[i] / stock_us)) if stock_us else (lambda i: math.nan)
     return {
-        "x": featurize_split_indexed(problem, choices, model.gpu)[0],
+        "x": problem_columns(problem, model.gpu),
         "g": float(pred[a] - pred[t1]),
         "z": math.log(measured[a] / measured[t1]),
         "trusted": aten_variant_call_trusted(problem),
@@ -91,12 +98,12 @@ def cmd_rows(a: argparse.Namespace) -> int:
                 m = load_model(Path(a.folds) / f"{j['id']}.safetensors")
                 rows += eval_rows(m, problem_evals(m, held, max_compile_cost=cost()))
     elif a.what == "val":
-        m, name = load_model(shipped(a.key)), "val"
+        m, name = load_model(model_path(a)), "val"
         stock = read_max_autotune_solution(ROOT / f"data/{a.key}/val-stock-picks.json")
         ds = read_dataset(ROOT / f"data/{a.key}/val.msgpack")
         rows = eval_rows(m, problem_evals(m, ds, stock=stock, max_compile_cost=cost()))
     else:
-        m, name, rows = load_model(shipped(a.key)), Path(a.what).name.split(".")[0], []
+        m, name, rows = load_model(model_path(a)), Path(a.what).name.split(".")[0], []
         ds = read_dataset(a.what)
         for pt in ds.by_problem():
             med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
@@ -137,26 +144,26 @@ def cmd_fit(a: argparse.Namespace) -> int:
         f"{100 * (np.abs(tr['z']) * wrong).sum():.0f} points); validation: the model {pts(va['top_vs_stock'])}, "
         f"a perfect call {pts(np.minimum(va['aten_vs_stock'], va['t1_vs_stock']))}"
     )
-    for inputs in ("x", "x+g"):
-        for resid in (False, True) if inputs == "x+g" else (False,):
 
-            def feats(d: dict, inputs: str = inputs) -> np.ndarray:
-                return d["x"] if inputs == "x" else np.hstack([d["x"], d["g"][:, None]])
+    def feats(d: dict, with_g: bool) -> np.ndarray:
+        return np.hstack([d["x"], d["g"][:, None]]) if with_g else d["x"]
 
-            y = tr["z"] - tr["g"] if resid else tr["z"]
-            preds = []
-            for seed in range(a.seeds):
-                head = AtenHead.fit(feats(tr), y, AtenHeadOptions(), seed)
-                preds.append(head.ratio(feats(va).astype(np.float32)) + (va["g"] if resid else 0.0))
-            p = np.mean(preds, axis=0)
-            pick = np.where(p < 0, va["aten_vs_stock"], va["t1_vs_stock"])
-            rmse = math.sqrt(((p - va["z"]) ** 2).mean())
-            singles = [100 * np.where(q < 0, va["aten_vs_stock"], va["t1_vs_stock"]).sum() for q in preds]
-            print(
-                f"  inputs {inputs:3s} {'residual of g' if resid else 'z':13s}: mean of {a.seeds} fits {pts(pick)} "
-                f"(single fits {min(singles):.0f}-{max(singles):.0f}); rmse of z {rmse:.3f} (the model's g: "
-                f"{math.sqrt(((va['g'] - va['z']) ** 2).mean()):.3f})"
-            )
+    for with_g, resid in ((False, False), (True, False), (True, True)):
+        x_tr, x_va = feats(tr, with_g), feats(va, with_g).astype(np.float32)
+        y = tr["z"] - tr["g"] if resid else tr["z"]
+        preds = []
+        for seed in range(a.seeds):
+            head = AtenHead.fit(x_tr, y, AtenHeadOptions(), seed)
+            preds.append(head.ratio(x_va) + (va["g"] if resid else 0.0))
+        p = np.mean(preds, axis=0)
+        pick = np.where(p < 0, va["aten_vs_stock"], va["t1_vs_stock"])
+        rmse = math.sqrt(((p - va["z"]) ** 2).mean())
+        singles = [100 * np.where(q < 0, va["aten_vs_stock"], va["t1_vs_stock"]).sum() for q in preds]
+        print(
+            f"  inputs {'x+g' if with_g else 'x':3s} {'residual of g' if resid else 'z':13s}: mean of {a.seeds} fits "
+            f"{pts(pick)} (single fits {min(singles):.0f}-{max(singles):.0f}); rmse of z {rmse:.3f} (the model's g: "
+            f"{math.sqrt(((va['g'] - va['z']) ** 2).mean()):.3f})"
+        )
     return 0
 
 
@@ -164,10 +171,9 @@ def cmd_head(a: argparse.Namespace) -> int:
     from torch_diode.aten_head import AtenHead, AtenHeadOptions
     from torch_diode.dataset import read_dataset
     from torch_diode.evaluate import problem_evals, read_max_autotune_solution, summarize
-    from torch_diode.features import featurize_split_indexed
     from torch_diode.model import load_model
 
-    m = load_model(shipped(a.key))
+    m = load_model(model_path(a))
     xs, ys = [], []
     for f in a.data:
         ds = read_dataset(f)
@@ -177,7 +183,7 @@ def cmd_head(a: argparse.Namespace) -> int:
             t = np.array(list(med.values()))
             aten = np.array([c.is_aten for c in ch])
             if aten.any() and not aten.all():
-                xs.append(featurize_split_indexed(pt.problem, ch, m.gpu)[0])
+                xs.append(problem_columns(pt.problem, m.gpu))
                 ys.append(math.log(t[aten].min() / t[~aten].min()))
     x, y = np.array(xs, np.float64), np.array(ys)
     val = read_dataset(ROOT / f"data/{a.key}/val.msgpack")
@@ -191,7 +197,7 @@ def cmd_head(a: argparse.Namespace) -> int:
             flush=True,
         )
 
-    score("the shipped file")
+    score("the model as loaded")
     for seed in a.seeds:
         idx = np.arange(len(y))
         if a.frac < 1:
@@ -205,6 +211,7 @@ def cmd_head(a: argparse.Namespace) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=".", help="where the rows files are")
+    ap.add_argument("--model", help="the model of rows val/DATA and head (default: the shipped file of KEY)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("rows")
     r.add_argument("key")
