@@ -1,0 +1,111 @@
+"""Where the time of ``DiodeModel.predict`` goes (session 47, diagnostics).
+
+For 1,500 candidates of one problem (``scripts/bench_scoring.py``'s), on one torch thread: the
+median of ``predict``, then of each step alone (features, network, the members' summary,
+neighbour memory, ATen head, forest), then of the steps run in sequence as ``predict`` runs them
+in this tree, each timed inline. A check of this tree's ``predict`` step by step, not a product
+path: it reads the model's private parts.
+
+Usage: python benchmarks/handler/session47/parts.py MODEL.safetensors
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from bench_scoring import exhaustive_choices
+
+import torch_diode.model as model_module
+from torch_diode.features import N_PROBLEM_FEATURES, featurize_split_indexed
+from torch_diode.model import PREDICT_THREADS_WAIT_S, Prediction, load_model, torch_threads
+from torch_diode.records import Problem
+
+
+def median_ms(f: Callable[[], object], n: int = 300) -> float:
+    ts = []
+    for _ in range(n):
+        a = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - a)
+    return statistics.median(ts) * 1e3
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    m = load_model(sys.argv[1])
+    p = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
+    ch = exhaustive_choices(1500)
+    for _ in range(20):
+        m.predict(p, ch)
+    print("predict", median_ms(lambda: m.predict(p, ch)))
+    x_shared, x_rest, index = featurize_split_indexed(p, ch, m.gpu)
+    print("featurize", median_ms(lambda: featurize_split_indexed(p, ch, m.gpu)))
+    s, norm = N_PROBLEM_FEATURES, m.normalization
+    xs = (x_shared - norm.x_mean[:s]) * m._inv_std[:s]
+    weights = m._inference_weights
+
+    def net(threads: bool = True):
+        ctx = torch_threads(1, wait_s=PREDICT_THREADS_WAIT_S) if threads else contextlib.nullcontext()
+        with ctx, torch.inference_mode():
+            return m.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(x_rest), weights).numpy()
+
+    print("net", median_ms(net), "net-nothreadctx", median_ms(lambda: net(False)))
+    log_t = net()
+    pred = m._summarise(log_t)
+    print("summ", median_ms(lambda: m._summarise(log_t)))
+    aten = x_rest[:, model_module._KIND_ATEN] > 0.5
+    if m.memory is not None:
+        print("memory", median_ms(lambda: m.memory.blend(p, x_rest, pred.log_time_us, index)))
+    if m.aten_head is not None:
+        print("head", median_ms(lambda: m.aten_head.adjust(pred.log_time_us, aten, x_shared)))
+    if m.forest is not None:
+        print("forest", median_ms(lambda: m.forest.rerank(pred.log_time_us, x_shared, x_rest)))
+
+    acc: dict[str, list[float]] = collections.defaultdict(list)
+
+    def inline() -> None:  # predict's steps in order, each timed
+        clock = time.perf_counter
+        a = clock()
+        xsh, xr, idx = featurize_split_indexed(p, ch, m.gpu)
+        b = clock()
+        xsn = (xsh - norm.x_mean[:s]) * m._inv_std[:s]
+        with torch_threads(1, wait_s=PREDICT_THREADS_WAIT_S), torch.inference_mode():
+            lt = m.net.forward_shared(torch.from_numpy(xsn), torch.from_numpy(xr), m._inference_weights)
+            pr = m._summarise(lt.numpy())
+        c = clock()
+        if m.memory is not None:
+            pr = Prediction(m.memory.blend(p, xr, pr.log_time_us, idx), pr.std)
+        d = clock()
+        if m.aten_head is not None:
+            pr = Prediction(m.aten_head.adjust(pr.log_time_us, xr[:, model_module._KIND_ATEN] > 0.5, xsh), pr.std)
+        e = clock()
+        if m.forest is not None:
+            pr = Prediction(m.forest.rerank(pr.log_time_us, xsh, xr), pr.std)
+        f = clock()
+        for k, v in (
+            ("feat", b - a),
+            ("net", c - b),
+            ("mem", d - c),
+            ("head", e - d),
+            ("forest", f - e),
+            ("all", f - a),
+        ):
+            acc[k].append(v)
+
+    for _ in range(300):
+        inline()
+    print({k: round(statistics.median(v) * 1e3, 3) for k, v in acc.items()})
+    print("predict", median_ms(lambda: m.predict(p, ch)))
+
+
+if __name__ == "__main__":
+    main()
