@@ -2,7 +2,9 @@
 # Session 47's GPU call (nvidia-h200): scoring speed on the host's CPU for the three model files
 # (the shipped ones and session 41's H200 file), then the handler check with the shipped
 # (session 46) H200 file: speed (15 GEMMs, cold compiles) and correctness (every op).
-# Run from the repository root; writes under $OUT.
+# Run from the repository root; writes under $OUT. It writes up to 11 files there (10 in call 1) and
+# the device returns at most 8: its speed.json and speed.log did not come back; gpu2.sh writes at
+# most 6 (the scoring runs into one file) and does the rest.
 set -u
 export PYTHONPATH=$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src
 D=packages/torch-diode-models/src/torch_diode_models
