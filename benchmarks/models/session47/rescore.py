@@ -1,0 +1,82 @@
+"""Re-score saved ``cv_jobs.py`` models with scoring-time options changed (session 47): the same
+problems the job ranked (its validation set, or its held-out fold), the model file the job saved
+beside its JSON, as saved and with each ``--set PART.OPTION=VALUE`` applied (PART: a part of the
+model with an ``options`` dataclass: ``forest``, ``memory`` or ``aten_head``; e.g.
+``forest.shortlist=256``).
+
+Usage: python benchmarks/models/session47/rescore.py RUN.json [RUN.json ...] --set forest.shortlist=256
+Prints per run regret@1, regret@5, p95 regret@5, top-1 / stock (val runs) and the handler's top-3,
+as saved -> changed, and the mean change in points (100 x log) over the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks/models/session31"))
+sys.path.insert(0, str(ROOT / "scripts"))
+import cv_jobs  # noqa: E402
+from cv_model import DEFAULT_COST  # noqa: E402
+
+from torch_diode.evaluate import problem_evals  # noqa: E402
+from torch_diode.model import load_model  # noqa: E402
+
+
+def figures(rows: list[dict]) -> dict[str, float]:
+    def g(key: str) -> float:
+        return math.exp(np.mean([math.log(r[key]) for r in rows]))
+
+    out = {"r1": g("r1"), "r5": g("r5"), "p95r5": float(np.percentile([r["r5"] for r in rows], 95)), "k3": g("k3")}
+    if all(r["stock"] is not None for r in rows):
+        out["stock"] = out["r1"] / g("stock")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--set", action="append", required=True, help="PART.OPTION=VALUE (int or float)")
+    args = ap.parse_args()
+    change: dict[str, dict[str, float]] = {}
+    for s in args.set:
+        key, value = s.split("=")
+        part, option = key.split(".")
+        change.setdefault(part, {})[option] = float(value) if "." in value else int(value)
+    deltas: dict[str, list[float]] = {}
+    for run in args.runs:
+        job = json.loads(Path(run).read_text())["job"]
+        model = load_model(Path(run).with_suffix(".safetensors"))
+        _, scored, stock = cv_jobs.job_data(job)
+        before = figures(
+            [
+                cv_jobs.result_row(model, e)
+                for e in problem_evals(model, scored, stock=stock, max_compile_cost=DEFAULT_COST)
+            ]
+        )
+        for part, kw in change.items():
+            getattr(model, part).options = dataclasses.replace(getattr(model, part).options, **kw)
+        after = figures(
+            [
+                cv_jobs.result_row(model, e)
+                for e in problem_evals(model, scored, stock=stock, max_compile_cost=DEFAULT_COST)
+            ]
+        )
+        print(job["id"], "  ".join(f"{k} {before[k]:.4f} -> {after[k]:.4f}" for k in before), flush=True)
+        for k in before:
+            deltas.setdefault(k, []).append(100 * math.log(after[k] / before[k]))
+    print(
+        "mean change, points:",
+        "  ".join(f"{k} {np.mean(v):+.2f} ({sum(x < 0 for x in v)} of {len(v)} better)" for k, v in deltas.items()),
+    )
+
+
+if __name__ == "__main__":
+    main()
