@@ -2,9 +2,9 @@
 
 For 1,500 candidates of one problem (``scripts/bench_scoring.py``'s), on one torch thread: the
 median of ``predict``, then of each step alone (features, network, the members' summary,
-neighbour memory, ATen head, forest), then of the steps run in sequence as ``predict`` runs them
-in this tree, each timed inline. A check of this tree's ``predict`` step by step, not a product
-path: it reads the model's private parts.
+neighbour memory, ATen head, forest), then of ``predict`` itself with its parts timed in place
+(the network: the rest of each call). A diagnostic, not a product path: it reads the model's
+private parts.
 
 Usage: python benchmarks/handler/session47/parts.py MODEL.safetensors
 """
@@ -26,7 +26,7 @@ from bench_scoring import exhaustive_choices
 
 import torch_diode.model as model_module
 from torch_diode.features import N_PROBLEM_FEATURES, featurize_split_indexed
-from torch_diode.model import PREDICT_THREADS_WAIT_S, Prediction, load_model, torch_threads
+from torch_diode.model import PREDICT_THREADS_WAIT_S, load_model, torch_threads
 from torch_diode.records import Problem
 
 
@@ -70,39 +70,41 @@ def main() -> None:
     if m.forest is not None:
         print("forest", median_ms(lambda: m.forest.rerank(pred.log_time_us, x_shared, x_rest)))
 
+    # predict itself, its parts timed in place: featurize (the name model.py calls) and the
+    # memory's, head's and forest's methods wrapped on this model; the network (standardisation,
+    # forward, the members' summary) is the rest of each call
     acc: dict[str, list[float]] = collections.defaultdict(list)
+    call: dict[str, float] = {}
 
-    def inline() -> None:  # predict's steps in order, each timed
-        clock = time.perf_counter
-        a = clock()
-        xsh, xr, idx = featurize_split_indexed(p, ch, m.gpu)
-        b = clock()
-        xsn = (xsh - norm.x_mean[:s]) * m._inv_std[:s]
-        with torch_threads(1, wait_s=PREDICT_THREADS_WAIT_S), torch.inference_mode():
-            lt = m.net.forward_shared(torch.from_numpy(xsn), torch.from_numpy(xr), m._inference_weights)
-            pr = m._summarise(lt.numpy())
-        c = clock()
-        if m.memory is not None:
-            pr = Prediction(m.memory.blend(p, xr, pr.log_time_us, idx), pr.std)
-        d = clock()
-        if m.aten_head is not None:
-            pr = Prediction(m.aten_head.adjust(pr.log_time_us, xr[:, model_module._KIND_ATEN] > 0.5, xsh), pr.std)
-        e = clock()
-        if m.forest is not None:
-            pr = Prediction(m.forest.rerank(pr.log_time_us, xsh, xr), pr.std)
-        f = clock()
-        for k, v in (
-            ("feat", b - a),
-            ("net", c - b),
-            ("mem", d - c),
-            ("head", e - d),
-            ("forest", f - e),
-            ("all", f - a),
-        ):
-            acc[k].append(v)
+    def timed(fn: Callable, key: str) -> Callable:
+        def wrapper(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                call[key] = time.perf_counter() - t
 
-    for _ in range(300):
-        inline()
+        return wrapper
+
+    parts = {"mem": (m.memory, "blend"), "head": (m.aten_head, "adjust"), "forest": (m.forest, "rerank")}
+    model_module.featurize_split_indexed = timed(featurize_split_indexed, "feat")
+    for key, (part, method) in parts.items():
+        if part is not None:
+            setattr(part, method, timed(getattr(part, method), key))
+    try:
+        for _ in range(300):
+            call.clear()
+            t = time.perf_counter()
+            m.predict(p, ch)
+            call["all"] = time.perf_counter() - t
+            call["net"] = call["all"] - sum(v for k, v in call.items() if k != "all")
+            for k in ("feat", "net", "mem", "head", "forest", "all"):
+                acc[k].append(call.get(k, 0.0))
+    finally:
+        model_module.featurize_split_indexed = featurize_split_indexed
+        for part, method in parts.values():
+            if part is not None:
+                delattr(part, method)
     print({k: round(statistics.median(v) * 1e3, 3) for k, v in acc.items()})
     print("predict", median_ms(lambda: m.predict(p, ch)))
 

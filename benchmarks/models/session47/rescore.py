@@ -24,20 +24,22 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks/models/session31"))
 sys.path.insert(0, str(ROOT / "scripts"))
 import cv_jobs  # noqa: E402
+import summarize  # noqa: E402
 from cv_model import DEFAULT_COST  # noqa: E402
 
 from torch_diode.evaluate import problem_evals  # noqa: E402
 from torch_diode.model import load_model  # noqa: E402
 
+#: ``summarize.pooled``'s figures this prints, and their names here
+FIGURES = {"r1": "r1", "r5": "r5", "r5_p95": "p95r5", "kept3": "k3", "vs_stock": "stock"}
 
-def figures(rows: list[dict]) -> dict[str, float]:
-    def g(key: str) -> float:
-        return math.exp(np.mean([math.log(r[key]) for r in rows]))
 
-    out = {"r1": g("r1"), "r5": g("r5"), "p95r5": float(np.percentile([r["r5"] for r in rows], 95)), "k3": g("k3")}
-    if all(r["stock"] is not None for r in rows):
-        out["stock"] = out["r1"] / g("stock")
-    return out
+def figures(model, scored, stock) -> dict[str, float]:
+    """The model's pooled figures on the job's ranked problems (``summarize.pooled`` of
+    ``cv_jobs.result_row``'s rows; top-1 / stock only where the problems have stock's pick)."""
+    evals = problem_evals(model, scored, stock=stock, max_compile_cost=DEFAULT_COST)
+    pooled = summarize.pooled([cv_jobs.result_row(model, e) for e in evals])
+    return {name: pooled[key] for key, name in FIGURES.items() if pooled[key] is not None}
 
 
 def main() -> None:
@@ -55,20 +57,10 @@ def main() -> None:
         job = json.loads(Path(run).read_text())["job"]
         model = load_model(Path(run).with_suffix(".safetensors"))
         _, scored, stock = cv_jobs.job_data(job)
-        before = figures(
-            [
-                cv_jobs.result_row(model, e)
-                for e in problem_evals(model, scored, stock=stock, max_compile_cost=DEFAULT_COST)
-            ]
-        )
+        before = figures(model, scored, stock)
         for part, kw in change.items():
             getattr(model, part).options = dataclasses.replace(getattr(model, part).options, **kw)
-        after = figures(
-            [
-                cv_jobs.result_row(model, e)
-                for e in problem_evals(model, scored, stock=stock, max_compile_cost=DEFAULT_COST)
-            ]
-        )
+        after = figures(model, scored, stock)
         print(job["id"], "  ".join(f"{k} {before[k]:.4f} -> {after[k]:.4f}" for k in before), flush=True)
         for k in before:
             deltas.setdefault(k, []).append(100 * math.log(after[k] / before[k]))
