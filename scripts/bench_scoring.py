@@ -10,6 +10,7 @@ dev CPU).
 
 Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
                                       [--members 4] [--hidden H] [--depth D] [--threads 1] [--busy 0]
+                                      [--network-shortlist N] [--cpu C]
 Without --model, an untrained network of the preset architecture (or of --hidden / --depth) is
 timed, with no memory, head or forest (speed does not depend on the weights); give a trained
 model file (a preview: benchmarks/models/<KEY>-preview/README.md) for the handler's real cost.
@@ -17,6 +18,9 @@ model file (a preview: benchmarks/models/<KEY>-preview/README.md) for the handle
 ``--threads T`` sets torch's thread count before timing (as the calling process would have it) and
 ``--busy N`` keeps N other processes spinning meanwhile, as Inductor's compile workers do while the
 handler scores a GEMM: ``--threads 2 --busy 2`` on a 2-core machine shows what a busy CPU costs.
+``--network-shortlist N`` scores with that network cascade instead of the model's own
+(``torch_diode.model.ScoringOptions``; 0: every member scores every candidate); ``--cpu C`` pins
+the process to CPU C first (on a shared host, to compare cores).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np
 import torch
 
 from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
-from torch_diode.model import ARCH_PRESETS, Architecture, Normalization, build_model, load_model
+from torch_diode.model import ARCH_PRESETS, Architecture, Normalization, ScoringOptions, build_model, load_model
 from torch_diode.records import Choice, Problem
 
 
@@ -71,7 +75,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=300)
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the process (default 1)")
     ap.add_argument("--busy", type=int, default=0, help="processes kept spinning while timing (default 0)")
+    ap.add_argument("--network-shortlist", type=int, help="the network cascade's shortlist (default: the model's)")
+    ap.add_argument("--cpu", type=int, help="pin the process to this CPU before timing")
     args = ap.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
     if args.model and (args.hidden or args.depth):
         ap.error("--hidden and --depth shape an untrained model: give them without --model")
     torch.set_num_threads(args.threads)
@@ -95,6 +103,8 @@ def main() -> None:
             normalization=Normalization.fit(x, np.zeros(2)),
             seed=0,
         )
+    if args.network_shortlist is not None:
+        model.scoring = ScoringOptions(network_shortlist=args.network_shortlist)
 
     def timeit(fn: Callable[[list[Choice]], object], make: Callable[[], list[Choice]]) -> dict[str, float]:
         """Median wall time and median CPU time of this thread (ms) of ``fn(make())``, ``make`` left
@@ -130,6 +140,8 @@ def main() -> None:
     result = {
         "candidates": len(choices),
         "architecture": model.arch.to_dict(),
+        "scoring": model.scoring.to_dict(),
+        "cpus": sorted(os.sched_getaffinity(0)),
         "threads": torch.get_num_threads(),
         "busy_processes": args.busy,
         "torch": torch.__version__,

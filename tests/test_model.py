@@ -22,6 +22,7 @@ from torch_diode.model import (
     Architecture,
     DiodeModel,
     Normalization,
+    ScoringOptions,
     _encode_safetensors,
     build_model,
     load_model,
@@ -81,6 +82,63 @@ def test_round_trip_reproduces_predictions_exactly(tmp_path: Path, model_type: s
         assert key in loaded.metadata
     # the same model always serialises to the same bytes
     assert save_model(loaded, tmp_path / "again.safetensors").read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("model_type", ["base", "deep"])
+def test_network_cascade_scores_the_shortlist_with_every_member(tmp_path: Path, model_type: str) -> None:
+    """Past ``network_shortlist`` candidates, the first member's best ``network_shortlist``, the
+    ATen choice always among them, get the whole ensemble's mean and spread; the rest the first
+    member's prediction shifted by the shortlist's mean difference, and the shortlist's mean spread."""
+    m = make_model(model_type, members=3)
+    m.scoring = ScoringOptions(network_shortlist=0)
+    full = m.predict(PROBLEM, CHOICES)
+    x = featurize(PROBLEM, CHOICES, H100)
+    norm = m.normalization  # the first member alone, on the training path:
+    with torch.inference_mode():
+        member0 = m.net(torch.from_numpy((x - norm.x_mean) * (1.0 / norm.x_std)))[0].numpy()
+    first = member0 * norm.y_std + norm.y_mean
+    k = 6
+    m.scoring = ScoringOptions(network_shortlist=k)
+    cas = m.predict(PROBLEM, CHOICES)
+    aten = len(CHOICES) - 1
+    short = {aten} | set(np.argsort(first[:aten], kind="stable")[: k - 1].tolist())
+    rest = sorted(set(range(len(CHOICES))) - short)
+    idx = sorted(short)
+    np.testing.assert_allclose(cas.log_time_us[idx], full.log_time_us[idx], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cas.std[idx], full.std[idx], rtol=1e-4, atol=1e-5)
+    shift = np.mean(full.log_time_us[idx] - first[idx])
+    np.testing.assert_allclose(cas.log_time_us[rest], first[rest] + shift, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(cas.std[rest], np.mean(full.std[idx]), rtol=1e-4, atol=1e-5)
+    assert cas.log_time_us.dtype == cas.std.dtype == np.float32
+    # fewer candidates than the shortlist, one member, or 0: every member scores every candidate
+    m.scoring = ScoringOptions(network_shortlist=len(CHOICES))
+    assert np.array_equal(m.predict(PROBLEM, CHOICES).log_time_us, full.log_time_us)
+    # the options are part of the file: a round trip keeps them, and so the predictions
+    m.scoring = ScoringOptions(network_shortlist=k)
+    loaded = load_model(save_model(m, tmp_path / "m.safetensors"))
+    assert loaded.scoring == ScoringOptions(network_shortlist=k) and loaded.metadata["scoring"] == {
+        "network_shortlist": k
+    }
+    assert np.array_equal(loaded.predict(PROBLEM, CHOICES).log_time_us, cas.log_time_us)
+
+
+def test_scoring_options_default_validation_and_refusal(model_file: Path, tmp_path: Path) -> None:
+    """A new model has the default scoring options and its file stores them; a file without
+    ``scoring`` metadata (before session 48) scores without the cascade, as it was validated; a
+    malformed one is refused; bad options are refused with what is wrong."""
+    assert load_model(model_file).metadata["scoring"] == {"network_shortlist": 128} == ScoringOptions().to_dict()
+    old = load_model(_rewrite(model_file, tmp_path / "none.safetensors", drop=("scoring",)))
+    assert "scoring" not in old.metadata and old.scoring == ScoringOptions(network_shortlist=0)
+    for bad, why in (
+        ({"network_shortlist": -1}, ">= 0"),
+        ({"shortlist": 5}, "unknown scoring options"),
+        ([3], "object"),
+    ):
+        f = _rewrite(model_file, tmp_path / "bad.safetensors", meta={"scoring": bad})
+        with pytest.raises(ModelFormatError, match=f"scoring options are malformed.*{why}"):
+            load_model(f)
+    with pytest.raises(ValueError, match="network_shortlist: must be an integer >= 0"):
+        ScoringOptions(network_shortlist=True)
 
 
 @pytest.mark.parametrize("model_type", ["base", "deep"])
@@ -161,9 +219,12 @@ def test_predict_runs_on_one_thread_and_restores_the_count(monkeypatch: pytest.M
         torch.set_num_threads(before)
 
 
-def _rewrite(src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | None = None) -> Path:
+def _rewrite(
+    src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | None = None, drop: tuple[str, ...] = ()
+) -> Path:
     """Re-encode a model file with changed metadata or tensors (valid checksums); a tensor given as
-    None is left out. The file's neighbour memory, ATen head and forest tensors are kept."""
+    None is left out, and so are the metadata keys in ``drop``. The file's neighbour memory, ATen
+    head and forest tensors are kept."""
     data = src.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8 : 8 + n])
@@ -173,6 +234,8 @@ def _rewrite(src: Path, dst: Path, *, meta: dict | None = None, tensors: dict | 
     }
     md.pop("tensors_sha256")
     md.update(meta or {})
+    for k in drop:
+        md.pop(k)
     loaded = load_model(src)
     ts = {k: v.detach().contiguous() for k, v in loaded.net.state_dict().items()}
     for part in (loaded.memory, loaded.aten_head, loaded.forest):

@@ -65,6 +65,7 @@ def trained(ds):
         ({"hidden": 0}, "hidden"),
         ({"pairwise_weight": -1.0}, "pairwise_weight"),
         ({"pairwise_top": 0}, "pairwise_top"),
+        ({"network_shortlist": -1}, "network_shortlist"),
     ],
     ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
 )
@@ -179,9 +180,10 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     plain = tmp_path / "plain.safetensors"
     run_diode(
         "train", "--dataset", str(DATA), "--model", str(plain), "--num-epochs", "1", "--ensemble-size", "1",
-        "--threads", "1", "--neighbours", "0", check=True, env=ENV,
+        "--threads", "1", "--neighbours", "0", "--network-shortlist", "0", check=True, env=ENV,
     )  # fmt: skip
     assert load_model(plain).memory is None
+    assert load_model(plain).scoring.network_shortlist == 0 and load_model(model).scoring.network_shortlist == 128
 
     r = run_diode(
         "validate-model", "--model", str(model), "--dataset", str(DATA), "--top-n-worst", "3", check=True, env=ENV

@@ -317,29 +317,36 @@ class _ChoiceCache:
         """Static rows ``[N, S]``, raw columns ``[7, N]``, the table rows (indices) of ``choices``
         and the generation in which those indices are valid."""
         with self._lock:
-            ids = list(map(self._by_id.get, map(id, choices)))
-            if None in ids:
-                if len(self._index) + len(choices) > self.MAX:
-                    self.generation += 1
-                    self._index.clear()
-                    self._by_id.clear()
-                    self._alive.clear()
-                    ids = [None] * len(choices)
-                elif len(self._alive) + len(choices) > self.MAX_ALIVE:
-                    self._by_id.clear()
-                    self._alive.clear()
-                    ids = [None] * len(choices)
-                for i, c in enumerate(choices):
-                    if ids[i] is None:
-                        key = _choice_key(c)
-                        j = self._index.get(key)
-                        if j is None:
-                            j = self._add(c, key)
-                        self._by_id[id(c)] = j
-                        self._alive.append(c)
-                        ids[i] = j
-            idx = np.array(ids, dtype=np.intp)
+            try:  # every choice seen before (the handler's case): no list of Python ints in between
+                idx = np.fromiter(map(self._by_id.__getitem__, map(id, choices)), dtype=np.intp, count=len(choices))
+            except KeyError:
+                idx = self._rows(choices)
             return self._static[idx], self._raw[:, idx], idx, self.generation
+
+    def _rows(self, choices: Sequence[Choice]) -> np.ndarray:
+        """The table rows of ``choices``, some not in the identity map, adding those the table lacks
+        (under the lock)."""
+        ids = list(map(self._by_id.get, map(id, choices)))
+        if len(self._index) + len(choices) > self.MAX:
+            self.generation += 1
+            self._index.clear()
+            self._by_id.clear()
+            self._alive.clear()
+            ids = [None] * len(choices)
+        elif len(self._alive) + len(choices) > self.MAX_ALIVE:
+            self._by_id.clear()
+            self._alive.clear()
+            ids = [None] * len(choices)
+        for i, c in enumerate(choices):
+            if ids[i] is None:
+                key = _choice_key(c)
+                j = self._index.get(key)
+                if j is None:
+                    j = self._add(c, key)
+                self._by_id[id(c)] = j
+                self._alive.append(c)
+                ids[i] = j
+        return np.array(ids, dtype=np.intp)
 
     def _add(self, c: Choice, key: tuple[Any, ...]) -> int:
         j = len(self._index)

@@ -1,9 +1,11 @@
 """The kernel-time model: an ensemble of MLPs predicting log(time_us) per (problem, choice).
 
 Every choice of a problem, ATen included, gets a predicted ``log(time_us)``; the ensemble's
-spread (standard deviation over members, in log space) is the uncertainty. The K members are
-evaluated together as batched matrix products (weights ``[K, in, out]``), so scoring 1,500
-candidates is a handful of ``baddbmm`` calls.
+spread (standard deviation over members, in log space) is the uncertainty. In training the K
+members are evaluated together as batched matrix products (weights ``[K, in, out]``); scoring one
+problem's candidates runs them one at a time (:meth:`EnsembleMLP.forward_shared`) and, past 128
+candidates, as a cascade: the first member scores every candidate, the others its shortlist
+(:class:`ScoringOptions`).
 
 Architectures (``model_type``):
 
@@ -19,7 +21,9 @@ whose ``__metadata__`` (str -> str, JSON-encoded values) holds the hardware key 
 feature spec, normalisation statistics, architecture, training-data hash, torch/triton versions,
 training options and held-out metrics, plus ``tensors_sha256`` over the tensor bytes, and
 ``neighbour_memory`` (its options and sizes) when the file has a memory, ``aten_head`` (its
-options and input count) when it has a head, ``forest`` (its options) when it has a forest.
+options and input count) when it has a head, ``forest`` (its options) when it has a forest, and
+``scoring`` (:class:`ScoringOptions`; a file written before session 48 has none and scores
+without the cascade, as it always did; older torch-diode releases ignore the key and score so).
 Version 1 files (network only, written before session 9), version 2 files (no ATen head, before
 session 13), version 3 files (no forest, before session 22) and version 4 files (their memory's
 problem descriptor without the operand-alignment columns, before session 37: they rank as they
@@ -269,10 +273,11 @@ class EnsembleMLP(nn.Module):
         1,500 candidates of a 32-wide network) stay in the CPU's L2 cache, and on CPU each torch
         call costs ~5-10 us, so the op count is kept minimal (session 12, an AMD EPYC core: 0.98
         ms for 4 members x 1,500 candidates against 1.14 ms batched over members in row chunks
-        of 512). Returns ``[K, N]``.
+        of 512). ``weights`` may be a slice of the members' (the cascade of
+        :meth:`DiodeModel.predict`). Returns ``[len(weights), N]``.
         """
         d, residual = self.arch.depth, self.arch.residual
-        out = torch.empty(self.arch.members, x_rest.shape[0], dtype=x_rest.dtype)
+        out = torch.empty(len(weights), x_rest.shape[0], dtype=x_rest.dtype)
         for k, w in enumerate(weights):
             w_sh, w_rest, b_in = w[:3]
             w_h, b_h, (w_out, b_out) = w[3 : 3 + d], w[3 + d : 3 + 2 * d], w[3 + 2 * d :]
@@ -282,6 +287,41 @@ class EnsembleMLP(nn.Module):
                 h = h.add_(z) if residual else z
             torch.addmm(b_out, h, w_out, out=out[k].unsqueeze(1))  # [N, 1]
         return out
+
+
+@dataclass(frozen=True)
+class ScoringOptions:
+    """How :meth:`DiodeModel.predict` runs the network (stored in the ``scoring`` metadata).
+
+    ``network_shortlist``: with more candidates than this, the network runs as a cascade: the
+    first member scores every candidate, the other members only its ``network_shortlist`` best
+    (the ATen choices always among them: the handler reads their spread), where the mean and
+    spread are all members'. Elsewhere the mean is the first member's prediction shifted by the
+    mean difference between the ensemble mean and the first member over the shortlist, and the
+    spread is the shortlist's mean spread (estimates, for candidates that rank after the
+    shortlist). 0: every member scores every candidate, as files written before session 48 (without
+    ``scoring`` metadata) do. 128 ranks as the whole ensemble does and scores 1,500 candidates
+    about 15% faster (``benchmarks/models/cv-session48.md``).
+    """
+
+    network_shortlist: int = 128
+
+    def __post_init__(self) -> None:
+        v = self.network_shortlist
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"network_shortlist: must be an integer >= 0 (0: no cascade), got {v!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"network_shortlist": self.network_shortlist}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScoringOptions:
+        if not isinstance(d, Mapping):
+            raise TypeError(f"scoring options must be an object, got {type(d).__name__}")
+        unknown = set(d) - {"network_shortlist"}
+        if unknown:
+            raise ValueError(f"unknown scoring options {sorted(unknown)}")
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -367,6 +407,9 @@ class DiodeModel:
             memory (:mod:`torch_diode.aten_head`; None: none).
         forest: the ranking forest that re-ranks the shortlist last in :meth:`predict`
             (:mod:`torch_diode.forest`; None: none).
+        scoring: how :meth:`predict` runs the network (:class:`ScoringOptions`; a new model gets
+            the defaults, a file without ``scoring`` metadata, written before session 48, no
+            cascade, as it was validated).
     """
 
     def __init__(
@@ -380,8 +423,10 @@ class DiodeModel:
         memory: NeighbourMemory | None = None,
         aten_head: AtenHead | None = None,
         forest: RankingForest | None = None,
+        scoring: ScoringOptions | None = None,
     ) -> None:
         self.net = net.eval()
+        self._scoring = scoring or ScoringOptions()
         self._memory = memory
         self._aten_head = aten_head
         self._forest = forest
@@ -411,6 +456,15 @@ class DiodeModel:
     aten_head: _Part[AtenHead] = _Part()
     forest: _Part[RankingForest] = _Part()
 
+    @property
+    def scoring(self) -> ScoringOptions:
+        return self._scoring
+
+    @scoring.setter
+    def scoring(self, value: ScoringOptions) -> None:
+        self._scoring = value
+        self._changed()
+
     def out_of_coverage(self, problem: Problem, triton: Sequence[Choice]) -> str | None:
         """Why ``problem`` (with these Triton candidates) lies outside what the model was trained
         on, or None. Reads the ``coverage`` metadata the trainer writes (ops, dtypes, and whether
@@ -438,7 +492,9 @@ class DiodeModel:
 
         The problem's features are the same on every row, so their share of the first layer is
         computed once (``EnsembleMLP.forward_shared``); the network's result equals
-        ``predict_features`` on the same matrix up to float rounding. With a neighbour ``memory``,
+        ``predict_features`` on the same matrix up to float rounding, except that with more
+        candidates than ``scoring.network_shortlist`` the members after the first score only the
+        first member's shortlist (:class:`ScoringOptions`). With a neighbour ``memory``,
         the mean log time is then blended with what the nearest training problems measured
         (:mod:`torch_diode.neighbours`); the uncertainty stays the network's. With an ``aten_head``,
         the ATen choices are then shifted by one constant (:meth:`AtenHead.adjust`). With a
@@ -452,19 +508,38 @@ class DiodeModel:
         s = N_PROBLEM_FEATURES
         norm = self.normalization
         xs = (x_shared - norm.x_mean[:s]) * self._inv_std[:s]  # [S]
+        aten = x_rest[:, _KIND_ATEN] > 0.5
         with torch_threads(1, wait_s=PREDICT_THREADS_WAIT_S), torch.inference_mode():
             if self._inference_weights is None:  # the candidates' standardisation folded in
                 self._inference_weights = self.net.inference_weights(s, norm)
-            log_t = self.net.forward_shared(torch.from_numpy(xs), torch.from_numpy(x_rest), self._inference_weights)
-            pred = self._summarise(log_t.numpy())  # [K, N] log times
+            pred = self._network(torch.from_numpy(xs), x_rest, aten)
         if self.memory is not None:
             pred = Prediction(self.memory.blend(problem, x_rest, pred.log_time_us, index), pred.std)
         if self.aten_head is not None:
-            aten = x_rest[:, _KIND_ATEN] > 0.5
             pred = Prediction(self.aten_head.adjust(pred.log_time_us, aten, x_shared), pred.std)
         if self.forest is not None:
             pred = Prediction(self.forest.rerank(pred.log_time_us, x_shared, x_rest), pred.std)
         return pred
+
+    def _network(self, xs: torch.Tensor, x_rest: np.ndarray, aten: np.ndarray) -> Prediction:
+        """The ensemble's log times ``[N]`` and spread for one problem's candidates (standardised
+        problem columns ``xs``, raw candidate columns ``x_rest``, ``aten`` their ATen rows), as a
+        cascade past ``scoring.network_shortlist`` candidates (:class:`ScoringOptions`)."""
+        weights = self._inference_weights
+        assert weights is not None
+        m, n = self.scoring.network_shortlist, len(x_rest)
+        if m == 0 or len(weights) < 2 or n <= m:
+            return self._summarise(self.net.forward_shared(xs, torch.from_numpy(x_rest), weights).numpy())
+        first = self.net.forward_shared(xs, torch.from_numpy(x_rest), weights[:1]).numpy()[0]  # [N]
+        # the ATen choices always in (their spread decides whether the handler benchmarks them)
+        short = np.argpartition(np.where(aten, -np.inf, first), m - 1)[:m]
+        others = self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights[1:]).numpy()  # [K-1, M]
+        top = self._summarise(np.concatenate([first[None, short], others]))
+        mean = first + np.mean(top.log_time_us - first[short])  # the first member, shifted
+        mean[short] = top.log_time_us
+        std = np.full(n, np.mean(top.std), dtype=np.float32)
+        std[short] = top.std
+        return Prediction(mean.astype(np.float32, copy=False), std)
 
     def _summarise(self, log_t: np.ndarray) -> Prediction:
         """The members' mean and spread of ``log_t [K, N]`` (natural-log times)."""
@@ -500,6 +575,7 @@ class DiodeModel:
             if self.forest is not None:
                 tensors.update({k: torch.from_numpy(v) for k, v in self.forest.to_tensors().items()})
                 meta["forest"] = self.forest.metadata()
+            meta["scoring"] = self.scoring.to_dict()
             meta.update(
                 format=FORMAT_NAME,
                 format_version=FORMAT_VERSION,
@@ -697,6 +773,15 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     if aten_head is not None and aten_head.inputs != N_PROBLEM_FEATURES:
         raise _bad(source, f"ATen head takes {aten_head.inputs} inputs, not the {N_PROBLEM_FEATURES} problem features")
     forest = optional_part("forest.", "forest", "ranking forest", RankingForest.from_tensors)
+    try:
+        scoring = (
+            ScoringOptions.from_dict(meta["scoring"]) if "scoring" in meta else ScoringOptions(network_shortlist=0)
+        )
+    except (TypeError, ValueError) as e:
+        raise _bad(
+            source,
+            f"scoring options are malformed ({e}); the file is corrupt, or from a newer torch-diode-lib: upgrade it",
+        ) from None
     with torch.device("meta"):
         net = EnsembleMLP(arch)
     try:
@@ -712,6 +797,7 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
         memory=memory,
         aten_head=aten_head,
         forest=forest,
+        scoring=scoring,
     )
     model._bytes = bytes(data)
     return model

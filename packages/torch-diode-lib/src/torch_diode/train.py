@@ -60,6 +60,7 @@ from torch_diode.model import (
     Architecture,
     DiodeModel,
     Normalization,
+    ScoringOptions,
     build_model,
     torch_threads,
     versions,
@@ -118,6 +119,9 @@ class TrainOptions:
         forest_depth, forest_learning_rate: the forest's tree depth and shrinkage.
         forest_blend: the forest's weight in the blend over the shortlist (0.5).
         forest_shortlist: how many of the network's best candidates the forest re-ranks (512).
+        network_shortlist: past this many candidates of a problem, scoring runs the network as a
+            cascade (:class:`~torch_diode.model.ScoringOptions`, stored in the model file); 0:
+            every member scores every candidate. 128 since session 48 (``cv-session48.md``).
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -156,6 +160,7 @@ class TrainOptions:
     forest_learning_rate: float = ForestOptions.learning_rate
     forest_blend: float = ForestOptions.blend
     forest_shortlist: int = ForestOptions.shortlist  # the forest's defaults are ForestOptions'
+    network_shortlist: int = ScoringOptions.network_shortlist
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -193,6 +198,7 @@ class TrainOptions:
         self.neighbour_options()  # raises on a bad neighbours / bandwidth / prior / alignment
         self.aten_head_options()  # raises on a bad blend
         self.forest_options()  # raises on bad forest options
+        self.scoring_options()  # raises on a bad network shortlist
         if not isinstance(self.device, str) or not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ValueError(f"device: must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
 
@@ -222,6 +228,9 @@ class TrainOptions:
             blend=self.forest_blend,
             shortlist=self.forest_shortlist,
         )
+
+    def scoring_options(self) -> ScoringOptions:
+        return ScoringOptions(network_shortlist=self.network_shortlist)
 
     def architecture(self) -> Architecture:
         preset = ARCH_PRESETS[self.model_type]
@@ -726,7 +735,7 @@ def _train(
         avg.load_state_dict(best_state)
     net = avg
     net.to("cpu").eval()
-    model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={})
+    model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={}, scoring=opts.scoring_options())
     memory = _memory_of(rows_tr, rows_va, problems, train_ids, val_ids, opts.neighbour_options())
     fopts = opts.forest_options()
     if fopts is not None:  # the training split's rows, as the network's: held-out metrics describe the file's forest

@@ -122,6 +122,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how many of the network's best candidates the forest re-ranks (default: 512)",
     )
     t.add_argument(
+        "--network-shortlist",
+        type=int,
+        default=128,
+        help="past this many candidates of a problem, the first ensemble member scores them all and "
+        "the others only its best this many (and ATen); 0: every member scores every candidate (default: 128)",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -293,6 +300,7 @@ def _train(args: argparse.Namespace) -> int:
             forest_learning_rate=args.forest_learning_rate,
             forest_blend=args.forest_blend,
             forest_shortlist=args.forest_shortlist,
+            network_shortlist=args.network_shortlist,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
