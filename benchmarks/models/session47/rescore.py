@@ -2,7 +2,9 @@
 problems the job ranked (its validation set, or its held-out fold), the model file the job saved
 beside its JSON, as saved and with each ``--set PART.OPTION=VALUE`` applied (PART: a part of the
 model with an ``options`` dataclass: ``forest``, ``memory`` or ``aten_head``; e.g.
-``forest.shortlist=256``).
+``forest.shortlist=256``; or ``scoring``, the model's ``ScoringOptions``, since session 48: e.g.
+``scoring.network_shortlist=128``). Files saved before session 48 load without the network
+cascade (``network_shortlist`` 0), as they were validated.
 
 Usage: python benchmarks/models/session47/rescore.py RUN.json [RUN.json ...] --set forest.shortlist=256
 Prints per run regret@1, regret@5, p95 regret@5, top-1 / stock (val runs) and the handler's top-3,
@@ -59,7 +61,10 @@ def main() -> None:
         _, scored, stock = cv_jobs.job_data(job)
         before = figures(model, scored, stock)
         for part, kw in change.items():
-            getattr(model, part).options = dataclasses.replace(getattr(model, part).options, **kw)
+            if part == "scoring":
+                model.scoring = dataclasses.replace(model.scoring, **kw)
+            else:
+                getattr(model, part).options = dataclasses.replace(getattr(model, part).options, **kw)
         after = figures(model, scored, stock)
         print(job["id"], "  ".join(f"{k} {before[k]:.4f} -> {after[k]:.4f}" for k in before), flush=True)
         for k in before:
