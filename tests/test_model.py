@@ -110,7 +110,7 @@ def test_network_cascade_scores_the_shortlist_with_every_member(tmp_path: Path, 
     np.testing.assert_allclose(cas.log_time_us[rest], first[rest] + shift, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(cas.std[rest], np.mean(full.std[idx]), rtol=1e-4, atol=1e-5)
     assert cas.log_time_us.dtype == cas.std.dtype == np.float32
-    # fewer candidates than the shortlist, one member, or 0: every member scores every candidate
+    # no more candidates than the shortlist: every member scores every candidate, as with 0
     m.scoring = ScoringOptions(network_shortlist=len(CHOICES))
     assert np.array_equal(m.predict(PROBLEM, CHOICES).log_time_us, full.log_time_us)
     # the options are part of the file: a round trip keeps them, and so the predictions
