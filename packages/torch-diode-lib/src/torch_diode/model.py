@@ -512,7 +512,7 @@ class DiodeModel:
         with torch_threads(1, wait_s=PREDICT_THREADS_WAIT_S), torch.inference_mode():
             if self._inference_weights is None:  # the candidates' standardisation folded in
                 self._inference_weights = self.net.inference_weights(s, norm)
-            pred = self._network(torch.from_numpy(xs), x_rest, aten)
+            pred = self._network(torch.from_numpy(xs), x_rest, aten, self._inference_weights)
         if self.memory is not None:
             pred = Prediction(self.memory.blend(problem, x_rest, pred.log_time_us, index), pred.std)
         if self.aten_head is not None:
@@ -521,12 +521,13 @@ class DiodeModel:
             pred = Prediction(self.forest.rerank(pred.log_time_us, x_shared, x_rest), pred.std)
         return pred
 
-    def _network(self, xs: torch.Tensor, x_rest: np.ndarray, aten: np.ndarray) -> Prediction:
+    def _network(
+        self, xs: torch.Tensor, x_rest: np.ndarray, aten: np.ndarray, weights: tuple[tuple[torch.Tensor, ...], ...]
+    ) -> Prediction:
         """The ensemble's log times ``[N]`` and spread for one problem's candidates (standardised
-        problem columns ``xs``, raw candidate columns ``x_rest``, ``aten`` their ATen rows), as a
-        cascade past ``scoring.network_shortlist`` candidates (:class:`ScoringOptions`)."""
-        weights = self._inference_weights
-        assert weights is not None
+        problem columns ``xs``, raw candidate columns ``x_rest``, ``aten`` their ATen rows, the
+        members' ``weights`` from :meth:`EnsembleMLP.inference_weights`), as a cascade past
+        ``scoring.network_shortlist`` candidates (:class:`ScoringOptions`)."""
         m, n = self.scoring.network_shortlist, len(x_rest)
         if m == 0 or len(weights) < 2 or n <= m:
             return self._summarise(self.net.forward_shared(xs, torch.from_numpy(x_rest), weights).numpy())
@@ -535,11 +536,11 @@ class DiodeModel:
         short = np.argpartition(np.where(aten, -np.inf, first), m - 1)[:m]
         others = self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights[1:]).numpy()  # [K-1, M]
         top = self._summarise(np.concatenate([first[None, short], others]))
-        mean = first + np.mean(top.log_time_us - first[short])  # the first member, shifted
+        mean = first + np.mean(top.log_time_us - first[short])  # the first member, shifted (float32)
         mean[short] = top.log_time_us
         std = np.full(n, np.mean(top.std), dtype=np.float32)
         std[short] = top.std
-        return Prediction(mean.astype(np.float32, copy=False), std)
+        return Prediction(mean, std)
 
     def _summarise(self, log_t: np.ndarray) -> Prediction:
         """The members' mean and spread of ``log_t [K, N]`` (natural-log times)."""
