@@ -168,7 +168,9 @@ def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fak
     assert not short, f"{len(short)} training problem(s) short of configs (run the campaign with --top-up): {short[:5]}"
 
 
-ACTIVE_FILES = sorted(DATA.glob("*/train-active.msgpack")) + sorted(DATA.glob("*/train-cover*.msgpack"))
+#: the extra training files in the order they were collected: each shares no shape with those before it
+EXTRA_ORDER = ("train-active.msgpack", "train-cover.msgpack", "train-cover2.msgpack", "train-active2.msgpack")
+ACTIVE_FILES = sorted(f for f in DATA.glob("*/train-*.msgpack") if f.name in EXTRA_ORDER)
 
 
 @pytest.mark.parametrize("path", ACTIVE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -176,18 +178,18 @@ def test_active_training_file(path: Path) -> None:
     """``train-active.msgpack`` (session 44: the model's own top configs, Inductor's DEFAULT
     candidates and a few random ones, measured on problems outside the plan) and
     ``train-cover.msgpack`` and ``train-cover2.msgpack`` (sessions 45 and 46: the same kind of
-    lists on problems where the training set is thin) read cleanly, hold their directory's GPU
-    with literal-size kernels, ATen and Triton for every problem, and share no shape with the
-    plan's training or validation problems (no validation shape leaks into training); a cover file
-    none with the active file or an earlier cover file either (each is a new set of problems)."""
+    lists on problems where the training set is thin) and ``train-active2.msgpack`` (session 49:
+    session 44's lists again, ranked by the session-46 H200 file) read cleanly, hold their
+    directory's GPU with literal-size kernels, ATen and Triton for every problem, and share no
+    shape with the plan's training or validation problems (no validation shape leaks into
+    training), nor with a file collected before them (``EXTRA_ORDER``: each is a new set of
+    problems)."""
     ds = _read_checked(path)
     assert {s.collector for s in ds.sources} == {"sweep"}
     plan = CampaignPlan.load(path.parent / "plan.json")
     shapes = {_shape(p) for p in ds.measured_problems()}
     assert not shapes & {_shape(p) for p in plan.train + plan.val}
-    if path.name.startswith("train-cover"):
-        covers = sorted(f for f in path.parent.glob("train-cover*.msgpack") if f.name < path.name)
-        earlier = [path.parent / "train-active.msgpack", *covers]
-        for f in earlier:
-            if f.exists():
-                assert not shapes & {_shape(p) for p in _read_checked(f).measured_problems()}, f.name
+    for name in EXTRA_ORDER[: EXTRA_ORDER.index(path.name)]:
+        f = path.parent / name
+        if f.exists():
+            assert not shapes & {_shape(p) for p in _read_checked(f).measured_problems()}, f.name
