@@ -1,0 +1,89 @@
+"""Session 49's H200 file: session 41's ``ship.py`` training with more training files, and a
+neighbour memory built from fewer of them.
+
+    python benchmarks/models/session49/ship.py --hw NVIDIA-H200 --seed 0 \\
+        --add data/NVIDIA-H200/train-active.msgpack data/NVIDIA-H200/train-cover.msgpack data/NVIDIA-H200/train-active2.msgpack \\
+        --memory-add data/NVIDIA-H200/train-active.msgpack data/NVIDIA-H200/train-cover.msgpack \\
+        --out packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors
+
+1. trains as ``session41/ship.py --add ADD`` does (``cv_jobs.py``'s job ``{"hw", "part": "val",
+   "seed", "extras": "output", "add"}``: the same weights on the same machine), held-out metrics
+   measured on ``data/KEY/val.msgpack`` as the trainer measures them;
+2. replaces the file's neighbour memory with ``torch_diode.train.training_memory`` of the job with
+   ``--memory-add`` instead of ``--add`` (the memory the trainer builds for those training files);
+   the network, ATen head and ranking forest stay those trained on everything;
+3. re-measures the held-out metrics (``session48/set_scoring.measure``: what the trainer measures)
+   and stores them, and says so in ``training.held_out_metrics_are_from`` and
+   ``training.memory``.
+
+Why (``benchmarks/models/cv-session49.md``): with ``train-active2.msgpack``'s 800 problems in
+the memory as well, all four paired seeds were worse than with the memory of the other files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks/models/session31"))
+sys.path.insert(0, str(ROOT / "benchmarks/models/session48"))
+from cv_jobs import job_data, train_options  # noqa: E402
+from set_scoring import measure  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hw", required=True, help="hardware key, e.g. NVIDIA-H200")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True, help="the .safetensors file to write")
+    ap.add_argument("--add", nargs="*", default=[], help='more training datasets (a job\'s "add")')
+    ap.add_argument(
+        "--memory-add", nargs="*", default=[], help="the training datasets of the memory (a subset of --add)"
+    )
+    a = ap.parse_args()
+    if not set(a.memory_add) <= set(a.add):
+        ap.error(f"--memory-add must be a subset of --add; not in it: {sorted(set(a.memory_add) - set(a.add))}")
+
+    from torch_diode.config import DiodeOptions
+    from torch_diode.model import load_model, save_model
+    from torch_diode.train import dataset_hash, train, training_memory
+
+    job = {"hw": a.hw, "part": "val", "seed": a.seed, "extras": "output", "add": a.add}
+    trained_on, held_out, _ = job_data(job)
+    model, report = train(
+        trained_on, train_options(job), held_out=held_out, held_out_max_compile_cost=DiodeOptions().max_compile_cost
+    )
+    memory_job = {**job, "add": a.memory_add}
+    memory_data, _, _ = job_data(memory_job)
+    before = model.metadata["held_out_metrics"]
+    p_before = len(model.memory.problems)
+    model.memory = training_memory(memory_data, train_options(memory_job))
+    after = measure(model, held_out)
+    training = dict(model.metadata["training"])
+    training["held_out_metrics_are_from"] += (
+        "; re-measured with the neighbour memory of `training.memory` (benchmarks/models/session49/ship.py)"
+    )
+    training["memory"] = (
+        f"the neighbour memory of {len(model.memory.problems)} of the {p_before} training problems: "
+        f"the plan's and {', '.join(Path(f).name for f in a.memory_add) or 'no extra file'} "
+        f"(dataset sha256 {dataset_hash(memory_data)[:16]}); the network, ATen head and ranking forest "
+        "were trained on all of them (benchmarks/models/cv-session49.md)"
+    )
+    model.update_metadata({"held_out_metrics": after, "training": training})
+    path = save_model(model, a.out)
+    assert len(load_model(path).memory.problems) == len(model.memory.problems)
+    for name, m in (("memory of every training file", before), ("memory of --memory-add", after)):
+        o = m["overall"]
+        print(
+            f"{name}: regret@1 {o['regret@1']['geomean']:.4f} regret@5 {o['regret@5']['geomean']:.4f} "
+            f"(p95 {o['regret@5']['p95']:.4f}) recall@5 {o['recall@5']:.3f} tau {o['kendall_tau']['mean']:.3f}"
+        )
+    print(
+        f"wrote {path}: {report.train_problems} training problems, {report.epochs_run} epochs in {report.seconds:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
