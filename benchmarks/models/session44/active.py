@@ -6,7 +6,8 @@
     run LISTS.json OUT.msgpack (GPU machine) measure them, ATen included (resumable; --budget)
 
 The new problems never share a shape (op, sizes, batch, dtype) with the plan's training or
-validation problems.
+validation problems, nor, in any layout, with a problem of the datasets ``select --skip`` names
+(session 49: `train-active2.msgpack`; before, ``--skip`` left out only the same problem).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def campaign_cost() -> float | None:
     return CampaignOptions().train_max_compile_cost
 
 
-def new_problems(key: str, n: int, seed: int) -> list:
+def new_problems(key: str, n: int, seed: int, skip_shapes: frozenset = frozenset()) -> list:
+    """The first ``n`` problems of the pool in ``seed``'s order, one layout per shape, none of a
+    shape (``_shape_key``) of the plan's problems or of ``skip_shapes`` (left out after the
+    shuffle, so the other problems keep their order)."""
     from torch_diode.collect.campaign import CampaignPlan, _shape_key
     from torch_diode.shapes.shapeset import load_shapeset
 
@@ -46,7 +50,8 @@ def new_problems(key: str, n: int, seed: int) -> list:
     for p in pool:
         if _shape_key(p) not in seen:
             seen.add(_shape_key(p))
-            out.append(p)
+            if _shape_key(p) not in skip_shapes:
+                out.append(p)
     return out[:n]
 
 
@@ -96,6 +101,7 @@ def config_list(
 
 
 def cmd_select(a: argparse.Namespace) -> int:
+    from torch_diode.collect.campaign import _shape_key
     from torch_diode.collect.sweep import write_choice_lists
     from torch_diode.dataset import read_dataset
     from torch_diode.model import load_model
@@ -103,13 +109,11 @@ def cmd_select(a: argparse.Namespace) -> int:
     model = load_model(
         a.model or ROOT / f"packages/torch-diode-models/src/torch_diode_models/{a.key}-matmul.safetensors"
     )
-    skip: set = set()
-    for f in a.skip:
-        skip |= read_dataset(f).collected_problems()
+    skip = frozenset(_shape_key(p) for f in a.skip for p in read_dataset(f).collected_problems())
     cost = campaign_cost()
     lists = {}
     t0 = time.perf_counter()
-    todo = [p for p in new_problems(a.key, a.n + len(skip), a.seed) if p not in skip][: a.n]
+    todo = new_problems(a.key, a.n, a.seed, skip)
     for i, p in enumerate(todo):
         # Session 44's committed lists ranked the Triton configs without ATen among the
         # candidates (7c6072d's select); this ranks them as the handler does.
@@ -223,7 +227,9 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = select_parser(sub, top=20, seed=SEED)
     s.add_argument("--random", type=int, default=6)
-    s.add_argument("--skip", nargs="*", default=[], help="datasets whose problems are left out (collected already)")
+    s.add_argument(
+        "--skip", nargs="*", default=[], help="datasets whose shapes (any layout) are left out (collected already)"
+    )
     s.set_defaults(fn=cmd_select)
     c = sub.add_parser("score")
     c.add_argument("data")

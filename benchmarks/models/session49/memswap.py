@@ -28,6 +28,15 @@ from torch_diode.model import load_model  # noqa: E402
 from torch_diode.train import training_memory  # noqa: E402
 
 
+def job_memory(key: str, seed: int, add: list[str]):
+    """The neighbour memory the trainer builds for ``cv_jobs.py``'s job ``{"hw": key, "part": "val",
+    "seed": seed, "extras": "output", "add": add}``, and the job's data: ``(memory, what it trains
+    on, what it ranks, stock's picks)``."""
+    job = {"hw": key, "part": "val", "seed": seed, "extras": "output", "add": add}
+    trained_on, scored, stock = cv_jobs.job_data(job)
+    return training_memory(trained_on, cv_jobs.train_options(job)), trained_on, scored, stock
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
@@ -36,14 +45,13 @@ def main() -> None:
     ap.add_argument("--add", nargs="*", default=[])
     ap.add_argument("--shortlist", type=int, default=None)
     a = ap.parse_args()
-    job = {"hw": a.key, "part": "val", "seed": a.seed, "extras": "output", "add": a.add}
-    trained_on, scored, stock = cv_jobs.job_data(job)
+    memory, _, scored, stock = job_memory(a.key, a.seed, a.add)
     model = load_model(a.model)
     if a.shortlist is not None:
         model.scoring = dataclasses.replace(model.scoring, network_shortlist=a.shortlist)
     before = figures(model, scored, stock)
     p0 = len(model.memory.problems)
-    model.memory = training_memory(trained_on, cv_jobs.train_options(job))
+    model.memory = memory
     after = figures(model, scored, stock)
     print(
         Path(a.model).name,

@@ -10,7 +10,8 @@ neighbour memory built from fewer of them.
    "seed", "extras": "output", "add"}``: the same weights on the same machine), held-out metrics
    measured on ``data/KEY/val.msgpack`` as the trainer measures them;
 2. replaces the file's neighbour memory with ``torch_diode.train.training_memory`` of the job with
-   ``--memory-add`` instead of ``--add`` (the memory the trainer builds for those training files);
+   ``--memory-add`` instead of ``--add`` (``memswap.job_memory``: the memory the trainer builds for
+   those training files);
    the network, ATen head and ranking forest stay those trained on everything;
 3. re-measures the held-out metrics (``session48/set_scoring.measure``: what the trainer measures)
    and stores them, and says so in ``training.held_out_metrics_are_from`` and
@@ -29,7 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks/models/session31"))
 sys.path.insert(0, str(ROOT / "benchmarks/models/session48"))
+sys.path.insert(0, str(ROOT / "benchmarks/models/session49"))
 from cv_jobs import job_data, train_options  # noqa: E402
+from memswap import job_memory  # noqa: E402
 from set_scoring import measure  # noqa: E402
 
 
@@ -48,18 +51,16 @@ def main() -> None:
 
     from torch_diode.config import DiodeOptions
     from torch_diode.model import load_model, save_model
-    from torch_diode.train import dataset_hash, train, training_memory
+    from torch_diode.train import dataset_hash, train
 
     job = {"hw": a.hw, "part": "val", "seed": a.seed, "extras": "output", "add": a.add}
     trained_on, held_out, _ = job_data(job)
     model, report = train(
         trained_on, train_options(job), held_out=held_out, held_out_max_compile_cost=DiodeOptions().max_compile_cost
     )
-    memory_job = {**job, "add": a.memory_add}
-    memory_data, _, _ = job_data(memory_job)
     before = model.metadata["held_out_metrics"]
     p_before = len(model.memory.problems)
-    model.memory = training_memory(memory_data, train_options(memory_job))
+    model.memory, memory_data, _, _ = job_memory(a.hw, a.seed, a.memory_add)
     after = measure(model, held_out)
     training = dict(model.metadata["training"])
     training["held_out_metrics_are_from"] += (
