@@ -169,7 +169,13 @@ def test_training_problems_have_300_configs_or_their_whole_space(path: Path, fak
 
 
 #: the extra training files in the order they were collected: each shares no shape with those before it
-EXTRA_ORDER = ("train-active.msgpack", "train-cover.msgpack", "train-cover2.msgpack", "train-active2.msgpack")
+EXTRA_ORDER = (
+    "train-active.msgpack",
+    "train-cover.msgpack",
+    "train-cover2.msgpack",
+    "train-active2.msgpack",
+    "train-active3.msgpack",
+)
 ACTIVE_FILES = sorted(f for f in DATA.glob("*/train-*.msgpack") if f.name in EXTRA_ORDER)
 
 
@@ -178,8 +184,9 @@ def test_active_training_file(path: Path) -> None:
     """``train-active.msgpack`` (session 44: the model's own top configs, Inductor's DEFAULT
     candidates and a few random ones, measured on problems outside the plan) and
     ``train-cover.msgpack`` and ``train-cover2.msgpack`` (sessions 45 and 46: the same kind of
-    lists on problems where the training set is thin) and ``train-active2.msgpack`` (session 49:
-    session 44's lists again, ranked by the session-46 H200 file) read cleanly, hold their
+    lists on problems where the training set is thin), ``train-active2.msgpack`` (session 49:
+    session 44's lists again, ranked by the session-46 H200 file) and ``train-active3.msgpack``
+    (session 50: the same, ranked by the session-49 file) read cleanly, hold their
     directory's GPU with literal-size kernels, ATen and Triton for every problem, and share no
     shape with the plan's training or validation problems (no validation shape leaks into
     training), nor with a file collected before them (``EXTRA_ORDER``: each is a new set of
