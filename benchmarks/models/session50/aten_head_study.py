@@ -1,7 +1,7 @@
 """Session 50: is the ATen head (``torch_diode.aten_head``) short of data or of capacity?
 
-    python benchmarks/models/session50/aten_head_study.py refit MODEL KEY [--add FILE ...]
-    python benchmarks/models/session50/aten_head_study.py cv KEY [--add FILE ...]
+    python benchmarks/models/session50/aten_head_study.py refit MODEL KEY [--add FILE ...] [--wave-features SMS]
+    python benchmarks/models/session50/aten_head_study.py cv KEY [--add FILE ...] [--wave-features SMS]
 
 ``refit``: the head of MODEL fit again (its options and the trainer's seed) on all of the training
 problems of ``cv_jobs.py``'s job ``{"hw": KEY, "part": "val", "seed": 0, "extras": "output", "add":
@@ -9,10 +9,13 @@ problems of ``cv_jobs.py``'s job ``{"hw": KEY, "part": "val", "seed": 0, "extras
 them (three draws each); each time the model's figures on KEY's 178 validation problems
 (``session47/rescore.py``'s; network, memory and forest unchanged).
 
+With ``--wave-features SMS`` the head is fit on :func:`wave_features` of the same rows.
+
 ``cv``: 5-fold cross-validation of the head alone over the same problems, for head settings and a
 nearest-neighbour average of the gap: the mean absolute error of the predicted log ratio of best
 ATen to best Triton time, how often its sign is right, and the cost of its wrong signs (``|gap|``
-averaged over all problems, in points: 100 x log).
+averaged over all problems, in points: 100 x log). ``--wave-features SMS``: with
+:func:`wave_features` added to the head's inputs.
 """
 
 from __future__ import annotations
@@ -56,9 +59,12 @@ def cmd_refit(a: argparse.Namespace) -> None:
     x, y, scored, stock, seed = head_rows(a.key, a.add)
     model = load_model(a.model)
     options = model.aten_head.options
+    if a.wave_features:
+        x = wave_features(x, a.wave_features)
 
     def run(name: str, idx: np.ndarray) -> None:
-        model.aten_head = AtenHead.fit(x[idx], y[idx], options, seed)
+        head = AtenHead.fit(x[idx], y[idx], options, seed)
+        model.aten_head = _WaveHead(head, a.wave_features) if a.wave_features else head
         f = figures(model, scored, stock)
         print(f"{name}: {len(idx)} problems  " + "  ".join(f"{k} {v:.4f}" for k, v in f.items()), flush=True)
 
@@ -67,6 +73,19 @@ def cmd_refit(a: argparse.Namespace) -> None:
     for frac in (0.5, 0.75):
         for draw in range(3):
             run(f"{frac:.0%} draw {draw}", np.random.default_rng(100 + draw).permutation(len(y))[: int(frac * len(y))])
+
+
+class _WaveHead:
+    """A head fit on :func:`wave_features` inputs, given the model's problem columns."""
+
+    def __init__(self, head: AtenHead, sms: int) -> None:
+        self.head, self.sms, self.options = head, sms, head.options
+
+    def ratio(self, x: np.ndarray) -> np.ndarray:
+        return self.head.ratio(wave_features(np.asarray(x), self.sms).astype(np.float32))
+
+    def adjust(self, log_t: np.ndarray, aten: np.ndarray, x_problem: np.ndarray) -> np.ndarray:
+        return AtenHead.adjust(self, log_t, aten, x_problem)  # type: ignore[arg-type]
 
 
 def _mlp(**kw):
@@ -100,8 +119,30 @@ VARIANTS = {
 }
 
 
+def wave_features(x: np.ndarray, sms: int) -> np.ndarray:
+    """``x`` (problem feature columns) with 37 more from its sizes (recovered from ``log2_m``,
+    ``log2_n``, ``log2_k``, ``log2_batch``, the first four columns): for output tiles of 64x64,
+    128x64, 128x128, 128x256 and 256x128, the log2 tile count, the last wave's fill on ``sms``
+    SMs, the waves (capped at 4) and the share of M and N the tiles do not pad; divisibility of
+    M, N, K by 8, 64 and 128; M <= 16, M <= 64, N <= 64. A prototype of what cuBLAS's tile
+    quantisation could add to the head's inputs."""
+    m, n, k, b = (np.round(2 ** x[:, i].astype(np.float64)).astype(np.int64) for i in range(4))
+    cols = []
+    for tm, tn in ((64, 64), (128, 64), (128, 128), (128, 256), (256, 128)):
+        tiles = np.ceil(m / tm) * np.ceil(n / tn) * b
+        waves = tiles / sms
+        cols += [np.log2(tiles), tiles / (np.ceil(waves) * sms), np.minimum(waves, 4.0)]
+        cols += [m / (np.ceil(m / tm) * tm), n / (np.ceil(n / tn) * tn)]
+    for d in (8, 64, 128):
+        cols += [(m % d == 0) * 1.0, (n % d == 0) * 1.0, (k % d == 0) * 1.0]
+    cols += [(m <= 16) * 1.0, (m <= 64) * 1.0, (n <= 64) * 1.0]
+    return np.concatenate([x, np.stack(cols, 1)], 1)
+
+
 def cmd_cv(a: argparse.Namespace) -> None:
     x, y, *_ = head_rows(a.key, a.add)
+    if a.wave_features:
+        x = wave_features(x, a.wave_features)
     fold = np.random.default_rng(7).integers(0, FOLDS, len(y))
     print(f"{a.key}: {len(y)} problems, {FOLDS} folds")
     for name, fit_predict in VARIANTS.items():
@@ -124,10 +165,12 @@ def main() -> None:
     r.add_argument("model")
     r.add_argument("key")
     r.add_argument("--add", nargs="*", default=[])
+    r.add_argument("--wave-features", type=int, default=0, metavar="SMS", help="fit on wave_features(SMS)")
     r.set_defaults(fn=cmd_refit)
     c = sub.add_parser("cv")
     c.add_argument("key")
     c.add_argument("--add", nargs="*", default=[])
+    c.add_argument("--wave-features", type=int, default=0, metavar="SMS", help="add wave_features(SMS) to the inputs")
     c.set_defaults(fn=cmd_cv)
     a = ap.parse_args()
     a.fn(a)

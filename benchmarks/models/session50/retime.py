@@ -37,9 +37,10 @@ def model_file(key: str, given: str | None) -> Path:
     )
 
 
-def evals(key: str, model_path: Path):
-    """``problem_evals`` of the model on KEY's validation set as ``diode validate-max-autotune``
-    makes them (the handler's compile cost, stock's picks from ``val-stock-picks.json``)."""
+def evals(key: str, model):
+    """``problem_evals`` of ``model`` (a file, or a loaded model) on KEY's validation set as ``diode
+    validate-max-autotune`` makes them (the handler's compile cost, stock's picks from
+    ``val-stock-picks.json``), and stock's picks."""
     from torch_diode.config import DiodeOptions
     from torch_diode.dataset import read_dataset
     from torch_diode.evaluate import problem_evals, read_max_autotune_solution
@@ -47,7 +48,8 @@ def evals(key: str, model_path: Path):
 
     data = ROOT / "data" / key
     stock = read_max_autotune_solution(data / "val-stock-picks.json")
-    model = load_model(model_path)
+    if isinstance(model, (str, Path)):
+        model = load_model(model)
     ev = problem_evals(
         model, read_dataset(data / "val.msgpack"), stock=stock, max_compile_cost=DiodeOptions().max_compile_cost
     )
