@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -28,12 +29,19 @@ from torch_diode.model import load_model  # noqa: E402
 from torch_diode.train import training_memory  # noqa: E402
 
 
+@functools.cache
+def _val_job_data(key: str, add: tuple[str, ...]):
+    """``cv_jobs.job_data`` of a ``val`` job (which does not depend on its seed), read once per
+    process for each ``(key, add)``."""
+    return cv_jobs.job_data({"hw": key, "part": "val", "extras": "output", "add": list(add)})
+
+
 def job_memory(key: str, seed: int, add: list[str]):
     """The neighbour memory the trainer builds for ``cv_jobs.py``'s job ``{"hw": key, "part": "val",
     "seed": seed, "extras": "output", "add": add}``, and the job's data: ``(memory, what it trains
     on, what it ranks, stock's picks)``."""
     job = {"hw": key, "part": "val", "seed": seed, "extras": "output", "add": add}
-    trained_on, scored, stock = cv_jobs.job_data(job)
+    trained_on, scored, stock = _val_job_data(key, tuple(add))
     return training_memory(trained_on, cv_jobs.train_options(job)), trained_on, scored, stock
 
 

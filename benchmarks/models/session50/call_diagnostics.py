@@ -41,11 +41,12 @@ def cmd_val(a: argparse.Namespace) -> None:
     from torch_diode.features import featurize_split_indexed
     from torch_diode.model import load_model
 
-    ev, _ = evals(a.key, Path(a.model))
-    bare = load_model(a.model)
-    bare.aten_head, bare.forest = None, None
-    ev_net = {e.problem: e for e in evals(a.key, bare)[0]}
     model = load_model(a.model)
+    ev, _ = evals(a.key, model)
+    head, forest = model.aten_head, model.forest
+    model.aten_head, model.forest = None, None  # the network (and memory) alone
+    ev_net = {e.problem: e for e in evals(a.key, model)[0]}
+    model.aten_head, model.forest = head, forest
     rows = []
     for e in ev:
         if e.stock_us is None:

@@ -23,6 +23,7 @@ model's first Triton config and ATen would give.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from pathlib import Path
@@ -37,22 +38,28 @@ def model_file(key: str, given: str | None) -> Path:
     )
 
 
+@functools.cache
+def val_data(key: str):
+    """KEY's validation set and stock's picks (``val-stock-picks.json``), read once per process."""
+    from torch_diode.dataset import read_dataset
+    from torch_diode.evaluate import read_max_autotune_solution
+
+    data = ROOT / "data" / key
+    return read_dataset(data / "val.msgpack"), read_max_autotune_solution(data / "val-stock-picks.json")
+
+
 def evals(key: str, model):
     """``problem_evals`` of ``model`` (a file, or a loaded model) on KEY's validation set as ``diode
     validate-max-autotune`` makes them (the handler's compile cost, stock's picks from
     ``val-stock-picks.json``), and stock's picks."""
     from torch_diode.config import DiodeOptions
-    from torch_diode.dataset import read_dataset
-    from torch_diode.evaluate import problem_evals, read_max_autotune_solution
+    from torch_diode.evaluate import problem_evals
     from torch_diode.model import load_model
 
-    data = ROOT / "data" / key
-    stock = read_max_autotune_solution(data / "val-stock-picks.json")
+    dataset, stock = val_data(key)
     if isinstance(model, (str, Path)):
         model = load_model(model)
-    ev = problem_evals(
-        model, read_dataset(data / "val.msgpack"), stock=stock, max_compile_cost=DiodeOptions().max_compile_cost
-    )
+    ev = problem_evals(model, dataset, stock=stock, max_compile_cost=DiodeOptions().max_compile_cost)
     return ev, stock
 
 
