@@ -15,7 +15,7 @@ from torch_diode.dataset import read_dataset
 from torch_diode.errors import ModelFormatError
 from torch_diode.evaluate import regret_at_k
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, featurize, featurize_split
-from torch_diode.forest import ForestOptions, RankingForest, _Padded
+from torch_diode.forest import ForestOptions, RankingForest, _Padded, boost, oblivious_scores
 from torch_diode.model import load_model, save_model
 from torch_diode.records import Problem
 from torch_diode.train import TrainOptions, train
@@ -73,6 +73,33 @@ def test_fit_is_seeded_and_bit_for_bit_reproducible(real) -> None:
     for name in ("features", "thresholds", "leaves"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
     assert not np.array_equal(a.leaves, c.leaves)  # rows and columns are sampled from the seed
+
+
+def test_boost_takes_extra_columns_and_fit_is_boost_on_the_schema(real) -> None:
+    rows = real[0][:20]
+    x = np.concatenate([r[2] for r in rows])
+    y = np.concatenate([r[3] for r in rows])
+    counts = np.array([len(r[3]) for r in rows])
+    forest = _fit(rows, SMALL, seed=3)
+    tables = boost(x, y, counts, SMALL, 3)
+    for name, table in zip(("features", "thresholds", "leaves"), tables):
+        assert np.array_equal(getattr(forest, name), table)
+    assert np.array_equal(oblivious_scores(x, *tables), forest.score(x))
+    # a column beyond the schema that orders each problem's rows by their measured time: the
+    # booster splits on it and ranks the problems better with it; fit refuses such rows
+    rank = np.concatenate([np.argsort(np.argsort(r[3])) for r in rows]).astype(np.float32)[:, None]
+    more = boost(np.hstack([x, rank]), y, counts, SMALL, 3)
+    assert (more[0] == len(FEATURE_SPEC)).any()
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+
+    def regret1(scores: np.ndarray) -> float:
+        return float(
+            np.mean([y[s + np.argmax(scores[s : s + n])] - y[s : s + n].min() for s, n in zip(starts, counts)])
+        )
+
+    assert regret1(oblivious_scores(np.hstack([x, rank]), *more)) < regret1(forest.score(x))
+    with pytest.raises(ValueError, match="disagree"):
+        RankingForest.fit(np.hstack([x, rank]), y, counts, SMALL, 3)
 
 
 def test_lambdarank_gradients_of_two_tied_choices_are_hand_computed() -> None:

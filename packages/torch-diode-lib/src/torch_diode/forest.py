@@ -195,12 +195,7 @@ class RankingForest:
 
     def score(self, x: np.ndarray) -> np.ndarray:
         """Scores ``[N]`` of rows ``x [N, F]`` computed by ``features.featurize`` (any problems)."""
-        x = np.asarray(x, dtype=np.float32)
-        bits = x[:, self.features.reshape(-1)] > self.thresholds.reshape(-1)  # [N, T*D]
-        d = self.options.depth
-        weights = (1 << np.arange(d - 1, -1, -1)).astype(np.intp)
-        idx = (bits.reshape(len(x), self.options.trees, d) * weights).sum(axis=2)  # [N, T]
-        return self.leaves[np.arange(self.options.trees), idx].sum(axis=1, dtype=np.float32)
+        return oblivious_scores(x, self.features, self.thresholds, self.leaves)
 
     def rerank(self, log_t: np.ndarray, x_shared: np.ndarray, x_rest: np.ndarray) -> np.ndarray:
         """``log_t [N]`` (the network's predicted log times of one problem's candidates, features
@@ -267,60 +262,83 @@ class RankingForest:
             raise ValueError(f"forest: x {x.shape}, log_t {np.shape(log_t)} and counts (sum {counts.sum()}) disagree")
         if len(counts) == 0 or counts.min() < 1:
             raise ValueError("forest: needs at least one problem, each with at least one row")
-        o = options
-        rng = np.random.default_rng(seed)
-        group, gains = relevance_gains(log_t, counts, o)
-        borders = _borders(x, o.max_bins)
-        binned = _binned(x, borders)  # [F, R] uint8
-        splittable = np.flatnonzero([len(b) > 0 for b in borders])
-        n_bins = max((len(b) for b in borders), default=0) + 1
-        pad = _Padded(counts)
-        scores = np.zeros(len(x), dtype=np.float64)
-        t, d = o.trees, o.depth
-        feats = np.zeros((t, d), dtype=np.int32)
-        thrs = np.full((t, d), np.finfo(np.float32).max, dtype=np.float32)
-        leaves = np.zeros((t, 2**d), dtype=np.float32)
-        for tree in range(t):
-            grad, hess = pad.lambdas(scores, gains, o.top)
-            rows = (rng.random(len(counts)) < o.row_fraction)[group]
-            cols = splittable[rng.random(len(splittable)) < o.feature_fraction]
-            if len(cols) == 0:
-                cols = splittable
-            split_bins = np.full(d, 255, dtype=np.int64)  # no bin exceeds 255: an unsplit level sends all left
-            sel = np.flatnonzero(rows)  # the tree is grown on its sampled problems' rows only
-            g, h = grad[sel], hess[sel]
-            sub = binned[:, sel]  # [F, R_tree]
-            leaf = np.zeros(len(sel), dtype=np.int64)
-            for level in range(d):
-                best_gain, best_f, best_j = -np.inf, -1, -1
-                base = leaf * n_bins
-                width = (2**level) * n_bins
-                for f in cols.tolist():
-                    k = base + sub[f]
-                    gh = np.bincount(k, weights=g, minlength=width).reshape(-1, n_bins)  # [L, B]
-                    hh = np.bincount(k, weights=h, minlength=width).reshape(-1, n_bins)
-                    gl, hl = np.cumsum(gh, axis=1)[:, :-1], np.cumsum(hh, axis=1)[:, :-1]  # left: bins <= j
-                    gr, hr = gh.sum(axis=1, keepdims=True) - gl, hh.sum(axis=1, keepdims=True) - hl
-                    gain = (gl * gl / (hl + o.l2) + gr * gr / (hr + o.l2)).sum(axis=0)[: len(borders[f])]
-                    j = int(np.argmax(gain))
-                    if gain[j] > best_gain:
-                        best_gain, best_f, best_j = float(gain[j]), f, j
-                if best_f < 0:  # nothing to split on: every candidate goes left at this level
-                    leaf = leaf * 2
-                    continue
-                feats[tree, level] = best_f
-                thrs[tree, level] = borders[best_f][best_j]
-                split_bins[level] = best_j
-                leaf = leaf * 2 + (sub[best_f] > best_j)
-            gs = np.bincount(leaf, weights=g, minlength=2**d)
-            hs = np.bincount(leaf, weights=h, minlength=2**d)
-            values = (-gs / (hs + o.l2) * o.learning_rate).astype(np.float32)
-            leaves[tree] = values
-            every = np.zeros(len(x), dtype=np.int64)  # every row's leaf, sampled or not
-            for level in range(d):
-                every = every * 2 + (binned[feats[tree, level]] > split_bins[level])
-            scores += values[every]
-        return cls(feats, thrs, leaves, options)
+        return cls(*boost(x, log_t, counts, options, seed), options)
+
+
+def boost(
+    x: np.ndarray, log_t: np.ndarray, counts: np.ndarray, options: ForestOptions, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The boosting of :meth:`RankingForest.fit` (module docstring) on rows ``x [R, C]`` of any
+    ``C`` columns: the split features ``[T, D]`` (columns of ``x``), thresholds ``[T, D]`` and leaf
+    values ``[T, 2**D]``. ``fit`` checks the rows against ``FEATURE_SPEC`` first; a study can boost
+    on more columns and score with :func:`oblivious_scores`."""
+    x = np.asarray(x, dtype=np.float32)
+    counts = np.asarray(counts, dtype=np.int64)
+    o = options
+    rng = np.random.default_rng(seed)
+    group, gains = relevance_gains(log_t, counts, o)
+    borders = _borders(x, o.max_bins)
+    binned = _binned(x, borders)  # [F, R] uint8
+    splittable = np.flatnonzero([len(b) > 0 for b in borders])
+    n_bins = max((len(b) for b in borders), default=0) + 1
+    pad = _Padded(counts)
+    scores = np.zeros(len(x), dtype=np.float64)
+    t, d = o.trees, o.depth
+    feats = np.zeros((t, d), dtype=np.int32)
+    thrs = np.full((t, d), np.finfo(np.float32).max, dtype=np.float32)
+    leaves = np.zeros((t, 2**d), dtype=np.float32)
+    for tree in range(t):
+        grad, hess = pad.lambdas(scores, gains, o.top)
+        rows = (rng.random(len(counts)) < o.row_fraction)[group]
+        cols = splittable[rng.random(len(splittable)) < o.feature_fraction]
+        if len(cols) == 0:
+            cols = splittable
+        split_bins = np.full(d, 255, dtype=np.int64)  # no bin exceeds 255: an unsplit level sends all left
+        sel = np.flatnonzero(rows)  # the tree is grown on its sampled problems' rows only
+        g, h = grad[sel], hess[sel]
+        sub = binned[:, sel]  # [F, R_tree]
+        leaf = np.zeros(len(sel), dtype=np.int64)
+        for level in range(d):
+            best_gain, best_f, best_j = -np.inf, -1, -1
+            base = leaf * n_bins
+            width = (2**level) * n_bins
+            for f in cols.tolist():
+                k = base + sub[f]
+                gh = np.bincount(k, weights=g, minlength=width).reshape(-1, n_bins)  # [L, B]
+                hh = np.bincount(k, weights=h, minlength=width).reshape(-1, n_bins)
+                gl, hl = np.cumsum(gh, axis=1)[:, :-1], np.cumsum(hh, axis=1)[:, :-1]  # left: bins <= j
+                gr, hr = gh.sum(axis=1, keepdims=True) - gl, hh.sum(axis=1, keepdims=True) - hl
+                gain = (gl * gl / (hl + o.l2) + gr * gr / (hr + o.l2)).sum(axis=0)[: len(borders[f])]
+                j = int(np.argmax(gain))
+                if gain[j] > best_gain:
+                    best_gain, best_f, best_j = float(gain[j]), f, j
+            if best_f < 0:  # nothing to split on: every candidate goes left at this level
+                leaf = leaf * 2
+                continue
+            feats[tree, level] = best_f
+            thrs[tree, level] = borders[best_f][best_j]
+            split_bins[level] = best_j
+            leaf = leaf * 2 + (sub[best_f] > best_j)
+        gs = np.bincount(leaf, weights=g, minlength=2**d)
+        hs = np.bincount(leaf, weights=h, minlength=2**d)
+        values = (-gs / (hs + o.l2) * o.learning_rate).astype(np.float32)
+        leaves[tree] = values
+        every = np.zeros(len(x), dtype=np.int64)  # every row's leaf, sampled or not
+        for level in range(d):
+            every = every * 2 + (binned[feats[tree, level]] > split_bins[level])
+        scores += values[every]
+    return feats, thrs, leaves
+
+
+def oblivious_scores(x: np.ndarray, features: np.ndarray, thresholds: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+    """Scores ``[N]`` of rows ``x [N, C]`` under the oblivious trees ``features``/``thresholds``
+    ``[T, D]`` (columns of ``x``) and ``leaves [T, 2**D]`` (:meth:`RankingForest.score`)."""
+    x = np.asarray(x, dtype=np.float32)
+    t, d = features.shape
+    bits = x[:, features.reshape(-1)] > thresholds.reshape(-1)  # [N, T*D]
+    weights = (1 << np.arange(d - 1, -1, -1)).astype(np.intp)
+    idx = (bits.reshape(len(x), t, d) * weights).sum(axis=2)  # [N, T]
+    return leaves[np.arange(t), idx].sum(axis=1, dtype=np.float32)
 
 
 def relevance_gains(log_t: np.ndarray, counts: np.ndarray, options: ForestOptions) -> tuple[np.ndarray, np.ndarray]:
