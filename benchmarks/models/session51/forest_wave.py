@@ -1,6 +1,7 @@
-"""Session 51: the shipped file's ranking forest refit with session 50's cuBLAS tile-wave columns.
+"""Session 51: the shipped file's ranking forest refit with session 50's cuBLAS tile-wave columns,
+or on the rows its shortlist would hold.
 
-    python benchmarks/models/session51/forest_wave.py fit KEY SEED [SEED ...]
+    python benchmarks/models/session51/forest_wave.py fit KEY SEED [SEED ...] [--variants base wave short]
     python benchmarks/models/session51/forest_wave.py score KEY OOS VARIANT:SEED [...]
 
 ``fit``: the rows the shipped file's forest was fit on (``cv_jobs.py``'s ``val`` job of the file:
@@ -10,7 +11,9 @@ those rows (``base``; seed 0 gives the shipped forest, bit for bit, which ``fit`
 the rows with the 37 tile-wave columns of ``session50/aten_head_study.wave_features`` appended
 (``wave``: tile counts, last-wave fill, waves and padding of five cuBLAS-like output tiles on 132
 SMs, divisibility by 8/64/128, small M/N; the same for every candidate of a problem, so they act
-through the trees' interactions with the candidates' columns). Writes
+through the trees' interactions with the candidates' columns), or on the rows of each problem
+that the file's shortlist would hold in a compile (``short``: :func:`shortlist_rows`; 73% of the
+H100's rows, 75% of the H200's: the forest learns on what it re-ranks). Writes
 ``forests/forest-KEY-VARIANT-sSEED.npz`` beside this script (a few tens of KB each).
 
 ``score``: the shipped file with each forest in place of its own: the validation set's top-1 /
@@ -29,7 +32,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-for _d in ("session31", "session50", "session51"):
+for _d in ("session31", "session44", "session50", "session51"):
     sys.path.insert(0, str(ROOT / "benchmarks/models" / _d))
 from aten_head_study import wave_features  # noqa: E402
 from call_study import SMS, oos_top1, val_figures  # noqa: E402
@@ -60,17 +63,27 @@ def cmd_fit(a: argparse.Namespace) -> None:
 
     job = {"hw": a.key, "part": "val", "seed": 0, "extras": "output", "add": ADD[a.key]}
     trained_on, _, _ = job_data(job)
-    _, _, _, rows, _, _ = _split_rows(trained_on, trained_on.by_problem(), train_options(job))
+    groups = trained_on.by_problem()
+    _, train_ids, _, rows, _, _ = _split_rows(trained_on, groups, train_options(job))
     print(f"{a.key}: {len(rows.counts)} problems, {len(rows.y)} rows", flush=True)
-    shipped = load_model(model_file(a.key, None)).forest
-    xs = {"base": rows.x, "wave": np.hstack([rows.x, wave_columns(rows.x[:, :N_PROBLEM_FEATURES])])}
+    model = load_model(model_file(a.key, None))
+    shipped = model.forest
+    make = {
+        "base": lambda: (rows.x, rows.y, rows.counts),
+        "wave": lambda: (np.hstack([rows.x, wave_columns(rows.x[:, :N_PROBLEM_FEATURES])]), rows.y, rows.counts),
+        "short": lambda: shortlist_rows(model, trained_on, [groups[i] for i in train_ids], rows),
+    }
+    made: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for seed in a.seeds:
-        for variant, x in xs.items():
+        for variant in a.variants:
             out = forest_path(a.key, variant, seed)
             if out.exists():
                 continue
+            if variant not in made:  # once per variant, for every seed
+                made[variant] = make[variant]()
+            x, y, counts = made[variant]
             t0 = time.perf_counter()
-            f, th, lv = boost(x, rows.y, rows.counts, shipped.options, seed + 2)
+            f, th, lv = boost(x, y, counts, shipped.options, seed + 2)
             out.parent.mkdir(exist_ok=True)
             np.savez_compressed(out, features=f, thresholds=th, leaves=lv)
             note = ""
@@ -81,6 +94,32 @@ def cmd_fit(a: argparse.Namespace) -> None:
                 )
                 note = f"; the shipped forest, bit for bit: {same}"
             print(f"{variant} seed {seed}: {time.perf_counter() - t0:.0f} s{note}", flush=True)
+
+
+def shortlist_rows(model, dataset, groups, rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The training rows the forest would see in a compile: per problem, those of its measured
+    choices that are among the ``shortlist`` best of ATen and the EXHAUSTIVE Triton configs under
+    the handler's compile cost, as the file ranks them before its forest (network, neighbour
+    memory, ATen head: what ``RankingForest.rerank`` receives; in-sample for these problems)."""
+    from active import model_order
+
+    from torch_diode.config import config
+
+    cost = config.options().max_compile_cost
+    m = model.forest.options.shortlist
+    forest, model.forest = model.forest, None
+    keep = np.zeros(len(rows.y), dtype=bool)
+    try:
+        for g, start, n in zip(groups, rows.starts.tolist(), rows.counts.tolist()):
+            cands, _, pred = model_order(model, g.problem, cost)
+            p = np.array([pred[c] for c in cands])
+            short = {cands[j] for j in (np.argpartition(p, m - 1)[:m] if len(p) > m else range(len(p)))}
+            keep[start : start + n] = [dataset.choices[i] in short for i in g.median_by_choice()]
+    finally:
+        model.forest = forest
+    counts = np.add.reduceat(keep, rows.starts).astype(np.int64)
+    print(f"shortlist rows: {keep.sum()} of {len(keep)}, {int((counts > 0).sum())} problems", flush=True)
+    return rows.x[keep], rows.y[keep], counts[counts > 0]
 
 
 class _Refit:
@@ -122,6 +161,7 @@ def main() -> None:
     f = sub.add_parser("fit")
     f.add_argument("key")
     f.add_argument("seeds", nargs="+", type=int)
+    f.add_argument("--variants", nargs="+", choices=("base", "wave", "short"), default=["base", "wave"])
     f.set_defaults(fn=cmd_fit)
     s = sub.add_parser("score")
     s.add_argument("key")
