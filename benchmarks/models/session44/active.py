@@ -55,21 +55,26 @@ def new_problems(key: str, n: int, seed: int, skip_shapes: frozenset = frozenset
     return out[:n]
 
 
-def model_order(model, problem, max_compile_cost: float | None) -> tuple[list, list, dict]:
-    """ATen and the EXHAUSTIVE Triton configs under ``max_compile_cost``: in Inductor's order, in
-    the model's (ranked together, as the handler ranks: the model's Triton order depends on the
-    set), and each one's predicted log time."""
-    import numpy as np
-
+def candidates(problem, max_compile_cost: float | None) -> list:
+    """ATen and the EXHAUSTIVE Triton configs under ``max_compile_cost``, in Inductor's order."""
     from torch_diode.collect.sweep import inductor_choices
-    from torch_diode.ranking import order_of
     from torch_diode.records import compile_cost
 
-    cands = [
+    return [
         it.choice
         for it in inductor_choices(problem, "EXHAUSTIVE")
         if it.kind == "aten" or max_compile_cost is None or compile_cost(problem, it.choice) <= max_compile_cost
     ]
+
+
+def model_order(model, problem, max_compile_cost: float | None) -> tuple[list, list, dict]:
+    """:func:`candidates`: in Inductor's order, in the model's (ranked together, as the handler
+    ranks: the model's Triton order depends on the set), and each one's predicted log time."""
+    import numpy as np
+
+    from torch_diode.ranking import order_of
+
+    cands = candidates(problem, max_compile_cost)
     pred = model.predict(problem, cands).log_time_us.astype(np.float64)
     return cands, [cands[j] for j in order_of(problem, cands, pred)], dict(zip(cands, pred))
 

@@ -54,33 +54,31 @@ SMS = 132  # H100 SXM and H200: 132 SMs
 
 
 @functools.cache
-def oos_items(key: str, path: str):
+def oos_items(path: str):
     """Per OOS problem with stock's pick: (problem, candidates, measured {choice: us}, stock's us)."""
-    from active import model_order
+    from active import candidates
 
     from torch_diode.collect.campaign import stock_picks_from_full_space
     from torch_diode.config import config
     from torch_diode.dataset import read_dataset
-    from torch_diode.model import load_model
 
-    model = load_model(model_file(key, None))
     ds = read_dataset(ROOT / path)
     stock, _ = stock_picks_from_full_space(ds)
     cost = config.options().max_compile_cost
     out = []
     for pt in ds.by_problem():
         if pt.problem in stock:
-            cands, _, _ = model_order(model, pt.problem, cost)
+            cands = candidates(pt.problem, cost)
             med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
             out.append((pt.problem, cands, med, stock[pt.problem].time_us))
     return out
 
 
-def oos_top1(model, key: str, path: str, order: Callable | None = None) -> str:
+def oos_top1(model, path: str, order: Callable | None = None) -> str:
     """The model's top-1 / stock on OOS; ``order(problem, cands, prediction)`` -> the order
     (default: ``ranking.order_of`` of the predicted log times, as the handler ranks)."""
     xs, miss = [], 0
-    for p, cands, med, st in oos_items(key, path):
+    for p, cands, med, st in oos_items(path):
         top = cands[(order or _order)(p, cands, model.predict(p, cands))[0]]
         if top not in med:
             miss += 1
@@ -236,7 +234,7 @@ def cmd_stack(a: argparse.Namespace) -> None:
         for e in evals(a.key, model)[0]
         if (r := call_row(model, e.problem, list(e.choices), list(e.measured_us), e.stock_us))
     ]
-    oos = [r for p, c, med, st in oos_items(a.key, a.oos) if (r := call_row(model, p, c, [med.get(x) for x in c], st))]
+    oos = [r for p, c, med, st in oos_items(a.oos) if (r := call_row(model, p, c, [med.get(x) for x in c], st))]
     print(f"{a.key}: {len(val)} validation problems, {len(oos)} OOS problems with both picks measured")
     print(
         f"as shipped: val top-1 {call_top1(val, np.array([r['x'][0] < 0 for r in val])):.4f}, OOS {call_top1(oos, np.array([r['x'][0] < 0 for r in oos])):.4f}"
@@ -283,13 +281,20 @@ def cmd_knobs(a: argparse.Namespace) -> None:
         model.forest.options = dataclasses.replace(fo, blend=fb)
         model.aten_head.options = dataclasses.replace(ho, blend=hb)
         print(
-            f"forest blend {fb}, head blend {hb}: {val_figures(model, a.key)}; {oos_top1(model, a.key, a.oos)}",
+            f"forest blend {fb}, head blend {hb}: {val_figures(model, a.key)}; {oos_top1(model, a.oos)}",
             flush=True,
         )
 
 
-def cmd_prior(a: argparse.Namespace) -> None:
+@functools.cache
+def default_triton(problem) -> frozenset:
+    """Inductor's DEFAULT Triton candidates of ``problem`` (enumerated once per problem)."""
     from torch_diode.collect.sweep import inductor_choices
+
+    return frozenset(it.choice for it in inductor_choices(problem, "DEFAULT") if it.kind == "triton")
+
+
+def cmd_prior(a: argparse.Namespace) -> None:
     from torch_diode.model import load_model
     from torch_diode.ranking import order_of
 
@@ -297,11 +302,11 @@ def cmd_prior(a: argparse.Namespace) -> None:
     for delta in (0.0, 0.01, 0.02, 0.03, 0.05, 0.08):
 
         def order(p, cands, pr, delta=delta):
-            dflt = {it.choice for it in inductor_choices(p, "DEFAULT") if it.kind == "triton"}
+            dflt = default_triton(p)
             return order_of(p, cands, pr.log_time_us - delta * np.array([c in dflt for c in cands]))
 
         print(
-            f"DEFAULT prior {delta:.2f}: {val_figures(model, a.key, order)}; {oos_top1(model, a.key, a.oos, order)}",
+            f"DEFAULT prior {delta:.2f}: {val_figures(model, a.key, order)}; {oos_top1(model, a.oos, order)}",
             flush=True,
         )
 
@@ -317,7 +322,7 @@ def cmd_risk(a: argparse.Namespace) -> None:
             return order_of(p, cands, pr.log_time_us.astype(np.float64) + lam * pr.std)
 
         print(
-            f"mean + {lam:+.2f} x spread: {val_figures(model, a.key, order)}; {oos_top1(model, a.key, a.oos, order)}",
+            f"mean + {lam:+.2f} x spread: {val_figures(model, a.key, order)}; {oos_top1(model, a.oos, order)}",
             flush=True,
         )
 

@@ -145,14 +145,12 @@ def cmd_score(a: argparse.Namespace) -> None:
 
     model = load_model(model_file(a.key, None))
     shipped = model.forest
-    print(f"{a.key} shipped: {val_figures(model, a.key)}; {oos_top1(model, a.key, a.oos)}", flush=True)
+    print(f"{a.key} shipped: {val_figures(model, a.key)}; {oos_top1(model, a.oos)}", flush=True)
     for spec in a.forests:
         variant, seed = spec.split(":")
         z = np.load(forest_path(a.key, variant, int(seed)))
         model.forest = _Refit(shipped, (z["features"], z["thresholds"], z["leaves"]), variant == "wave")
-        print(
-            f"{a.key} {variant} seed {seed}: {val_figures(model, a.key)}; {oos_top1(model, a.key, a.oos)}", flush=True
-        )
+        print(f"{a.key} {variant} seed {seed}: {val_figures(model, a.key)}; {oos_top1(model, a.oos)}", flush=True)
 
 
 def main() -> None:
