@@ -102,6 +102,26 @@ def test_boost_takes_extra_columns_and_fit_is_boost_on_the_schema(real) -> None:
         RankingForest.fit(np.hstack([x, rank]), y, counts, SMALL, 3)
 
 
+def test_boost_from_a_base_margin_learns_corrections_to_it(real) -> None:
+    rows = real[0][:20]
+    x = np.concatenate([r[2] for r in rows])
+    y = np.concatenate([r[3] for r in rows]).astype(np.float64)
+    counts = np.array([len(r[3]) for r in rows])
+    plain = boost(x, y, counts, SMALL, 3)
+    # a zero margin is no margin, bit for bit
+    for a, b in zip(plain, boost(x, y, counts, SMALL, 3, init=np.zeros(len(y)))):
+        assert np.array_equal(a, b)
+    # a margin that already orders every problem by its measured time, by a wide margin: the
+    # pairs barely pull (only near-ties do), so the trees' leaves are far smaller than from zero
+    sure = boost(x, y, counts, SMALL, 3, init=-y / 0.001)
+    assert np.abs(sure[2]).max() < 0.1 * np.abs(plain[2]).max()
+    # a margin in the reverse order: the trees learn to undo it (their leaves grow)
+    wrong = boost(x, y, counts, SMALL, 3, init=y / 0.1)
+    assert np.abs(wrong[2]).max() > np.abs(plain[2]).max()
+    with pytest.raises(ValueError, match="init"):
+        boost(x, y, counts, SMALL, 3, init=np.zeros(len(y) - 1))
+
+
 def test_lambdarank_gradients_of_two_tied_choices_are_hand_computed() -> None:
     # One problem: row 0 is the best (label 30), row 1 3.5% slower (label 28); both scored 0.
     # Pair (0, 1): |dNDCG| = (G0 - G1) * (1/log2(2) - 1/log2(3)) / (G0 + G1/log2(3)), rho = 1/2:

@@ -266,12 +266,19 @@ class RankingForest:
 
 
 def boost(
-    x: np.ndarray, log_t: np.ndarray, counts: np.ndarray, options: ForestOptions, seed: int
+    x: np.ndarray,
+    log_t: np.ndarray,
+    counts: np.ndarray,
+    options: ForestOptions,
+    seed: int,
+    init: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The boosting of :meth:`RankingForest.fit` (module docstring) on rows ``x [R, C]`` of any
     ``C`` columns: the split features ``[T, D]`` (columns of ``x``), thresholds ``[T, D]`` and leaf
     values ``[T, 2**D]``. ``fit`` checks the rows against ``FEATURE_SPEC`` first; a study can boost
-    on more columns and score with :func:`oblivious_scores`."""
+    on more columns and score with :func:`oblivious_scores`. ``init [R]``: the rows' scores before
+    the first tree (higher ranks first; default 0), so that the trees learn corrections to another
+    model's order (a base margin) instead of an order of their own."""
     x = np.asarray(x, dtype=np.float32)
     counts = np.asarray(counts, dtype=np.int64)
     o = options
@@ -282,7 +289,9 @@ def boost(
     splittable = np.flatnonzero([len(b) > 0 for b in borders])
     n_bins = max((len(b) for b in borders), default=0) + 1
     pad = _Padded(counts)
-    scores = np.zeros(len(x), dtype=np.float64)
+    if init is not None and np.shape(init) != (len(x),):
+        raise ValueError(f"forest: init {np.shape(init)} does not match {len(x)} rows")
+    scores = np.zeros(len(x), dtype=np.float64) if init is None else np.array(init, dtype=np.float64)
     t, d = o.trees, o.depth
     feats = np.zeros((t, d), dtype=np.int32)
     thrs = np.full((t, d), np.finfo(np.float32).max, dtype=np.float32)
