@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 52, one call on the GPU machine's host cores: margin forests (margin_forest.py fit) of
-# both GPUs (or those of $KEYS), one process of one thread per (TAU, SEED) pair given as arguments (e.g. 0.05:0
-# 0.1:1), at most 540 s; the forests and logs in $OUT/fit.tgz.
+# both GPUs (or those of $KEYS), one process of one thread per (TAU, SEED) pair given as
+# arguments (e.g. 0.05:0 0.1:1), at most 540 s; the forests and logs in $OUT/fit.tgz.
 set -u
 export PYTHONPATH=$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1

@@ -3,7 +3,7 @@ blended with it.
 
     python benchmarks/models/session52/margin_forest.py oof KEY FOLD [--folds 3] [--out DIR] [--device D]
     python benchmarks/models/session52/margin_forest.py fit KEY TAU [TAU ...] [--seeds 0] [--oof DIR]
-    python benchmarks/models/session52/margin_forest.py score KEY OOS SPEC [SPEC ...]
+    python benchmarks/models/session52/margin_forest.py score KEY OOS TAU:SEED [TAU:SEED ...]
 
 The shipped forest is boosted from zero on the training rows and, in a compile, its scores are
 z-standardised and averaged 50/50 with the network's (after the neighbour memory and the ATen
@@ -25,10 +25,9 @@ log time).
 on the same rows, from ``init = -oof / TAU`` (``oof`` relative to each problem's lowest, in
 float16: ``oof_relative``): ``forests/margin-KEY-tTAU-sSEED.npz``.
 
-``score``: the shipped file with its forest replaced by a margin forest (``margin:TAU:SEED``; the
+``score``: the shipped file with its forest replaced by each margin forest (``TAU:SEED``; the
 order within the file's shortlist by ``-log_t / TAU + score``, values kept as ``rerank`` keeps
-them) or by the shipped forest at another blend (``blend:B``): validation top-1 / stock,
-regret@1, regret@5 (``session51/call_study.py``'s measures), the regret of the first Triton
+them): validation top-1 / stock, regret@1, regret@5 (``session51/call_study.py``'s measures), the regret of the first Triton
 config and the number of ATen top-1 picks (:func:`first_triton`), and OOS top-1 / stock.
 """
 
@@ -113,7 +112,12 @@ def oof_relative(key: str, rows, folds: int, where: Path) -> np.ndarray:
     written there."""
     packed = where / f"oof-{key}.npz"
     if packed.exists():
-        return np.load(packed)["rel"]
+        rel = np.load(packed)["rel"]
+        if len(rel) != len(rows.y):
+            raise ValueError(
+                f"{packed}: {len(rel)} rows, the forest's are {len(rows.y)}; delete it to pack the folds again"
+            )
+        return rel
     out = np.full(len(rows.y), np.nan, dtype=np.float32)
     for f in range(folds):
         z = np.load(where / f"oof-{key}-f{f}.npz")
@@ -195,8 +199,6 @@ def first_triton(model, key: str) -> str:
 
 
 def cmd_score(a: argparse.Namespace) -> None:
-    import dataclasses
-
     from torch_diode.model import load_model
 
     model = load_model(model_file(a.key, None))
@@ -205,20 +207,14 @@ def cmd_score(a: argparse.Namespace) -> None:
         f"{a.key} shipped: {val_figures(model, a.key)}; {first_triton(model, a.key)}; {oos_top1(model, a.oos)}",
         flush=True,
     )
-    for spec in a.specs:
-        kind, *args = spec.split(":")
-        if kind == "margin":
-            tau, seed = float(args[0]), int(args[1])
-            z = np.load(margin_path(a.key, tau, seed))
-            model.forest = MarginForest(shipped, (z["features"], z["thresholds"], z["leaves"]), tau)
-        else:
-            shipped.options = dataclasses.replace(shipped.options, blend=float(args[0]))
+    for spec in a.forests:
+        tau, seed = spec.split(":")
+        z = np.load(margin_path(a.key, float(tau), int(seed)))
+        model.forest = MarginForest(shipped, (z["features"], z["thresholds"], z["leaves"]), float(tau))
         print(
-            f"{a.key} {spec}: {val_figures(model, a.key)}; {first_triton(model, a.key)}; {oos_top1(model, a.oos)}",
+            f"{a.key} margin:{spec}: {val_figures(model, a.key)}; {first_triton(model, a.key)}; {oos_top1(model, a.oos)}",
             flush=True,
         )
-        model.forest = shipped
-        shipped.options = dataclasses.replace(shipped.options, blend=0.5)
 
 
 def main() -> None:
@@ -242,7 +238,7 @@ def main() -> None:
     s = sub.add_parser("score")
     s.add_argument("key")
     s.add_argument("oos")
-    s.add_argument("specs", nargs="+", metavar="margin:TAU:SEED|blend:B")
+    s.add_argument("forests", nargs="+", metavar="TAU:SEED")
     s.set_defaults(fn=cmd_score)
     a = ap.parse_args()
     a.fn(a)

@@ -281,6 +281,8 @@ def boost(
     model's order (a base margin) instead of an order of their own."""
     x = np.asarray(x, dtype=np.float32)
     counts = np.asarray(counts, dtype=np.int64)
+    if init is not None and np.shape(init) != (len(x),):
+        raise ValueError(f"forest: init {np.shape(init)} does not match {len(x)} rows")
     o = options
     rng = np.random.default_rng(seed)
     group, gains = relevance_gains(log_t, counts, o)
@@ -289,8 +291,6 @@ def boost(
     splittable = np.flatnonzero([len(b) > 0 for b in borders])
     n_bins = max((len(b) for b in borders), default=0) + 1
     pad = _Padded(counts)
-    if init is not None and np.shape(init) != (len(x),):
-        raise ValueError(f"forest: init {np.shape(init)} does not match {len(x)} rows")
     scores = np.zeros(len(x), dtype=np.float64) if init is None else np.array(init, dtype=np.float64)
     t, d = o.trees, o.depth
     feats = np.zeros((t, d), dtype=np.int32)
