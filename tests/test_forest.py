@@ -42,10 +42,15 @@ def real():
     return rows(groups[0::4] + groups[1::4] + groups[2::4]), rows(groups[3::4])
 
 
-def _fit(rows, options: ForestOptions, seed: int = 0) -> RankingForest:
+def _stacked(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``rows``' problems one after another: features, log times and per-problem counts."""
     x = np.concatenate([r[2] for r in rows])
     y = np.concatenate([r[3] for r in rows])
-    return RankingForest.fit(x, y, np.array([len(r[3]) for r in rows]), options, seed)
+    return x, y, np.array([len(r[3]) for r in rows])
+
+
+def _fit(rows, options: ForestOptions, seed: int = 0) -> RankingForest:
+    return RankingForest.fit(*_stacked(rows), options, seed)
 
 
 def _geomean_regret(forest: RankingForest, rows, k: int) -> float:
@@ -77,9 +82,7 @@ def test_fit_is_seeded_and_bit_for_bit_reproducible(real) -> None:
 
 def test_boost_takes_extra_columns_and_fit_is_boost_on_the_schema(real) -> None:
     rows = real[0][:20]
-    x = np.concatenate([r[2] for r in rows])
-    y = np.concatenate([r[3] for r in rows])
-    counts = np.array([len(r[3]) for r in rows])
+    x, y, counts = _stacked(rows)
     forest = _fit(rows, SMALL, seed=3)
     tables = boost(x, y, counts, SMALL, 3)
     for name, table in zip(("features", "thresholds", "leaves"), tables):
@@ -103,10 +106,8 @@ def test_boost_takes_extra_columns_and_fit_is_boost_on_the_schema(real) -> None:
 
 
 def test_boost_from_a_base_margin_learns_corrections_to_it(real) -> None:
-    rows = real[0][:20]
-    x = np.concatenate([r[2] for r in rows])
-    y = np.concatenate([r[3] for r in rows]).astype(np.float64)
-    counts = np.array([len(r[3]) for r in rows])
+    x, y32, counts = _stacked(real[0][:20])
+    y = y32.astype(np.float64)
     plain = boost(x, y, counts, SMALL, 3)
     # a zero margin is no margin, bit for bit
     for a, b in zip(plain, boost(x, y, counts, SMALL, 3, init=np.zeros(len(y)))):

@@ -93,10 +93,12 @@ def _order(p, cands, pr):
     return order_of(p, cands, pr.log_time_us)
 
 
-def val_figures(model, key: str, order: Callable | None = None) -> str:
+def val_figures(model, key: str, order: Callable | None = None, ev: list | None = None) -> str:
     """top-1 / stock, regret@1, regret@5 and its p95 on KEY's validation problems (as
-    ``validate-max-autotune`` ranks them; ``order`` as in :func:`oos_top1`)."""
-    ev, _ = evals(key, model)
+    ``validate-max-autotune`` ranks them; ``order`` as in :func:`oos_top1`; ``ev``: the model's
+    ``retime.evals`` of them where the caller has them already)."""
+    if ev is None:
+        ev, _ = evals(key, model)
     t1, r1, r5 = [], [], []
     for e in ev:
         o = order(e.problem, list(e.choices), model.predict(e.problem, list(e.choices))) if order else e.ranked()

@@ -51,17 +51,28 @@ from retime import model_file  # noqa: E402
 FOLD_SEED = 7
 
 
-def forest_rows(key: str):
-    """The shipped forest's training rows: (dataset, its problem groups in row order, rows, job)."""
+def forest_groups(key: str):
+    """The shipped forest's training problems: (dataset, their groups in the order of the forest's
+    rows, the ``cv_jobs`` job), as ``train._split_rows`` orders them, without featurizing."""
     from cv_jobs import job_data, train_options
 
-    from torch_diode.train import _split_rows
+    from torch_diode.train import split_problems
 
     job = {"hw": key, "part": "val", "seed": 0, "extras": "output", "add": ADD[key]}
     trained_on, _, _ = job_data(job)
     groups = trained_on.by_problem()
-    _, train_ids, _, rows, _, _ = _split_rows(trained_on, groups, train_options(job))
-    return trained_on, [groups[i] for i in train_ids], rows, job
+    opts = train_options(job)
+    train_ids, _ = split_problems([g.problem for g in groups], opts.val_fraction, opts.seed)
+    return trained_on, [groups[i] for i in train_ids], job
+
+
+def forest_rows(key: str):
+    """The shipped forest's training rows (``train._featurize_problems`` of :func:`forest_groups`)."""
+    from torch_diode.features import gpu_constants
+    from torch_diode.train import _featurize_problems
+
+    ds, groups, _ = forest_groups(key)
+    return _featurize_problems(ds, groups, gpu_constants(ds.hardware))
 
 
 def folds_of(groups, folds: int) -> np.ndarray:
@@ -79,7 +90,9 @@ def cmd_oof(a: argparse.Namespace) -> None:
 
     from torch_diode.train import train
 
-    ds, groups, rows, job = forest_rows(a.key)
+    ds, groups, job = forest_groups(a.key)
+    counts = [len(g.median_by_choice()) for g in groups]  # each problem's rows, as the forest's
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
     fold = folds_of(groups, a.folds)
     held = fold == a.fold
     t0 = time.perf_counter()
@@ -89,7 +102,7 @@ def cmd_oof(a: argparse.Namespace) -> None:
     model, _ = train(ds.select_problems({g.problem for g, h in zip(groups, held) if not h}), opts)
     ttrain = time.perf_counter() - t0
     idx, pred = [], []
-    for g, start, n, h in zip(groups, rows.starts.tolist(), rows.counts.tolist(), held):
+    for g, start, n, h in zip(groups, starts, counts, held):
         if h:
             choices = [ds.choices[i] for i in g.median_by_choice()]
             idx.append(np.arange(start, start + n))
@@ -141,7 +154,7 @@ def cmd_fit(a: argparse.Namespace) -> None:
     from torch_diode.forest import boost
     from torch_diode.model import load_model
 
-    _, _, rows, _ = forest_rows(a.key)
+    rows = forest_rows(a.key)
     rel = oof_relative(a.key, rows, a.folds, Path(a.oof)).astype(np.float64)
     print(f"{a.key}: {len(rows.counts)} problems, {len(rows.y)} rows", flush=True)
     options = load_model(model_file(a.key, None)).forest.options
@@ -178,43 +191,39 @@ class MarginForest:
         return out
 
 
-def first_triton(model, key: str) -> str:
-    """On KEY's validation problems: the regret of the model's first Triton config (over the best
-    measured, ATen included) and how many top-1 picks are ATen: the two halves of the top-1 pick."""
+def first_triton(ev) -> str:
+    """On validation problems (``retime.evals``): the regret of the model's first Triton config
+    (over the best measured, ATen included) and how many top-1 picks are ATen: the two halves of
+    the top-1 pick."""
     import math
 
-    from retime import evals
-
-    from torch_diode.ranking import order_of
-
-    ev, _ = evals(key, model)
     regret, aten_picks = [], 0
     for e in ev:
-        choices = list(e.choices)
-        order = order_of(e.problem, choices, model.predict(e.problem, choices).log_time_us)
-        aten_picks += choices[order[0]].is_aten
-        first = next(i for i in order if not choices[i].is_aten)
+        order = e.ranked()
+        aten_picks += e.choices[order[0]].is_aten
+        first = next(i for i in order if not e.choices[i].is_aten)
         regret.append(math.log(e.measured_us[first] / (e.oracle_us or e.measured_us.min())))
     return f"first Triton config's regret {math.exp(np.mean(regret)):.4f}, ATen top-1 picks {aten_picks}"
 
 
 def cmd_score(a: argparse.Namespace) -> None:
+    from retime import evals
+
     from torch_diode.model import load_model
 
     model = load_model(model_file(a.key, None))
     shipped = model.forest
-    print(
-        f"{a.key} shipped: {val_figures(model, a.key)}; {first_triton(model, a.key)}; {oos_top1(model, a.oos)}",
-        flush=True,
-    )
+
+    def line(name: str) -> str:  # the validation problems ranked once, for both figures
+        ev, _ = evals(a.key, model)
+        return f"{a.key} {name}: {val_figures(model, a.key, ev=ev)}; {first_triton(ev)}; {oos_top1(model, a.oos)}"
+
+    print(line("shipped"), flush=True)
     for spec in a.forests:
         tau, seed = spec.split(":")
         z = np.load(margin_path(a.key, float(tau), int(seed)))
         model.forest = MarginForest(shipped, (z["features"], z["thresholds"], z["leaves"]), float(tau))
-        print(
-            f"{a.key} margin:{spec}: {val_figures(model, a.key)}; {first_triton(model, a.key)}; {oos_top1(model, a.oos)}",
-            flush=True,
-        )
+        print(line(f"margin:{spec}"), flush=True)
 
 
 def main() -> None:
