@@ -65,6 +65,8 @@ def trained(ds):
         ({"hidden": 0}, "hidden"),
         ({"pairwise_weight": -1.0}, "pairwise_weight"),
         ({"pairwise_top": 0}, "pairwise_top"),
+        ({"regression_expectile": 1.0}, "regression_expectile"),
+        ({"regression_expectile": 0}, "regression_expectile"),
         ({"network_shortlist": -1}, "network_shortlist"),
     ],
     ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
@@ -333,6 +335,47 @@ def test_aten_weight_scales_the_aten_rows_and_pairs() -> None:
     assert not math.isclose(float(got), float(_pairwise(p1, y1, m1, w[:, :1], scale, 2)), rel_tol=1e-3)
     with pytest.raises(ValueError, match="aten_weight"):
         TrainOptions(aten_weight=0)
+
+
+def test_regression_expectile_weighs_rows_by_the_sign_of_their_error() -> None:
+    """``regression_expectile`` tau: a row measured slower than predicted weighs 2 tau in the
+    regression mean, one measured faster 2 (1 - tau), on top of ``aten_weight``; 0.5 is the plain
+    MSE, bit for bit."""
+    import torch
+
+    from torch_diode.train import TrainOptions, _loss
+
+    y, mask, w = _loss_inputs()
+    pred = torch.tensor([[[0.3, 0.1, 1.5, 1.0], [0.2, 0.4, 2.0, 9.0]]])  # [K=1, B, C]
+    aten = torch.tensor([[False, True, False, False], [False, False, False, False]])
+    plain = TrainOptions(pairwise_weight=0.0)
+    half = TrainOptions(pairwise_weight=0.0, regression_expectile=0.5)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(_loss(pred, y, mask, w, 1.0, plain, aten), _loss(pred, y, mask, w, 1.0, half, aten))
+    )
+    _, mse, _ = _loss(pred, y, mask, w, 1.0, TrainOptions(pairwise_weight=0.0, regression_expectile=0.8), aten)
+    sq = (pred[0] - y) ** 2
+    under = pred[0] < y  # measured slower than predicted: 1.6; the others 0.4
+    rw = torch.where(under, 1.6, 0.4) * torch.tensor([[1.0, 3.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]])  # ATen x3, masked 0
+    assert torch.allclose(mse, (sq * rw).sum() / rw.sum())
+    assert not torch.allclose(mse, _loss(pred, y, mask, w, 1.0, plain, aten)[1])
+
+
+def test_an_upper_expectile_predicts_slower_times(ds) -> None:
+    """Trained for the 0.8 expectile (the regression term alone), the network's predictions sit
+    above more of the measured times than the same training's at 0.5."""
+    opts = dict(FAST, forest_trees=0, neighbours=0, aten_head_blend=0.0, pairwise_weight=0.0)
+    above = {}
+    for tau in (0.5, 0.8):
+        model, _ = train(ds, TrainOptions(seed=7, val_fraction=0.0, regression_expectile=tau, **opts))
+        over = []
+        for t in ds.by_problem():
+            med = t.median_by_choice()
+            pred = model.predict(t.problem, [ds.choices[i] for i in med]).log_time_us
+            over.append(pred > np.log(np.array(list(med.values()))))
+        above[tau] = float(np.concatenate(over).mean())
+    assert above[0.8] > above[0.5] + 0.05, above
 
 
 def test_a_problems_aten_rows_are_always_in_its_sample() -> None:

@@ -6,7 +6,8 @@ and minimises, per ensemble member,
 
     MSE(normalised log time) + ranking_weight * ListNet(problem) + pairwise_weight * Pairwise(problem)
 
-(a problem's ATen rows, and the pairs with an ATen choice, weighted ``aten_weight`` times),
+(a problem's ATen rows, and the pairs with an ATen choice, weighted ``aten_weight`` times; the MSE
+an expectile loss with ``regression_expectile`` other than 0.5),
 where the ListNet term is the KL divergence between softmax(-log t / T) of the measured and of
 the predicted times over the choices of each problem (``T`` = ``ranking_temperature``), and the
 pairwise term is a logistic loss on every (fast, slower) pair of a problem's choices whose fast
@@ -93,6 +94,11 @@ class TrainOptions:
         pairwise_weight: weight of the top-weighted pairwise term (:func:`_pairwise`): each of a
             problem's ``pairwise_top`` fastest sampled choices against every slower one.
         pairwise_top: how many of each problem's fastest sampled choices the pairwise term ranks.
+        regression_expectile: the expectile ``tau`` of the regression term: a row whose measured
+            time is above its prediction weighs ``2 * tau``, one below ``2 * (1 - tau)`` (0.5: the
+            plain MSE). Above 0.5 the network predicts an upper expectile of a choice's time, so
+            that choices whose times scatter around what the features say (kernels that fall off a
+            cliff now and then) are placed later: a risk-averse first pick.
         aten_weight: weight of a problem's ATen rows in the MSE term and of the pairs with an ATen
             choice in the pairwise term, relative to Triton rows (1: equal). A problem has one or
             two ATen rows beside hundreds of Triton configs, yet ATen-or-Triton is the call that
@@ -149,6 +155,7 @@ class TrainOptions:
     ranking_temperature: float = 0.1
     pairwise_weight: float = 3.0
     pairwise_top: int = 32
+    regression_expectile: float = 0.5
     aten_weight: float = 3.0
     neighbours: int = 8
     neighbour_bandwidth: float = 3.0
@@ -189,6 +196,9 @@ class TrainOptions:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name}: must be a non-negative number, got {v!r}")
+        tau = self.regression_expectile
+        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau < 1:
+            raise ValueError(f"regression_expectile: must be a number in (0, 1) (0.5: plain MSE), got {tau!r}")
         if not isinstance(self.early_stopping, bool):
             raise TypeError(f"early_stopping: must be a bool, got {self.early_stopping!r}")
         if not isinstance(self.ema_decay, (int, float)) or not 0 <= self.ema_decay < 1:
@@ -446,7 +456,10 @@ def _loss(
     if aten is not None and opts.aten_weight != 1:
         rw = 1 + (opts.aten_weight - 1) * aten.to(pred.dtype)
         wm = wm * rw.unsqueeze(0)
-    mse = ((pred - y.unsqueeze(0)) ** 2 * wm).sum() / wm.sum().clamp_min(1e-12)
+    err = pred - y.unsqueeze(0)  # [K, B, C]: > 0 where the prediction is slower than measured
+    if opts.regression_expectile != 0.5:  # expectile weights: under-predictions weigh 2 tau
+        wm = wm * torch.where(err < 0, 2 * opts.regression_expectile, 2 * (1 - opts.regression_expectile))
+    mse = (err**2 * wm).sum() / wm.sum().clamp_min(1e-12)
     scale = y_std / opts.ranking_temperature
     neg = torch.finfo(pred.dtype).min / 4
     target = torch.softmax(torch.where(mask, -y * scale, neg), dim=-1)  # [B, C]

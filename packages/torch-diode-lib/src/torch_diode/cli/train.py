@@ -62,6 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="weight of the top-weighted pairwise ranking loss (default: 3)",
     )
     t.add_argument(
+        "--regression-expectile",
+        type=float,
+        default=0.5,
+        help="expectile of the regression term: above 0.5, rows measured slower than predicted weigh more, "
+        "so choices whose times scatter are placed later (default: 0.5, plain MSE)",
+    )
+    t.add_argument(
         "--aten-weight",
         type=float,
         default=3.0,
@@ -289,6 +296,7 @@ def _train(args: argparse.Namespace) -> int:
             patience=args.patience,
             ranking_weight=args.ranking_weight,
             pairwise_weight=args.pairwise_weight,
+            regression_expectile=args.regression_expectile,
             aten_weight=args.aten_weight,
             neighbours=args.neighbours,
             neighbour_bandwidth=args.neighbour_bandwidth,

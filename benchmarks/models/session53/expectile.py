@@ -1,0 +1,80 @@
+"""Session 53: the network trained for an upper expectile of each choice's log time
+(``TrainOptions.regression_expectile``) instead of its mean, against the same trainer at 0.5.
+
+    bash benchmarks/models/session53/gpu-jobs.sh h200          # device: jobs-h200.json (seeds 0-2)
+    WORKERS=15 bash benchmarks/models/session53/gpu-jobs.sh call2   # device: jobs-call2.json (H200 seeds 3-4, H100 0-2)
+    python benchmarks/models/session53/expectile.py score KEY OOS RESULTS [--seeds 0 1 2]
+
+The jobs are ``session31/cv_jobs.py`` ``val`` jobs of the shipped files' trainer (H200: session
+49's training files, H100: session 41's) with ``forest_trees`` 0 (the ranking forest is fit on
+the training rows alone, so it does not depend on the network: each seed's is
+``session51/forest_wave.py fit KEY SEED --variants base``, seed 0 the shipped one bit for bit)
+and ``regression_expectile`` 0.5 (plain MSE, the shipped trainer), 0.65 or 0.8, saved. ``score``
+puts each seed's forest into each saved model (and, on the H200, the shipped file's neighbour
+memory, which session 49 built without ``train-active2.msgpack``), then prints validation top-1 /
+stock, regret@1, regret@5 and its p95, the first Triton config's regret and the ATen top-1 picks
+(``session52/margin_forest.py first_triton``), and top-1 / stock on OOS (``session51/call_study.py``).
+
+Why: the validation top-1 gap to stock is carried by a few problems (``blunders.py gap``) where
+the first pick is a config that falls off a cliff the features do not foretell, while near-tied
+alternatives do not; a network that predicts an upper expectile places choices whose times
+scatter around what their features say later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[3]
+for _d in ("session31", "session44", "session50", "session51", "session52"):
+    sys.path.insert(0, str(ROOT / "benchmarks/models" / _d))
+from call_study import oos_top1, val_figures  # noqa: E402
+from forest_wave import forest_path  # noqa: E402
+from margin_forest import first_triton  # noqa: E402
+from retime import evals, model_file  # noqa: E402
+
+TAUS = (0.5, 0.65, 0.8)
+TAG = {"NVIDIA-H200": "h200", "NVIDIA-H100": "h100"}
+
+
+def cmd_score(a: argparse.Namespace) -> None:
+    from torch_diode.forest import RankingForest
+    from torch_diode.model import load_model
+
+    shipped = load_model(model_file(a.key, None))
+    for seed in a.seeds:
+        z = np.load(forest_path(a.key, "base", seed))
+        forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
+        for tau in TAUS:
+            path = Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-t{tau:g}.safetensors"
+            model = load_model(path)
+            model.forest = forest
+            if a.key == "NVIDIA-H200":
+                model.memory = shipped.memory
+            ev, _ = evals(a.key, model)
+            print(
+                f"{a.key} seed {seed} expectile {tau:g}: {val_figures(model, a.key, ev=ev)}; "
+                f"{first_triton(ev)}; {oos_top1(model, a.oos)}",
+                flush=True,
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("score")
+    s.add_argument("key", choices=sorted(TAG))
+    s.add_argument("oos", help="the OOS dataset, relative to the repository root")
+    s.add_argument("results", help="the folder of the jobs' saved models")
+    s.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    s.set_defaults(fn=cmd_score)
+    a = ap.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
