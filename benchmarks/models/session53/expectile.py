@@ -3,13 +3,16 @@
 
     bash benchmarks/models/session53/gpu-jobs.sh h200          # device: jobs-h200.json (seeds 0-2)
     WORKERS=15 bash benchmarks/models/session53/gpu-jobs.sh call2   # device: jobs-call2.json (H200 seeds 3-4, H100 0-2)
-    python benchmarks/models/session53/expectile.py score KEY OOS RESULTS [--seeds 0 1 2]
+    bash benchmarks/models/session53/gpu-jobs.sh hidden        # device: jobs-hidden.json (H200 hidden 32/48/64, seeds 0-2)
+    python benchmarks/models/session53/expectile.py score KEY OOS RESULTS [--seeds 0 1 2] [--variants t0.5 t0.65 t0.8]
 
 The jobs are ``session31/cv_jobs.py`` ``val`` jobs of the shipped files' trainer (H200: session
 49's training files, H100: session 41's) with ``forest_trees`` 0 (the ranking forest is fit on
 the training rows alone, so it does not depend on the network: each seed's is
 ``session51/forest_wave.py fit KEY SEED --variants base``, seed 0 the shipped one bit for bit)
-and ``regression_expectile`` 0.5 (plain MSE, the shipped trainer), 0.65 or 0.8, saved. ``score``
+and ``regression_expectile`` 0.5 (plain MSE, the shipped trainer), 0.65 or 0.8 (variants ``t0.5``,
+``t0.65``, ``t0.8``), or with ``hidden`` 32 (the shipped width), 48 or 64 (``h32``, ``h48``,
+``h64``: the network's capacity with twice session 31's training problems), saved. ``score``
 puts each seed's forest into each saved model (and, on the H200, the shipped file's neighbour
 memory, which session 49 built without ``train-active2.msgpack``), then prints validation top-1 /
 stock, regret@1, regret@5 and its p95, the first Triton config's regret and the ATen top-1 picks
@@ -37,7 +40,6 @@ from forest_wave import forest_path  # noqa: E402
 from margin_forest import first_triton  # noqa: E402
 from retime import evals, model_file  # noqa: E402
 
-TAUS = (0.5, 0.65, 0.8)
 TAG = {"NVIDIA-H200": "h200", "NVIDIA-H100": "h100"}
 
 
@@ -49,15 +51,15 @@ def cmd_score(a: argparse.Namespace) -> None:
     for seed in a.seeds:
         z = np.load(forest_path(a.key, "base", seed))
         forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
-        for tau in TAUS:
-            path = Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-t{tau:g}.safetensors"
+        for variant in a.variants:
+            path = Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{variant}.safetensors"
             model = load_model(path)
             model.forest = forest
             if a.key == "NVIDIA-H200":
                 model.memory = shipped.memory
             ev, _ = evals(a.key, model)
             print(
-                f"{a.key} seed {seed} expectile {tau:g}: {val_figures(model, a.key, ev=ev)}; "
+                f"{a.key} seed {seed} {variant}: {val_figures(model, a.key, ev=ev)}; "
                 f"{first_triton(ev)}; {oos_top1(model, a.oos)}",
                 flush=True,
             )
@@ -71,6 +73,7 @@ def main() -> None:
     s.add_argument("oos", help="the OOS dataset, relative to the repository root")
     s.add_argument("results", help="the folder of the jobs' saved models")
     s.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    s.add_argument("--variants", nargs="+", default=["t0.5", "t0.65", "t0.8"], help="the jobs' name endings")
     s.set_defaults(fn=cmd_score)
     a = ap.parse_args()
     a.fn(a)
