@@ -5,6 +5,7 @@
     WORKERS=15 bash benchmarks/models/session53/gpu-jobs.sh call2   # device: jobs-call2.json (H200 seeds 3-4, H100 0-2)
     bash benchmarks/models/session53/gpu-jobs.sh hidden        # device: jobs-hidden.json (H200 hidden 32/48/64, seeds 0-2)
     python benchmarks/models/session53/expectile.py score KEY OOS RESULTS [--seeds 0 1 2] [--variants t0.5 t0.65 t0.8]
+    python benchmarks/models/session53/expectile.py cascade KEY OOS RESULTS [--seeds 0 1 2] [--screen h32 --wide h64]
 
 The jobs are ``session31/cv_jobs.py`` ``val`` jobs of the shipped files' trainer (H200: session
 49's training files, H100: session 41's) with ``forest_trees`` 0 (the ranking forest is fit on
@@ -65,6 +66,64 @@ def cmd_score(a: argparse.Namespace) -> None:
             )
 
 
+def two_width(screen, wide):
+    """``wide`` (a loaded model) scoring as a cascade whose screening member is ``screen``'s first
+    (a narrower network of the same seed): ``screen``'s first member ranks every candidate, the
+    ``wide`` ensemble's members all score its ``network_shortlist`` best (ATen always among them),
+    and the rest keep the screening member's value shifted by the shortlist's mean difference, as
+    ``DiodeModel._network`` does with its own first member. A study of the design (the scoring
+    time of the current cascade with the wide network's quality), not a model file."""
+    import types
+
+    import torch
+
+    from torch_diode.features import N_PROBLEM_FEATURES
+    from torch_diode.model import Prediction
+
+    s = N_PROBLEM_FEATURES
+    screen_weights = screen.net.inference_weights(s, screen.normalization)[:1]
+    wide_norm = wide.normalization
+
+    def network(self, xs, x_rest, aten, weights):
+        m = self.scoring.network_shortlist
+        # ``xs`` comes standardised by the wide model's statistics: the screen's own instead
+        raw = xs.numpy() / self._inv_std[:s] + wide_norm.x_mean[:s]
+        xs_screen = torch.from_numpy(((raw - screen.normalization.x_mean[:s]) * screen._inv_std[:s]).astype(np.float32))
+        first = screen.net.forward_shared(xs_screen, torch.from_numpy(x_rest), screen_weights).numpy()[0]
+        n = len(x_rest)
+        short = np.argpartition(np.where(aten, -np.inf, first), m - 1)[:m] if n > m else np.arange(n)
+        top = self._summarise(self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights).numpy())
+        mean = first + np.mean(top.log_time_us - first[short])
+        mean[short] = top.log_time_us
+        std = np.full(n, np.mean(top.std), dtype=np.float32)
+        std[short] = top.std
+        return Prediction(mean.astype(np.float32), std)
+
+    wide._network = types.MethodType(network, wide)
+    return wide
+
+
+def cmd_cascade(a: argparse.Namespace) -> None:
+    from torch_diode.forest import RankingForest
+    from torch_diode.model import load_model
+
+    shipped = load_model(model_file(a.key, None))
+    for seed in a.seeds:
+        z = np.load(forest_path(a.key, "base", seed))
+        forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
+        screen = load_model(Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{a.screen}.safetensors")
+        model = two_width(screen, load_model(Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{a.wide}.safetensors"))
+        model.forest = forest
+        if a.key == "NVIDIA-H200":
+            model.memory = shipped.memory
+        ev, _ = evals(a.key, model)
+        print(
+            f"{a.key} seed {seed} {a.screen} screening, {a.wide} shortlist: {val_figures(model, a.key, ev=ev)}; "
+            f"{first_triton(ev)}; {oos_top1(model, a.oos)}",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -75,6 +134,14 @@ def main() -> None:
     s.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     s.add_argument("--variants", nargs="+", default=["t0.5", "t0.65", "t0.8"], help="the jobs' name endings")
     s.set_defaults(fn=cmd_score)
+    c = sub.add_parser("cascade", help="the wide networks behind the narrow ones' first member (two_width)")
+    c.add_argument("key", choices=sorted(TAG))
+    c.add_argument("oos")
+    c.add_argument("results")
+    c.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    c.add_argument("--screen", default="h32")
+    c.add_argument("--wide", default="h64")
+    c.set_defaults(fn=cmd_cascade)
     a = ap.parse_args()
     a.fn(a)
 
