@@ -44,26 +44,38 @@ from retime import evals, model_file  # noqa: E402
 TAG = {"NVIDIA-H200": "h200", "NVIDIA-H100": "h100"}
 
 
-def cmd_score(a: argparse.Namespace) -> None:
+def job_model(a: argparse.Namespace, seed: int, variant: str):
+    """The saved network of job ``s53-TAG-val-sSEED-VARIANT`` (in ``a.results``)."""
+    from torch_diode.model import load_model
+
+    return load_model(Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{variant}.safetensors")
+
+
+def scored(a: argparse.Namespace, seed: int, models) -> None:
+    """Each of ``models`` (``(label, make)``: ``make(seed)`` gives a model) with seed ``seed``'s
+    ranking forest and, on the H200, the shipped file's neighbour memory put in: its figures, one
+    line each."""
     from torch_diode.forest import RankingForest
     from torch_diode.model import load_model
 
     shipped = load_model(model_file(a.key, None))
+    z = np.load(forest_path(a.key, "base", seed))
+    forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
+    for label, make in models:
+        model = make(seed)
+        model.forest = forest
+        if a.key == "NVIDIA-H200":
+            model.memory = shipped.memory
+        ev, _ = evals(a.key, model)
+        print(
+            f"{a.key} seed {seed} {label}: {val_figures(model, a.key, ev=ev)}; {first_triton(ev)}; {oos_top1(model, a.oos)}",
+            flush=True,
+        )
+
+
+def cmd_score(a: argparse.Namespace) -> None:
     for seed in a.seeds:
-        z = np.load(forest_path(a.key, "base", seed))
-        forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
-        for variant in a.variants:
-            path = Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{variant}.safetensors"
-            model = load_model(path)
-            model.forest = forest
-            if a.key == "NVIDIA-H200":
-                model.memory = shipped.memory
-            ev, _ = evals(a.key, model)
-            print(
-                f"{a.key} seed {seed} {variant}: {val_figures(model, a.key, ev=ev)}; "
-                f"{first_triton(ev)}; {oos_top1(model, a.oos)}",
-                flush=True,
-            )
+        scored(a, seed, [(v, lambda seed, v=v: job_model(a, seed, v)) for v in a.variants])
 
 
 def two_width(screen, wide):
@@ -104,23 +116,16 @@ def two_width(screen, wide):
 
 
 def cmd_cascade(a: argparse.Namespace) -> None:
-    from torch_diode.forest import RankingForest
-    from torch_diode.model import load_model
-
-    shipped = load_model(model_file(a.key, None))
     for seed in a.seeds:
-        z = np.load(forest_path(a.key, "base", seed))
-        forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
-        screen = load_model(Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{a.screen}.safetensors")
-        model = two_width(screen, load_model(Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{a.wide}.safetensors"))
-        model.forest = forest
-        if a.key == "NVIDIA-H200":
-            model.memory = shipped.memory
-        ev, _ = evals(a.key, model)
-        print(
-            f"{a.key} seed {seed} {a.screen} screening, {a.wide} shortlist: {val_figures(model, a.key, ev=ev)}; "
-            f"{first_triton(ev)}; {oos_top1(model, a.oos)}",
-            flush=True,
+        scored(
+            a,
+            seed,
+            [
+                (
+                    f"{a.screen} screening, {a.wide} shortlist",
+                    lambda seed: two_width(job_model(a, seed, a.screen), job_model(a, seed, a.wide)),
+                )
+            ],
         )
 
 
