@@ -6,6 +6,7 @@
     bash benchmarks/models/session53/gpu-jobs.sh hidden        # device: jobs-hidden.json (H200 hidden 32/48/64, seeds 0-2)
     python benchmarks/models/session53/expectile.py score KEY OOS RESULTS [--seeds 0 1 2] [--variants t0.5 t0.65 t0.8]
     python benchmarks/models/session53/expectile.py cascade KEY OOS RESULTS [--seeds 0 1 2] [--screen h32 --wide h64]
+    python benchmarks/models/session53/expectile.py timing KEY RESULTS [--seeds 0] [--rounds 5]
 
 The jobs are ``session31/cv_jobs.py`` ``val`` jobs of the shipped files' trainer (H200: session
 49's training files, H100: session 41's) with ``forest_trees`` 0 (the ranking forest is fit on
@@ -129,6 +130,51 @@ def cmd_cascade(a: argparse.Namespace) -> None:
         )
 
 
+def cmd_timing(a: argparse.Namespace) -> None:
+    """Median wall time (ms) of ``predict`` on ``scripts/bench_scoring.py``'s 1,500 candidates, one
+    thread, the same objects each call: seed ``a.seeds[0]``'s networks at 32 and 64 and the
+    two-width emulation, each with the seed's forest and the shipped memory, interleaved round by
+    round (a shared CPU changes speed over minutes)."""
+    import statistics
+    import time
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_scoring import exhaustive_choices
+
+    from torch_diode.forest import RankingForest
+    from torch_diode.model import load_model
+    from torch_diode.records import Problem
+
+    torch.set_num_threads(1)
+    seed = a.seeds[0]
+    shipped = load_model(model_file(a.key, None))
+    z = np.load(forest_path(a.key, "base", seed))
+    forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
+    models = {
+        a.screen: job_model(a, seed, a.screen),
+        a.wide: job_model(a, seed, a.wide),
+        "two widths": two_width(job_model(a, seed, a.screen), job_model(a, seed, a.wide)),
+    }
+    for m in models.values():
+        m.forest, m.memory = forest, shipped.memory
+    problem = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
+    choices = exhaustive_choices(1500)
+    for _ in range(a.rounds):
+        line = []
+        for name, m in models.items():
+            for _ in range(20):
+                m.predict(problem, choices)
+            wall = []
+            for _ in range(200):
+                t = time.perf_counter()
+                m.predict(problem, choices)
+                wall.append(time.perf_counter() - t)
+            line.append(f"{name} {statistics.median(wall) * 1e3:.3f} ms")
+        print(f"{a.key} seed {seed}: " + ", ".join(line), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -147,6 +193,14 @@ def main() -> None:
     c.add_argument("--screen", default="h32")
     c.add_argument("--wide", default="h64")
     c.set_defaults(fn=cmd_cascade)
+    t = sub.add_parser("timing", help="predict's median time: the narrow, the wide and the two-width cascade")
+    t.add_argument("key", choices=sorted(TAG))
+    t.add_argument("results")
+    t.add_argument("--seeds", nargs=1, type=int, default=[0])
+    t.add_argument("--screen", default="h32")
+    t.add_argument("--wide", default="h64")
+    t.add_argument("--rounds", type=int, default=5)
+    t.set_defaults(fn=cmd_timing)
     a = ap.parse_args()
     a.fn(a)
 
