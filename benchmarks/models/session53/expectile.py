@@ -79,13 +79,14 @@ def cmd_score(a: argparse.Namespace) -> None:
         scored(a, seed, [(v, lambda seed, v=v: job_model(a, seed, v)) for v in a.variants])
 
 
-def two_width(screen, wide):
+def two_width(screen, wide, members: int | None = None):
     """``wide`` (a loaded model) scoring as a cascade whose screening member is ``screen``'s first
     (a narrower network of the same seed): ``screen``'s first member ranks every candidate, the
     ``wide`` ensemble's members all score its ``network_shortlist`` best (ATen always among them),
     and the rest keep the screening member's value shifted by the shortlist's mean difference, as
-    ``DiodeModel._network`` does with its own first member. A study of the design (the scoring
-    time of the current cascade with the wide network's quality), not a model file."""
+    ``DiodeModel._network`` does with its own first member; ``members``: only the wide ensemble's
+    first that many score the shortlist. A study of the design (the scoring time of the current
+    cascade with the wide network's quality), not a model file."""
     import types
 
     import torch
@@ -105,7 +106,7 @@ def two_width(screen, wide):
         first = screen.net.forward_shared(xs_screen, torch.from_numpy(x_rest), screen_weights).numpy()[0]
         n = len(x_rest)
         short = np.argpartition(np.where(aten, -np.inf, first), m - 1)[:m] if n > m else np.arange(n)
-        top = self._summarise(self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights).numpy())
+        top = self._summarise(self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights[:members]).numpy())
         mean = first + np.mean(top.log_time_us - first[short])
         mean[short] = top.log_time_us
         std = np.full(n, np.mean(top.std), dtype=np.float32)
@@ -123,8 +124,8 @@ def cmd_cascade(a: argparse.Namespace) -> None:
             seed,
             [
                 (
-                    f"{a.screen} screening, {a.wide} shortlist",
-                    lambda seed: two_width(job_model(a, seed, a.screen), job_model(a, seed, a.wide)),
+                    f"{a.screen} screening, {a.wide} shortlist" + (f" ({a.members} members)" if a.members else ""),
+                    lambda seed: two_width(job_model(a, seed, a.screen), job_model(a, seed, a.wide), a.members),
                 )
             ],
         )
@@ -133,8 +134,8 @@ def cmd_cascade(a: argparse.Namespace) -> None:
 def cmd_timing(a: argparse.Namespace) -> None:
     """Median wall time (ms) of ``predict`` on ``scripts/bench_scoring.py``'s 1,500 candidates, one
     thread, the same objects each call: seed ``a.seeds[0]``'s networks at 32 and 64 and the
-    two-width emulation, each with the seed's forest and the shipped memory, interleaved round by
-    round (a shared CPU changes speed over minutes)."""
+    two-width emulation (with all four wide members and with three), each with the seed's forest
+    and the shipped memory, interleaved round by round (a shared CPU changes speed over minutes)."""
     import statistics
     import time
 
@@ -156,6 +157,7 @@ def cmd_timing(a: argparse.Namespace) -> None:
         a.screen: job_model(a, seed, a.screen),
         a.wide: job_model(a, seed, a.wide),
         "two widths": two_width(job_model(a, seed, a.screen), job_model(a, seed, a.wide)),
+        "two widths, 3 wide members": two_width(job_model(a, seed, a.screen), job_model(a, seed, a.wide), 3),
     }
     for m in models.values():
         m.forest, m.memory = forest, shipped.memory
@@ -192,6 +194,7 @@ def main() -> None:
     c.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     c.add_argument("--screen", default="h32")
     c.add_argument("--wide", default="h64")
+    c.add_argument("--members", type=int, default=None, help="the wide ensemble's first N members only")
     c.set_defaults(fn=cmd_cascade)
     t = sub.add_parser("timing", help="predict's median time: the narrow, the wide and the two-width cascade")
     t.add_argument("key", choices=sorted(TAG))
