@@ -124,15 +124,22 @@ def cmd_head(a: argparse.Namespace) -> None:
                 )
 
 
-def cmd_stages(a: argparse.Namespace) -> None:
+def tile_variants(e, i: int) -> np.ndarray:
+    """The Triton choices of ``e`` that differ from choice ``i`` only in ``num_stages`` (its tile's
+    variants, ``ranking.stage_groups``; ``i`` among them)."""
     from torch_diode.ranking import stage_groups
 
+    groups = stage_groups(e.choices)
+    return np.array([j for j in np.flatnonzero(groups == groups[i]) if e.choices[j].is_triton])
+
+
+def cmd_stages(a: argparse.Namespace) -> None:
     tile, stage, total, rand, t1, t1_best_stage, sizes = [], [], [], [], [], [], []
     for e in shipped_evals(a.key):
-        order, groups = e.ranked(), stage_groups(e.choices)
+        order = e.ranked()
         tri = [i for i in range(len(e.choices)) if e.choices[i].is_triton]
         first = next(i for i in order if e.choices[i].is_triton)
-        group = [i for i in tri if groups[i] == groups[first]]
+        group = tile_variants(e, first)
         best, gbest = e.measured_us[tri].min(), e.measured_us[group].min()
         tile.append(math.log(gbest / best))
         stage.append(math.log(e.measured_us[first] / gbest))
@@ -226,7 +233,6 @@ def cmd_stage_fit(a: argparse.Namespace) -> None:
 def cmd_stage_score(a: argparse.Namespace) -> None:
     from torch_diode.features import featurize
     from torch_diode.forest import oblivious_scores
-    from torch_diode.ranking import stage_groups
 
     gpu = shipped(a.key).gpu
     for path in [None, *sorted(stage_forest_path(a.key, 0).parent.glob(f"stage-{a.key}-s*.npz"))]:
@@ -234,9 +240,8 @@ def cmd_stage_score(a: argparse.Namespace) -> None:
         t1, r1, st = [], [], []
         for e in shipped_evals(a.key):
             top = e.ranked()[0]
-            groups = stage_groups(e.choices)
             if e.choices[top].is_triton:
-                group = np.array([i for i in np.flatnonzero(groups == groups[top]) if e.choices[i].is_triton])
+                group = tile_variants(e, top)
                 if tables is not None:
                     top = group[
                         int(
@@ -316,6 +321,7 @@ def cmd_ties(a: argparse.Namespace) -> None:
     from torch_diode.ranking import order_of
 
     model = shipped(a.key)
+    ev = shipped_evals(a.key)  # the validation problems ranked once, for every rule
 
     def rule(delta: float, how: str):
         def order(p, cands, pr):
@@ -335,12 +341,13 @@ def cmd_ties(a: argparse.Namespace) -> None:
 
         return order
 
-    print(f"{a.key} the file: {val_figures(model, a.key)}; {oos_top1(model, a.oos)}", flush=True)
+    print(f"{a.key} the file: {val_figures(model, a.key, ev=ev)}; {oos_top1(model, a.oos)}", flush=True)
     for how in ("spread", "forest", "ATen first", "Triton first"):
         for delta in (0.01, 0.02, 0.04):
             o = rule(delta, how)
             print(
-                f"{a.key} {how}, delta {delta}: {val_figures(model, a.key, o)}; {oos_top1(model, a.oos, o)}", flush=True
+                f"{a.key} {how}, delta {delta}: {val_figures(model, a.key, o, ev=ev)}; {oos_top1(model, a.oos, o)}",
+                flush=True,
             )
 
 

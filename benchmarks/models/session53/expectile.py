@@ -29,18 +29,20 @@ scatter around what their features say later.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[3]
-for _d in ("session31", "session44", "session50", "session51", "session52"):
+for _d in ("session31", "session44", "session50", "session51", "session52", "session53"):
     sys.path.insert(0, str(ROOT / "benchmarks/models" / _d))
+from blunders import shipped  # noqa: E402
 from call_study import oos_top1, val_figures  # noqa: E402
 from forest_wave import forest_path  # noqa: E402
 from margin_forest import first_triton  # noqa: E402
-from retime import evals, model_file  # noqa: E402
+from retime import evals  # noqa: E402
 
 TAG = {"NVIDIA-H200": "h200", "NVIDIA-H100": "h100"}
 
@@ -52,21 +54,30 @@ def job_model(a: argparse.Namespace, seed: int, variant: str):
     return load_model(Path(a.results) / f"s53-{TAG[a.key]}-val-s{seed}-{variant}.safetensors")
 
 
-def scored(a: argparse.Namespace, seed: int, models) -> None:
-    """Each of ``models`` (``(label, make)``: ``make(seed)`` gives a model) with seed ``seed``'s
-    ranking forest and, on the H200, the shipped file's neighbour memory put in: its figures, one
-    line each."""
+@functools.cache
+def seed_forest(key: str, seed: int):
+    """Seed ``seed``'s ranking forest of KEY's training rows (``session51/forest_wave.py fit``)."""
     from torch_diode.forest import RankingForest
-    from torch_diode.model import load_model
 
-    shipped = load_model(model_file(a.key, None))
-    z = np.load(forest_path(a.key, "base", seed))
-    forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
+    z = np.load(forest_path(key, "base", seed))
+    return RankingForest(z["features"], z["thresholds"], z["leaves"], shipped(key).forest.options)
+
+
+def put_in(key: str, seed: int, model):
+    """``model`` with seed ``seed``'s ranking forest and, on the H200, the shipped file's neighbour
+    memory (session 49's, built without ``train-active2.msgpack``; the H100 jobs' own memory is the
+    shipped file's configuration)."""
+    model.forest = seed_forest(key, seed)
+    if key == "NVIDIA-H200":
+        model.memory = shipped(key).memory
+    return model
+
+
+def scored(a: argparse.Namespace, seed: int, models) -> None:
+    """Each of ``models`` (``(label, make)``: ``make(seed)`` gives a model) with :func:`put_in`'s
+    forest and memory: its figures, one line each."""
     for label, make in models:
-        model = make(seed)
-        model.forest = forest
-        if a.key == "NVIDIA-H200":
-            model.memory = shipped.memory
+        model = put_in(a.key, seed, make(seed))
         ev, _ = evals(a.key, model)
         print(
             f"{a.key} seed {seed} {label}: {val_figures(model, a.key, ev=ev)}; {first_triton(ev)}; {oos_top1(model, a.oos)}",
@@ -134,8 +145,8 @@ def cmd_cascade(a: argparse.Namespace) -> None:
 def cmd_timing(a: argparse.Namespace) -> None:
     """Median wall time (ms) of ``predict`` on ``scripts/bench_scoring.py``'s 1,500 candidates, one
     thread, the same objects each call: seed ``a.seeds[0]``'s networks at 32 and 64 and the
-    two-width emulation (with all four wide members and with three), each with the seed's forest
-    and the shipped memory, interleaved round by round (a shared CPU changes speed over minutes)."""
+    two-width emulation (with all four wide members and with three), each with :func:`put_in`'s
+    forest and memory, interleaved round by round (a shared CPU changes speed over minutes)."""
     import statistics
     import time
 
@@ -144,15 +155,10 @@ def cmd_timing(a: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     from bench_scoring import exhaustive_choices
 
-    from torch_diode.forest import RankingForest
-    from torch_diode.model import load_model
     from torch_diode.records import Problem
 
     torch.set_num_threads(1)
     seed = a.seeds[0]
-    shipped = load_model(model_file(a.key, None))
-    z = np.load(forest_path(a.key, "base", seed))
-    forest = RankingForest(z["features"], z["thresholds"], z["leaves"], shipped.forest.options)
     models = {
         a.screen: job_model(a, seed, a.screen),
         a.wide: job_model(a, seed, a.wide),
@@ -160,7 +166,7 @@ def cmd_timing(a: argparse.Namespace) -> None:
         "two widths, 3 wide members": two_width(job_model(a, seed, a.screen), job_model(a, seed, a.wide), 3),
     }
     for m in models.values():
-        m.forest, m.memory = forest, shipped.memory
+        put_in(a.key, seed, m)
     problem = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
     choices = exhaustive_choices(1500)
     for _ in range(a.rounds):
