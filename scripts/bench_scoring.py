@@ -10,7 +10,7 @@ dev CPU).
 
 Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
                                       [--members 4] [--hidden H] [--depth D] [--threads 1] [--busy 0]
-                                      [--network-shortlist N] [--cpu C]
+                                      [--network-shortlist N] [--screen-hidden H] [--cpu C]
 Without --model, an untrained network of the preset architecture (or of --hidden / --depth) is
 timed, with no memory, head or forest (speed does not depend on the weights); give a trained
 model file (a preview: benchmarks/models/<KEY>-preview/README.md) for the handler's real cost.
@@ -20,12 +20,15 @@ model file (a preview: benchmarks/models/<KEY>-preview/README.md) for the handle
 handler scores a GEMM: ``--threads 2 --busy 2`` on a 2-core machine shows what a busy CPU costs.
 ``--network-shortlist N`` scores with that network cascade instead of the model's own
 (``torch_diode.model.ScoringOptions``; 0: every member scores every candidate); ``--cpu C`` pins
-the process to CPU C first (on a shared host, to compare cores).
+the process to CPU C first (on a shared host, to compare cores). ``--screen-hidden H`` gives the
+untrained model a one-member screening network of width H (``DiodeModel.screen``: it scores every
+candidate of the cascade and the ensemble its shortlist).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import multiprocessing
@@ -38,7 +41,15 @@ import numpy as np
 import torch
 
 from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
-from torch_diode.model import ARCH_PRESETS, Architecture, Normalization, ScoringOptions, build_model, load_model
+from torch_diode.model import (
+    ARCH_PRESETS,
+    Architecture,
+    Normalization,
+    ScoringOptions,
+    build_model,
+    init_network,
+    load_model,
+)
 from torch_diode.records import Choice, Problem
 
 
@@ -76,12 +87,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the process (default 1)")
     ap.add_argument("--busy", type=int, default=0, help="processes kept spinning while timing (default 0)")
     ap.add_argument("--network-shortlist", type=int, help="the network cascade's shortlist (default: the model's)")
+    ap.add_argument("--screen-hidden", type=int, help="a screening network of this width (without --model)")
     ap.add_argument("--cpu", type=int, help="pin the process to this CPU before timing")
     args = ap.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    if args.model and (args.hidden or args.depth):
-        ap.error("--hidden and --depth shape an untrained model: give them without --model")
+    if args.model and (args.hidden or args.depth or args.screen_hidden):
+        ap.error("--hidden, --depth and --screen-hidden shape an untrained model: give them without --model")
     torch.set_num_threads(args.threads)
     problem = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
     choices = exhaustive_choices(args.candidates)
@@ -103,6 +115,8 @@ def main() -> None:
             normalization=Normalization.fit(x, np.zeros(2)),
             seed=0,
         )
+        if args.screen_hidden:
+            model.screen = init_network(dataclasses.replace(arch, hidden=args.screen_hidden, members=1), seed=1)
     if args.network_shortlist is not None:
         model.scoring = ScoringOptions(network_shortlist=args.network_shortlist)
 
@@ -140,6 +154,7 @@ def main() -> None:
     result = {
         "candidates": len(choices),
         "architecture": model.arch.to_dict(),
+        "screen": model.screen.arch.to_dict() if model.screen is not None else None,
         "scoring": model.scoring.to_dict(),
         "cpus": sorted(os.sched_getaffinity(0)),
         "threads": torch.get_num_threads(),

@@ -220,7 +220,7 @@ def test_model_file_round_trip_with_forest(tmp_path: Path) -> None:
     path = save_model(m, tmp_path / "m.safetensors")
     loaded = load_model(path)
     assert loaded.forest is not None and loaded.metadata["forest"]["options"]["trees"] == 7
-    assert loaded.metadata["format_version"] == "5"
+    assert loaded.metadata["format_version"] == "6"
     after = loaded.predict(PROBLEM, CHOICES)
     assert np.array_equal(before.log_time_us, after.log_time_us) and np.array_equal(before.std, after.std)
     assert save_model(loaded, tmp_path / "again.safetensors").read_bytes() == path.read_bytes()

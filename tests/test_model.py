@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import struct
@@ -25,6 +26,7 @@ from torch_diode.model import (
     ScoringOptions,
     _encode_safetensors,
     build_model,
+    init_network,
     load_model,
     save_model,
     torch_threads,
@@ -50,6 +52,13 @@ def make_model(model_type: str = "deep", members: int = 3, seed: int = 0) -> Dio
     m = build_model(arch, hardware=H100, gpu=gpu_constants(H100), normalization=Normalization.fit(x, y), seed=seed)
     m.update_metadata({"feature_spec": FEATURE_SPEC.to_dict(), "training_data_hash": "0" * 64, "held_out_metrics": {},
                        "torch_version": torch.__version__, "triton_version": "none"})  # fmt: skip
+    return m
+
+
+def make_screened(model_type: str = "deep", members: int = 3, screen_hidden: int = 8) -> DiodeModel:
+    """:func:`make_model` with a one-member screening network of ``screen_hidden``."""
+    m = make_model(model_type, members)
+    m.screen = init_network(dataclasses.replace(m.arch, hidden=screen_hidden, members=1), seed=11)
     return m
 
 
@@ -84,18 +93,26 @@ def test_round_trip_reproduces_predictions_exactly(tmp_path: Path, model_type: s
     assert save_model(loaded, tmp_path / "again.safetensors").read_bytes() == path.read_bytes()
 
 
+@pytest.mark.parametrize("screened", [False, True], ids=["first-member", "screen"])
 @pytest.mark.parametrize("model_type", ["base", "deep"])
-def test_network_cascade_scores_the_shortlist_with_every_member(tmp_path: Path, model_type: str) -> None:
-    """Past ``network_shortlist`` candidates, the first member's best ``network_shortlist``, the
-    ATen choice always among them, get the whole ensemble's mean and spread; the rest the first
-    member's prediction shifted by the shortlist's mean difference, and the shortlist's mean spread."""
-    m = make_model(model_type, members=3)
+def test_network_cascade_scores_the_shortlist_with_every_member(
+    tmp_path: Path, model_type: str, screened: bool
+) -> None:
+    """Past ``network_shortlist`` candidates, the first member's (or the screen's) best
+    ``network_shortlist``, the ATen choice always among them, get the whole ensemble's mean and
+    spread; the rest the first member's (the screen's) prediction shifted by the shortlist's mean
+    difference, and the shortlist's mean spread."""
+    m = make_screened(model_type) if screened else make_model(model_type, members=3)
     m.scoring = ScoringOptions(network_shortlist=0)
     full = m.predict(PROBLEM, CHOICES)
+    if screened:  # without the cascade the screen plays no part
+        plain = make_model(model_type, members=3)
+        plain.scoring = m.scoring
+        assert np.array_equal(full.log_time_us, plain.predict(PROBLEM, CHOICES).log_time_us)
     x = featurize(PROBLEM, CHOICES, H100)
-    norm = m.normalization  # the first member alone, on the training path:
+    norm = m.normalization  # the first member (the screen) alone, on the training path:
     with torch.inference_mode():
-        member0 = m.net(torch.from_numpy((x - norm.x_mean) * (1.0 / norm.x_std)))[0].numpy()
+        member0 = (m.screen or m.net)(torch.from_numpy((x - norm.x_mean) * (1.0 / norm.x_std)))[0].numpy()
     first = member0 * norm.y_std + norm.y_mean
     k = 6
     m.scoring = ScoringOptions(network_shortlist=k)
@@ -120,6 +137,50 @@ def test_network_cascade_scores_the_shortlist_with_every_member(tmp_path: Path, 
         "network_shortlist": k
     }
     assert np.array_equal(loaded.predict(PROBLEM, CHOICES).log_time_us, cas.log_time_us)
+    assert (loaded.screen is None) == (not screened)
+    if screened:
+        assert loaded.screen is not None and m.screen is not None and loaded.screen.arch == m.screen.arch
+        assert loaded.metadata["screen"] == {"architecture": m.screen.arch.to_dict()}
+        assert (
+            save_model(loaded, tmp_path / "again.safetensors").read_bytes() == (tmp_path / "m.safetensors").read_bytes()
+        )
+        loaded.screen = None  # a part like the others: the file changes, the first member screens again
+        assert (
+            loaded.model_hash != m.model_hash
+            and "screen" not in load_model(save_model(loaded, tmp_path / "plain.safetensors")).metadata
+        )
+
+
+def make_model_file(tmp_path: Path) -> Path:
+    return save_model(make_model(), tmp_path / "plain.safetensors")
+
+
+def test_a_screen_must_be_one_member_of_the_models_inputs_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    m = make_model()
+    for arch, why in (
+        (dataclasses.replace(m.arch, hidden=8, members=2), "2 members"),
+        (dataclasses.replace(m.arch, hidden=8, members=1, input_dim=m.arch.input_dim - 1), "inputs"),
+    ):
+        with pytest.raises(ValueError, match=f"screen: must be a one-member network.*{why}"):
+            m.screen = init_network(arch, seed=0)
+    src = save_model(make_screened(), tmp_path / "s.safetensors")
+    assert load_model(src).screen is not None
+    two = dataclasses.replace(m.arch, hidden=8, members=2)
+    bad = _rewrite(src, tmp_path / "fit.safetensors", meta={"screen": {"architecture": two.to_dict()}})
+    with pytest.raises(ModelFormatError, match=r"screening network is malformed.*do not fit its architecture"):
+        load_model(bad)
+    weights = {f"screen.{k}": v.detach() for k, v in init_network(two, seed=0).state_dict().items()}
+    bad = _rewrite(src, tmp_path / "two.safetensors", meta={"screen": {"architecture": two.to_dict()}}, tensors=weights)
+    with pytest.raises(ModelFormatError, match="screening network has 2 members"):
+        load_model(bad)
+    bad = _rewrite(src, tmp_path / "meta.safetensors", drop=("screen",))
+    with pytest.raises(ModelFormatError, match="screening network is malformed"):
+        load_model(bad)
+    bad = _rewrite(src, tmp_path / "w.safetensors", tensors={"screen.w_out": torch.zeros(1, 9, 1)})
+    with pytest.raises(ModelFormatError, match=r"screening network is malformed.*w_out"):
+        load_model(bad)
+    v5 = _rewrite(make_model_file(tmp_path), tmp_path / "v5.safetensors", meta={"format_version": "5"})
+    assert load_model(v5).screen is None  # files before session 54: no screen, the first member screens
 
 
 def test_scoring_options_default_validation_and_refusal(model_file: Path, tmp_path: Path) -> None:
@@ -241,6 +302,8 @@ def _rewrite(
     for part in (loaded.memory, loaded.aten_head, loaded.forest):
         if part is not None:
             ts.update({k: torch.from_numpy(v.copy()) for k, v in part.to_tensors().items()})
+    if loaded.screen is not None:
+        ts.update({f"screen.{k}": v.detach().contiguous() for k, v in loaded.screen.state_dict().items()})
     for k, v in (tensors or {}).items():
         if v is None:
             ts.pop(k)

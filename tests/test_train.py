@@ -68,6 +68,7 @@ def trained(ds):
         ({"regression_expectile": 1.0}, "regression_expectile"),
         ({"regression_expectile": 0}, "regression_expectile"),
         ({"network_shortlist": -1}, "network_shortlist"),
+        ({"screen_hidden": 0}, "screen_hidden"),
     ],
     ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
 )
@@ -159,6 +160,36 @@ def test_same_seed_gives_the_same_model_bit_for_bit(ds, trained, tmp_path: Path)
     assert other.model_hash != model.model_hash
 
 
+def test_screen_hidden_trains_the_one_member_network_of_that_width(ds, tmp_path: Path) -> None:
+    """``screen_hidden`` adds the network ``ensemble_size=1, hidden=screen_hidden`` trains (same
+    split, rows, normalisation and seed) as the model's screen; the ensemble is the one trained
+    without it, bit for bit; the file keeps both, and the cascade scores with the screen."""
+    import torch
+
+    opts = TrainOptions(
+        seed=7, hidden=16, network_shortlist=16, **FAST | {"num_epochs": 3, "ensemble_size": 3, "forest_trees": 0}
+    )
+    model, report = train(ds, dataclasses.replace(opts, screen_hidden=8))
+    plain, _ = train(ds, opts)
+    alone, _ = train(ds, dataclasses.replace(opts, hidden=8, ensemble_size=1))
+    assert model.screen is not None and plain.screen is None and model.screen.arch.hidden == 8
+    for got, want in ((model.net, plain.net), (model.screen, alone.net)):
+        a, b = got.state_dict(), want.state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert len(report.screen_history) == 3 and model.metadata["training"]["screen"]["epochs_run"] == 3
+    assert model.metadata["training"]["options"]["screen_hidden"] == 8
+    loaded = load_model(save_model(model, tmp_path / "screen.safetensors"))
+    assert loaded.screen is not None and loaded.screen.arch == model.screen.arch
+    assert loaded.metadata["screen"] == {"architecture": model.screen.arch.to_dict()}
+    assert "hidden=8" in repr(loaded)
+    p = max(ds.by_problem(), key=lambda t: len(t.median_by_choice()))
+    choices = [ds.choices[i] for i in p.median_by_choice()]
+    assert len(choices) > model.scoring.network_shortlist  # the cascade runs
+    got = loaded.predict(p.problem, choices)
+    assert np.array_equal(got.log_time_us, model.predict(p.problem, choices).log_time_us)
+    assert not np.array_equal(got.log_time_us, plain.predict(p.problem, choices).log_time_us)
+
+
 def test_trained_model_ranks_better_than_chance(ds, trained) -> None:
     model, _, _ = trained
     p = ds.by_problem()[0]
@@ -174,10 +205,11 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     r = run_diode(
         "train", "--dataset", str(DATA), "--model", str(model), "--model-type", "base", "--batch-size", "4",
         "--num-epochs", "3", "--learning-rate", "1e-3", "--seed", "1", "--ensemble-size", "2", "--threads", "1",
-        "--report", str(tmp_path / "train.json"), check=True, env=ENV,
+        "--screen-hidden", "8", "--report", str(tmp_path / "train.json"), check=True, env=ENV,
     )  # fmt: skip
     assert "wrote" in r.stdout and "held out: regret@1" in r.stdout
     assert load_model(model).arch.model_type == "base" and load_model(model).memory is not None
+    assert load_model(model).screen.arch.hidden == 8 and load_model(model).screen.arch.model_type == "base"
     assert json.loads((tmp_path / "train.json").read_text())["epochs_run"] == 3
     plain = tmp_path / "plain.safetensors"
     run_diode(

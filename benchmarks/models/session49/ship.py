@@ -19,11 +19,19 @@ neighbour memory built from fewer of them.
 
 Why (``benchmarks/models/cv-session49.md``): with ``train-active2.msgpack``'s 800 problems in
 the memory as well, all four paired seeds were worse than with the memory of the other files.
+
+Since session 54: ``--set KEY=VALUE ...`` sets training options as a job's ``"set"`` does (values
+JSON, e.g. ``--set hidden=64 ensemble_size=3 screen_hidden=32``), and without ``--memory-add`` the
+trained memory stays (steps 2-3 skipped: session 41's ``ship.py`` with options, for the H100):
+
+    python benchmarks/models/session49/ship.py --hw NVIDIA-H100 --seed 0 --set hidden=64 ensemble_size=3 \
+        screen_hidden=32 --out packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -43,39 +51,50 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="the .safetensors file to write")
     ap.add_argument("--add", nargs="*", default=[], help='more training datasets (a job\'s "add")')
     ap.add_argument(
-        "--memory-add", nargs="*", default=[], help="the training datasets of the memory (a subset of --add)"
+        "--memory-add",
+        nargs="*",
+        default=None,
+        help="the training datasets of the memory (a subset of --add; none given: the trained memory stays)",
     )
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help='training options (a job\'s "set")')
     a = ap.parse_args()
-    if not set(a.memory_add) <= set(a.add):
+    try:
+        options = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in a.set)}
+    except ValueError as e:
+        ap.error(f"--set takes KEY=VALUE pairs with JSON values ({e})")
+    if a.memory_add is not None and not set(a.memory_add) <= set(a.add):
         ap.error(f"--memory-add must be a subset of --add; not in it: {sorted(set(a.memory_add) - set(a.add))}")
 
     from torch_diode.config import DiodeOptions
     from torch_diode.model import load_model, save_model
     from torch_diode.train import dataset_hash, train
 
-    job = {"hw": a.hw, "part": "val", "seed": a.seed, "extras": "output", "add": a.add}
+    job = {"hw": a.hw, "part": "val", "seed": a.seed, "extras": "output", "add": a.add, "set": options}
     trained_on, held_out, _ = job_data(job)
     model, report = train(
         trained_on, train_options(job), held_out=held_out, held_out_max_compile_cost=DiodeOptions().max_compile_cost
     )
     before = model.metadata["held_out_metrics"]
-    p_before = len(model.memory.problems)
-    model.memory, memory_data, _, _ = job_memory(a.hw, a.seed, a.memory_add)
-    after = measure(model, held_out)
-    training = dict(model.metadata["training"])
-    training["held_out_metrics_are_from"] += (
-        "; re-measured with the neighbour memory of `training.memory` (benchmarks/models/session49/ship.py)"
-    )
-    training["memory"] = (
-        f"the neighbour memory of {len(model.memory.problems)} of the {p_before} training problems: "
-        f"the plan's and {', '.join(Path(f).name for f in a.memory_add) or 'no extra file'} "
-        f"(dataset sha256 {dataset_hash(memory_data)[:16]}); the network, ATen head and ranking forest "
-        "were trained on all of them (benchmarks/models/cv-session49.md)"
-    )
-    model.update_metadata({"held_out_metrics": after, "training": training})
+    figures = [("memory of every training file", before)]
+    if a.memory_add is not None:
+        p_before = len(model.memory.problems)
+        model.memory, memory_data, _, _ = job_memory(a.hw, a.seed, a.memory_add)
+        after = measure(model, held_out)
+        training = dict(model.metadata["training"])
+        training["held_out_metrics_are_from"] += (
+            "; re-measured with the neighbour memory of `training.memory` (benchmarks/models/session49/ship.py)"
+        )
+        training["memory"] = (
+            f"the neighbour memory of {len(model.memory.problems)} of the {p_before} training problems: "
+            f"the plan's and {', '.join(Path(f).name for f in a.memory_add) or 'no extra file'} "
+            f"(dataset sha256 {dataset_hash(memory_data)[:16]}); the network, ATen head and ranking forest "
+            "were trained on all of them (benchmarks/models/cv-session49.md)"
+        )
+        model.update_metadata({"held_out_metrics": after, "training": training})
+        figures.append(("memory of --memory-add", after))
     path = save_model(model, a.out)
     assert len(load_model(path).memory.problems) == len(model.memory.problems)
-    for name, m in (("memory of every training file", before), ("memory of --memory-add", after)):
+    for name, m in figures:
         o = m["overall"]
         print(
             f"{name}: regret@1 {o['regret@1']['geomean']:.4f} regret@5 {o['regret@5']['geomean']:.4f} "

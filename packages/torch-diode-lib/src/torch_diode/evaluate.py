@@ -377,7 +377,11 @@ def evaluate_model(
     )
     report = {
         "hardware": model.hardware,
-        "model": {"sha256": model.model_hash, **model.arch.to_dict()},
+        "model": {
+            "sha256": model.model_hash,
+            **model.arch.to_dict(),
+            **({"screen": model.screen.arch.to_dict()} if model.screen is not None else {}),
+        },
         "dataset": {"records": len(dataset), "problems": len(evals), "hardware": dataset.hardware_keys},
         "definitions": "DESIGN.md#metrics; p95 = numpy linear-interpolation percentile",
         "candidates": {"max_compile_cost": max_compile_cost},

@@ -5,7 +5,8 @@ spread (standard deviation over members, in log space) is the uncertainty. In tr
 members are evaluated together as batched matrix products (weights ``[K, in, out]``); scoring one
 problem's candidates runs them one at a time (:meth:`EnsembleMLP.forward_shared`) and, past 128
 candidates, as a cascade: the first member scores every candidate, the others its shortlist
-(:class:`ScoringOptions`).
+(:class:`ScoringOptions`); or, in a model with a ``screen`` (a narrower one-member network,
+``TrainOptions.screen_hidden``), the screen scores every candidate and every member its shortlist.
 
 Architectures (``model_type``):
 
@@ -16,19 +17,21 @@ File format (``format`` = ``torch-diode-model``, ``format_version`` = 5): a safe
 tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``,
 :mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), an
 ATen head (``aten_head.*``, float32, :mod:`torch_diode.aten_head`) and a ranking forest
-(``forest.*``, :mod:`torch_diode.forest`; ``forest.features`` is int32), and
+(``forest.*``, :mod:`torch_diode.forest`; ``forest.features`` is int32) and a screening
+network (``screen.*``, float32, the network's tensor names under the prefix), and
 whose ``__metadata__`` (str -> str, JSON-encoded values) holds the hardware key and figures, the
 feature spec, normalisation statistics, architecture, training-data hash, torch/triton versions,
 training options and held-out metrics, plus ``tensors_sha256`` over the tensor bytes, and
 ``neighbour_memory`` (its options and sizes) when the file has a memory, ``aten_head`` (its
-options and input count) when it has a head, ``forest`` (its options) when it has a forest, and
+options and input count) when it has a head, ``forest`` (its options) when it has a forest,
+``screen`` (``{"architecture": ...}``) when it has a screening network, and
 ``scoring`` (:class:`ScoringOptions`; a file written before session 48 has none and scores
 without the cascade, as it always did; older torch-diode releases ignore the key and score so).
 Version 1 files (network only, written before session 9), version 2 files (no ATen head, before
-session 13), version 3 files (no forest, before session 22) and version 4 files (their memory's
+session 13), version 3 files (no forest, before session 22), version 4 files (their memory's
 problem descriptor without the operand-alignment columns, before session 37: they rank as they
-always did) still load; an older torch-diode refuses version 5 with a message to upgrade, rather
-than misreading the memory. The header is written with sorted keys so a model
+always did) and version 5 files (no screening network, before session 54) still load; an older
+torch-diode refuses a newer version with a message to upgrade, rather than misreading the file. The header is written with sorted keys so a model
 always serialises to the same bytes (``model_hash`` is the sha256 of the file).
 :func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
 otherwise; it never unpickles anything.
@@ -65,9 +68,10 @@ if TYPE_CHECKING:  # aten_head builds on this module's EnsembleMLP
 FORMAT_NAME = "torch-diode-model"
 _T = TypeVar("_T")
 # 2: optional neighbour memory (memory.* tensors, int32 rel_flat); 3: optional ATen head; 4: optional forest;
-# 5: the memory's problem descriptor may have the operand-alignment columns (neighbours.PROBLEM_COLUMNS)
-FORMAT_VERSION = 5
-_READABLE_VERSIONS = ("1", "2", "3", "4", "5")
+# 5: the memory's problem descriptor may have the operand-alignment columns (neighbours.PROBLEM_COLUMNS);
+# 6: optional screening network (screen.* tensors, ``screen`` metadata)
+FORMAT_VERSION = 6
+_READABLE_VERSIONS = ("1", "2", "3", "4", "5", "6")
 #: The only int32 tensors of a model file; every other one is float32.
 _INT32_TENSORS = frozenset({"memory.rel_flat", "forest.features"})
 MODEL_TYPES: tuple[str, ...] = ("base", "deep")
@@ -301,7 +305,10 @@ class ScoringOptions:
     spread is the shortlist's mean spread (estimates, for candidates that rank after the
     shortlist). 0: every member scores every candidate, as files written before session 48 (without
     ``scoring`` metadata) do. 128 ranks as the whole ensemble does and scores 1,500 candidates
-    about 15% faster (``benchmarks/models/cv-session48.md``).
+    about 15% faster (``benchmarks/models/cv-session48.md``). In a model with a screening network
+    (``DiodeModel.screen``), the screen takes the first member's place: it scores every
+    candidate and every member of the ensemble its shortlist (with 0, or as many candidates as
+    the shortlist or fewer, the screen is not used).
     """
 
     network_shortlist: int = 128
@@ -407,6 +414,10 @@ class DiodeModel:
             memory (:mod:`torch_diode.aten_head`; None: none).
         forest: the ranking forest that re-ranks the shortlist last in :meth:`predict`
             (:mod:`torch_diode.forest`; None: none).
+        screen: a one-member network of the same inputs and normalisation that scores every
+            candidate when :meth:`predict` runs the network as a cascade, so that the ensemble
+            (wider, slower) scores only its shortlist (:class:`ScoringOptions`; None: the
+            ensemble's first member screens).
         scoring: how :meth:`predict` runs the network (:class:`ScoringOptions`; a new model gets
             the defaults, a file without ``scoring`` metadata, written before session 48, no
             cascade, as it was validated).
@@ -424,6 +435,7 @@ class DiodeModel:
         aten_head: AtenHead | None = None,
         forest: RankingForest | None = None,
         scoring: ScoringOptions | None = None,
+        screen: EnsembleMLP | None = None,
     ) -> None:
         self.net = net.eval()
         self._scoring = scoring or ScoringOptions()
@@ -436,6 +448,10 @@ class DiodeModel:
         self.normalization = normalization
         self._inv_std = (1.0 / normalization.x_std).astype(np.float32)
         self._inference_weights: tuple[tuple[torch.Tensor, ...], ...] | None = None
+        self._screen: EnsembleMLP | None = None
+        self._screen_weights: tuple[tuple[torch.Tensor, ...], ...] | None = None
+        if screen is not None:
+            self.screen = screen
         self.metadata: dict[str, Any] = dict(metadata)
         self._bytes: bytes | None = None
         self._hash: str | None = None
@@ -463,6 +479,24 @@ class DiodeModel:
     @scoring.setter
     def scoring(self, value: ScoringOptions) -> None:
         self._scoring = value
+        self._changed()
+
+    @property
+    def screen(self) -> EnsembleMLP | None:
+        return self._screen
+
+    @screen.setter
+    def screen(self, value: EnsembleMLP | None) -> None:
+        if value is not None:
+            a = value.arch
+            if a.members != 1 or a.input_dim != self.arch.input_dim:
+                raise ValueError(
+                    f"screen: must be a one-member network of {self.arch.input_dim} inputs (the model's), "
+                    f"got {a.members} members of {a.input_dim} inputs"
+                )
+            value = value.eval()
+        self._screen = value
+        self._screen_weights = None
         self._changed()
 
     def out_of_coverage(self, problem: Problem, triton: Sequence[Choice]) -> str | None:
@@ -493,8 +527,9 @@ class DiodeModel:
         The problem's features are the same on every row, so their share of the first layer is
         computed once (``EnsembleMLP.forward_shared``); the network's result equals
         ``predict_features`` on the same matrix up to float rounding, except that with more
-        candidates than ``scoring.network_shortlist`` the members after the first score only the
-        first member's shortlist (:class:`ScoringOptions`). With a neighbour ``memory``,
+        candidates than ``scoring.network_shortlist`` the members after the first (or, with a
+        ``screen``, all of them) score only the first member's (the screen's) shortlist
+        (:class:`ScoringOptions`). With a neighbour ``memory``,
         the mean log time is then blended with what the nearest training problems measured
         (:mod:`torch_diode.neighbours`); the uncertainty stays the network's. With an ``aten_head``,
         the ATen choices are then shifted by one constant (:meth:`AtenHead.adjust`). With a
@@ -527,16 +562,26 @@ class DiodeModel:
         """The ensemble's log times ``[N]`` and spread for one problem's candidates (standardised
         problem columns ``xs``, raw candidate columns ``x_rest``, ``aten`` their ATen rows, the
         members' ``weights`` from :meth:`EnsembleMLP.inference_weights`), as a cascade past
-        ``scoring.network_shortlist`` candidates (:class:`ScoringOptions`)."""
+        ``scoring.network_shortlist`` candidates (:class:`ScoringOptions`), screened by the
+        ensemble's first member or by the ``screen``."""
         m, n = self.scoring.network_shortlist, len(x_rest)
-        if m == 0 or len(weights) < 2 or n <= m:
+        screen = self.screen
+        if m == 0 or n <= m or (screen is None and len(weights) < 2):
             return self._summarise(self.net.forward_shared(xs, torch.from_numpy(x_rest), weights).numpy())
-        first = self.net.forward_shared(xs, torch.from_numpy(x_rest), weights[:1]).numpy()[0]  # [N]
+        if screen is None:
+            first = self.net.forward_shared(xs, torch.from_numpy(x_rest), weights[:1]).numpy()[0]  # [N]
+        else:
+            if self._screen_weights is None:  # the same inputs and normalisation as the ensemble's
+                self._screen_weights = screen.inference_weights(N_PROBLEM_FEATURES, self.normalization)
+            first = screen.forward_shared(xs, torch.from_numpy(x_rest), self._screen_weights).numpy()[0]
         # the ATen choices always in (their spread decides whether the handler benchmarks them)
         short = np.argpartition(np.where(aten, -np.inf, first), m - 1)[:m]
-        others = self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights[1:]).numpy()  # [K-1, M]
-        top = self._summarise(np.concatenate([first[None, short], others]))
-        mean = first + np.mean(top.log_time_us - first[short])  # the first member, shifted (float32)
+        if screen is None:  # the first member has scored the shortlist already
+            others = self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights[1:]).numpy()  # [K-1, M]
+            top = self._summarise(np.concatenate([first[None, short], others]))
+        else:
+            top = self._summarise(self.net.forward_shared(xs, torch.from_numpy(x_rest[short]), weights).numpy())
+        mean = first + np.mean(top.log_time_us - first[short])  # the screening network, shifted (float32)
         mean[short] = top.log_time_us
         std = np.full(n, np.mean(top.std), dtype=np.float32)
         std[short] = top.std
@@ -567,6 +612,7 @@ class DiodeModel:
             meta.pop("neighbour_memory", None)
             meta.pop("aten_head", None)
             meta.pop("forest", None)
+            meta.pop("screen", None)
             if self.memory is not None:
                 tensors.update({k: torch.from_numpy(v) for k, v in self.memory.to_tensors().items()})
                 meta["neighbour_memory"] = self.memory.metadata()
@@ -576,6 +622,14 @@ class DiodeModel:
             if self.forest is not None:
                 tensors.update({k: torch.from_numpy(v) for k, v in self.forest.to_tensors().items()})
                 meta["forest"] = self.forest.metadata()
+            if self.screen is not None:
+                tensors.update(
+                    {
+                        f"screen.{k}": v.detach().to("cpu", torch.float32).contiguous()
+                        for k, v in self.screen.state_dict().items()
+                    }
+                )
+                meta["screen"] = {"architecture": self.screen.arch.to_dict()}
             meta["scoring"] = self.scoring.to_dict()
             meta.update(
                 format=FORMAT_NAME,
@@ -604,7 +658,8 @@ class DiodeModel:
         a = self.arch
         return (
             f"DiodeModel({self.hardware}, {a.model_type} hidden={a.hidden} depth={a.depth} members={a.members}, "
-            f"sha256={self.model_hash[:12]})"
+            + (f"screen hidden={self.screen.arch.hidden} depth={self.screen.arch.depth}, " if self.screen else "")
+            + f"sha256={self.model_hash[:12]})"
         )
 
 
@@ -774,6 +829,13 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     if aten_head is not None and aten_head.inputs != N_PROBLEM_FEATURES:
         raise _bad(source, f"ATen head takes {aten_head.inputs} inputs, not the {N_PROBLEM_FEATURES} problem features")
     forest = optional_part("forest.", "forest", "ranking forest", RankingForest.from_tensors)
+    screen = optional_part("screen.", "screen", "screening network", _read_screen)
+    if screen is not None and (screen.arch.members != 1 or screen.arch.input_dim != arch.input_dim):
+        raise _bad(
+            source,
+            f"screening network has {screen.arch.members} members of {screen.arch.input_dim} inputs, "
+            f"not one of {arch.input_dim}; the file is corrupt",
+        )
     try:
         scoring = (
             ScoringOptions.from_dict(meta["scoring"]) if "scoring" in meta else ScoringOptions(network_shortlist=0)
@@ -799,9 +861,22 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
         aten_head=aten_head,
         forest=forest,
         scoring=scoring,
+        screen=screen,
     )
     model._bytes = bytes(data)
     return model
+
+
+def _read_screen(tensors: dict[str, np.ndarray], meta: Mapping[str, Any]) -> EnsembleMLP:
+    """The screening network of a model file: its ``screen.*`` tensors and ``screen`` metadata."""
+    with torch.device("meta"):
+        net = EnsembleMLP(Architecture.from_dict(meta["architecture"]))
+    state = {name.removeprefix("screen."): torch.from_numpy(t) for name, t in tensors.items()}
+    try:
+        net.load_state_dict(state, strict=True, assign=True)
+    except RuntimeError as e:
+        raise ValueError(f"its weights do not fit its architecture: {' '.join(str(e).split())}") from None
+    return net
 
 
 def load_model(path: str | os.PathLike[str]) -> DiodeModel:
@@ -835,10 +910,17 @@ def build_model(
     seed: int,
     metadata: Mapping[str, Any] | None = None,
 ) -> DiodeModel:
-    """A freshly initialised (untrained) model; the trainer starts from this."""
+    """A freshly initialised (untrained) model (the network of :func:`init_network`)."""
+    return DiodeModel(
+        init_network(arch, seed), hardware=hardware, gpu=gpu, normalization=normalization, metadata=metadata or {}
+    )
+
+
+def init_network(arch: Architecture, seed: int) -> EnsembleMLP:
+    """A freshly initialised network of ``arch`` from ``seed``; the trainer starts from this."""
     net = EnsembleMLP(arch)
     net.reset_parameters(torch.Generator().manual_seed(seed))
-    return DiodeModel(net, hardware=hardware, gpu=gpu, normalization=normalization, metadata=metadata or {})
+    return net
 
 
 def versions() -> dict[str, str]:

@@ -44,7 +44,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -60,9 +60,10 @@ from torch_diode.model import (
     MODEL_TYPES,
     Architecture,
     DiodeModel,
+    EnsembleMLP,
     Normalization,
     ScoringOptions,
-    build_model,
+    init_network,
     torch_threads,
     versions,
 )
@@ -128,6 +129,11 @@ class TrainOptions:
         network_shortlist: past this many candidates of a problem, scoring runs the network as a
             cascade (:class:`~torch_diode.model.ScoringOptions`, stored in the model file); 0:
             every member scores every candidate. 128 since session 48 (``cv-session48.md``).
+        screen_hidden: also train a one-member network of this width (the same type and depth,
+            the same split, rows, normalisation and seed: what ``ensemble_size=1,
+            hidden=screen_hidden`` trains) as the model's screen: it scores every candidate of
+            the cascade and the ensemble its shortlist, so a wider ensemble costs little more
+            scoring time (``DiodeModel.screen``); None: the ensemble's first member screens.
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -168,6 +174,7 @@ class TrainOptions:
     forest_blend: float = ForestOptions.blend
     forest_shortlist: int = ForestOptions.shortlist  # the forest's defaults are ForestOptions'
     network_shortlist: int = ScoringOptions.network_shortlist
+    screen_hidden: int | None = None
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -182,7 +189,7 @@ class TrainOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: must be a positive integer, got {v!r}")
-        for name in ("hidden", "depth", "num_threads"):
+        for name in ("hidden", "depth", "num_threads", "screen_hidden"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"{name}: must be a positive integer or None, got {v!r}")
@@ -252,6 +259,12 @@ class TrainOptions:
             members=self.ensemble_size,
         )
 
+    def screen_architecture(self) -> Architecture:
+        """The screening network's architecture (``screen_hidden`` must be set)."""
+        if self.screen_hidden is None:
+            raise ValueError("screen_architecture: screen_hidden is None (no screening network)")
+        return replace(self.architecture(), hidden=self.screen_hidden, members=1)
+
 
 @dataclass
 class TrainReport:
@@ -269,6 +282,7 @@ class TrainReport:
     device: str
     history: list[dict[str, float]] = field(default_factory=list)
     held_out: dict[str, Any] = field(default_factory=dict)
+    screen_history: list[dict[str, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -550,14 +564,14 @@ def _resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _progress(total: int, enabled: bool) -> Any:
+def _progress(total: int, enabled: bool, desc: str = "train") -> Any:
     if not enabled:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc="train", unit="epoch", leave=True)
+    return tqdm(total=total, desc=desc, unit="epoch", leave=True)
 
 
 # -- training -------------------------------------------------------------------------------------
@@ -634,121 +648,24 @@ def _train(
     problems, train_ids, val_ids, rows_tr, rows_va, gpu = _split_rows(dataset, groups, opts)
     norm = Normalization.fit(rows_tr.x, rows_tr.y)
     arch = opts.architecture()
-    model = build_model(arch, hardware=hardware, gpu=gpu, normalization=norm, seed=opts.seed)
     device = _resolve_device(opts.device)
-    net = model.net.to(device).train()
-    # The averaged weights (what is validated, early-stopped on and shipped), starting as a copy.
-    avg = copy.deepcopy(net).eval().requires_grad_(False)
-    avg_params = list(avg.parameters())
-
-    def norm_x(x: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy((x - norm.x_mean) / norm.x_std).to(device)
-
-    x_tr = norm_x(rows_tr.x)  # [R, F]
-    y_tr = torch.from_numpy((rows_tr.y - norm.y_mean) / norm.y_std).to(device)  # [R]
-    aten_tr = torch.from_numpy(rows_tr.aten).to(device)  # [R]
-    x_va = norm_x(rows_va.x)
-    rng = np.random.default_rng(opts.seed + 1)
-    k = arch.members
-    n_tr = len(train_ids)
-    member_w = torch.from_numpy(
-        rng.exponential(1.0, size=(k, n_tr)).astype(np.float32) if k > 1 else np.ones((1, n_tr), np.float32)
-    ).to(device)  # [K, P_train]
-    optim = _AdamW(list(net.parameters()), weight_decay=opts.weight_decay)
-    cap = opts.max_choices_per_problem
-    best_score, best_epoch, best_state = math.inf, 0, None
-    history: list[dict[str, float]] = []
-    bar = _progress(opts.num_epochs, opts.progress)
-    stale = 0
-    epoch = 0
-    try:
-        for epoch in range(1, opts.num_epochs + 1):
-            net.train()
-            # cosine annealing from learning_rate to learning_rate / 10 over num_epochs
-            lr = opts.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * (epoch - 1) / opts.num_epochs)))
-            order = rng.permutation(n_tr)
-            tot, tot_mse, tot_rank, nb = 0.0, 0.0, 0.0, 0
-            for b0 in range(0, n_tr, opts.batch_size):
-                batch = order[b0 : b0 + opts.batch_size]
-                c = int(min(cap, rows_tr.counts[batch].max()))
-                idx = np.zeros((len(batch), c), dtype=np.int64)
-                mask = np.zeros((len(batch), c), dtype=bool)
-                for j, p in enumerate(batch.tolist()):
-                    n = int(rows_tr.counts[p])
-                    sel = _sample_choices(rng, rows_tr.aten[rows_tr.starts[p] : rows_tr.starts[p] + n], cap)
-                    idx[j, : len(sel)] = rows_tr.starts[p] + sel
-                    mask[j, : len(sel)] = True
-                    idx[j, len(sel) :] = rows_tr.starts[p]
-                idx_t = torch.from_numpy(idx).to(device)
-                mask_t = torch.from_numpy(mask).to(device)
-                xb = x_tr[idx_t.view(-1)]  # [B*C, F]
-                pred = net(xb).view(k, len(batch), c)  # [K, B, C]
-                loss, mse, rank = _loss(
-                    pred,
-                    y_tr[idx_t],
-                    mask_t,
-                    member_w[:, torch.from_numpy(batch).to(device)],
-                    norm.y_std,
-                    opts,
-                    aten_tr[idx_t] & mask_t,
-                )
-                optim.zero_grad()
-                loss.backward()
-                optim.step(lr)
-                with torch.no_grad():
-                    for a, w in zip(avg_params, net.parameters()):
-                        a.lerp_(w, 1.0 - opts.ema_decay)
-                tot += loss.item()
-                tot_mse += mse.item()
-                tot_rank += rank.item()
-                nb += 1
-            entry: dict[str, float] = {
-                "epoch": epoch,
-                "loss": tot / nb,
-                "mse": tot_mse / nb,
-                "rank": tot_rank / nb,
-                "lr": lr,
-            }
-            if val_ids:
-                val = _validate(avg, x_va, rows_va, norm)
-                entry.update(val)
-                score = val["val_log_regret1"] + val["val_log_regret5"] + 1e-3 * val["val_mse"]
-            else:
-                score = entry["loss"]
-            entry["score"] = score
-            history.append(entry)
-            if not opts.early_stopping:  # the last epoch ships: nothing to snapshot
-                best_score, best_epoch = score, epoch
-            elif score < best_score - 1e-12:
-                best_score, best_epoch, stale = score, epoch, 0
-                best_state = {n: t.detach().clone() for n, t in avg.state_dict().items()}
-            else:
-                stale += 1
-            if on_epoch is not None:
-                on_epoch(entry)
-            if bar is not None:
-                post = {"loss": f"{entry['loss']:.4f}"}
-                if val_ids:
-                    post.update(
-                        r1=f"{math.exp(entry['val_log_regret1']):.3f}",
-                        r5=f"{math.exp(entry['val_log_regret5']):.3f}",
-                        rec1=f"{entry['val_recall1']:.2f}",
-                        rmse=f"{math.sqrt(entry['val_mse']):.3f}",
-                    )
-                bar.set_postfix(post)
-                bar.update(1)
-            else:
-                log.debug("epoch %d: %s", epoch, entry)
-            if stale >= opts.patience:
-                break
-    finally:
-        if bar is not None:
-            bar.close()
-    if best_state is not None:  # None without early stopping, or if every epoch's score was NaN
-        avg.load_state_dict(best_state)
-    net = avg
-    net.to("cpu").eval()
-    model = DiodeModel(net, hardware=hardware, gpu=gpu, normalization=norm, metadata={}, scoring=opts.scoring_options())
+    tensors = _TrainTensors.of(rows_tr, rows_va, norm, device)
+    fit = _fit_network(arch, opts, tensors, rows_tr, rows_va, norm, on_epoch, "train")
+    net, history, best_epoch, epoch = fit.net, fit.history, fit.best_epoch, fit.epochs_run
+    screen_fit = None
+    if opts.screen_hidden is not None:  # what `train(hidden=screen_hidden, ensemble_size=1)` trains
+        t_screen = time.perf_counter()
+        screen_fit = _fit_network(opts.screen_architecture(), opts, tensors, rows_tr, rows_va, norm, None, "screen")
+        log.info("screening network trained in %.1f s", time.perf_counter() - t_screen)
+    model = DiodeModel(
+        net,
+        hardware=hardware,
+        gpu=gpu,
+        normalization=norm,
+        metadata={},
+        scoring=opts.scoring_options(),
+        screen=screen_fit.net if screen_fit is not None else None,
+    )
     memory = _memory_of(rows_tr, rows_va, problems, train_ids, val_ids, opts.neighbour_options())
     fopts = opts.forest_options()
     if fopts is not None:  # the training split's rows, as the network's: held-out metrics describe the file's forest
@@ -803,6 +720,11 @@ def _train(
             "threads": torch.get_num_threads(),
             "device": str(device),
             "epochs_run": epoch,
+            **(
+                {"screen": {"best_epoch": screen_fit.best_epoch, "epochs_run": screen_fit.epochs_run}}
+                if screen_fit is not None
+                else {}
+            ),
             "sources": [s.to_dict() for s in dataset.sources],
         },
         "held_out_metrics": held_out,
@@ -823,8 +745,162 @@ def _train(
         device=str(device),
         history=history,
         held_out=held_out,
+        screen_history=screen_fit.history if screen_fit is not None else [],
     )
     return model, report
+
+
+@dataclass
+class _TrainTensors:
+    """The standardised training and validation rows on the training device."""
+
+    device: torch.device
+    x_tr: torch.Tensor  # [R, F]
+    y_tr: torch.Tensor  # [R]
+    aten_tr: torch.Tensor  # [R] bool
+    x_va: torch.Tensor  # [R_val, F]
+
+    @classmethod
+    def of(cls, rows_tr: _Rows, rows_va: _Rows, norm: Normalization, device: torch.device) -> _TrainTensors:
+        def norm_x(x: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy((x - norm.x_mean) / norm.x_std).to(device)
+
+        return cls(
+            device=device,
+            x_tr=norm_x(rows_tr.x),
+            y_tr=torch.from_numpy((rows_tr.y - norm.y_mean) / norm.y_std).to(device),
+            aten_tr=torch.from_numpy(rows_tr.aten).to(device),
+            x_va=norm_x(rows_va.x),
+        )
+
+
+@dataclass
+class _Fit:
+    net: EnsembleMLP  # the shipped (averaged) weights, on the CPU, in eval mode
+    history: list[dict[str, float]]
+    best_epoch: int
+    epochs_run: int
+
+
+def _fit_network(
+    arch: Architecture,
+    opts: TrainOptions,
+    tensors: _TrainTensors,
+    rows_tr: _Rows,
+    rows_va: _Rows,
+    norm: Normalization,
+    on_epoch: Callable[[dict[str, float]], None] | None,
+    desc: str,
+) -> _Fit:
+    """Train one ensemble network of ``arch`` from ``opts.seed`` (the training loop of
+    :func:`train`; ``desc`` labels the progress bar)."""
+    device = tensors.device
+    net = init_network(arch, opts.seed).to(device).train()
+    # The averaged weights (what is validated, early-stopped on and shipped), starting as a copy.
+    avg = copy.deepcopy(net).eval().requires_grad_(False)
+    avg_params = list(avg.parameters())
+
+    x_tr, y_tr, aten_tr, x_va = tensors.x_tr, tensors.y_tr, tensors.aten_tr, tensors.x_va
+    rng = np.random.default_rng(opts.seed + 1)
+    k = arch.members
+    n_tr = len(rows_tr.counts)
+    member_w = torch.from_numpy(
+        rng.exponential(1.0, size=(k, n_tr)).astype(np.float32) if k > 1 else np.ones((1, n_tr), np.float32)
+    ).to(device)  # [K, P_train]
+    optim = _AdamW(list(net.parameters()), weight_decay=opts.weight_decay)
+    cap = opts.max_choices_per_problem
+    best_score, best_epoch, best_state = math.inf, 0, None
+    history: list[dict[str, float]] = []
+    bar = _progress(opts.num_epochs, opts.progress, desc)
+    stale = 0
+    epoch = 0
+    try:
+        for epoch in range(1, opts.num_epochs + 1):
+            net.train()
+            # cosine annealing from learning_rate to learning_rate / 10 over num_epochs
+            lr = opts.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * (epoch - 1) / opts.num_epochs)))
+            order = rng.permutation(n_tr)
+            tot, tot_mse, tot_rank, nb = 0.0, 0.0, 0.0, 0
+            for b0 in range(0, n_tr, opts.batch_size):
+                batch = order[b0 : b0 + opts.batch_size]
+                c = int(min(cap, rows_tr.counts[batch].max()))
+                idx = np.zeros((len(batch), c), dtype=np.int64)
+                mask = np.zeros((len(batch), c), dtype=bool)
+                for j, p in enumerate(batch.tolist()):
+                    n = int(rows_tr.counts[p])
+                    sel = _sample_choices(rng, rows_tr.aten[rows_tr.starts[p] : rows_tr.starts[p] + n], cap)
+                    idx[j, : len(sel)] = rows_tr.starts[p] + sel
+                    mask[j, : len(sel)] = True
+                    idx[j, len(sel) :] = rows_tr.starts[p]
+                idx_t = torch.from_numpy(idx).to(device)
+                mask_t = torch.from_numpy(mask).to(device)
+                xb = x_tr[idx_t.view(-1)]  # [B*C, F]
+                pred = net(xb).view(k, len(batch), c)  # [K, B, C]
+                loss, mse, rank = _loss(
+                    pred,
+                    y_tr[idx_t],
+                    mask_t,
+                    member_w[:, torch.from_numpy(batch).to(device)],
+                    norm.y_std,
+                    opts,
+                    aten_tr[idx_t] & mask_t,
+                )
+                optim.zero_grad()
+                loss.backward()
+                optim.step(lr)
+                with torch.no_grad():
+                    for a, w in zip(avg_params, net.parameters()):
+                        a.lerp_(w, 1.0 - opts.ema_decay)
+                tot += loss.item()
+                tot_mse += mse.item()
+                tot_rank += rank.item()
+                nb += 1
+            entry: dict[str, float] = {
+                "epoch": epoch,
+                "loss": tot / nb,
+                "mse": tot_mse / nb,
+                "rank": tot_rank / nb,
+                "lr": lr,
+            }
+            if len(rows_va.counts):
+                val = _validate(avg, x_va, rows_va, norm)
+                entry.update(val)
+                score = val["val_log_regret1"] + val["val_log_regret5"] + 1e-3 * val["val_mse"]
+            else:
+                score = entry["loss"]
+            entry["score"] = score
+            history.append(entry)
+            if not opts.early_stopping:  # the last epoch ships: nothing to snapshot
+                best_score, best_epoch = score, epoch
+            elif score < best_score - 1e-12:
+                best_score, best_epoch, stale = score, epoch, 0
+                best_state = {n: t.detach().clone() for n, t in avg.state_dict().items()}
+            else:
+                stale += 1
+            if on_epoch is not None:
+                on_epoch(entry)
+            if bar is not None:
+                post = {"loss": f"{entry['loss']:.4f}"}
+                if len(rows_va.counts):
+                    post.update(
+                        r1=f"{math.exp(entry['val_log_regret1']):.3f}",
+                        r5=f"{math.exp(entry['val_log_regret5']):.3f}",
+                        rec1=f"{entry['val_recall1']:.2f}",
+                        rmse=f"{math.sqrt(entry['val_mse']):.3f}",
+                    )
+                bar.set_postfix(post)
+                bar.update(1)
+            else:
+                log.debug("epoch %d: %s", epoch, entry)
+            if stale >= opts.patience:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    if best_state is not None:  # None without early stopping, or if every epoch's score was NaN
+        avg.load_state_dict(best_state)
+    avg.to("cpu").eval()
+    return _Fit(net=avg, history=history, best_epoch=best_epoch, epochs_run=epoch)
 
 
 @torch.no_grad()

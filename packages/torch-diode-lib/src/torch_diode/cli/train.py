@@ -136,6 +136,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the others only its best this many (and ATen); 0: every member scores every candidate (default: 128)",
     )
     t.add_argument(
+        "--screen-hidden",
+        type=int,
+        metavar="H",
+        help="also train a one-member network of width H that scores every candidate in the --network-shortlist "
+        "cascade instead of the first member, so that every member scores only its shortlist: a wider ensemble "
+        "(--hidden) for little more scoring time (default: none)",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -309,6 +317,7 @@ def _train(args: argparse.Namespace) -> int:
             forest_blend=args.forest_blend,
             forest_shortlist=args.forest_shortlist,
             network_shortlist=args.network_shortlist,
+            screen_hidden=args.screen_hidden,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
@@ -338,7 +347,8 @@ def _train(args: argparse.Namespace) -> int:
     path = save_model(model, args.model)
     o = report.held_out.get("overall", {})
     lines = [
-        f"wrote {path} ({model.arch.model_type}, {model.arch.members} members"
+        f"wrote {path} ({model.arch.model_type}, {model.arch.members} members of width {model.arch.hidden}"
+        + (f", a screening network of width {model.screen.arch.hidden}" if model.screen is not None else "")
         + (f", a ranking forest of {model.forest.options.trees} trees" if model.forest is not None else "")
         + f", sha256 {model.model_hash[:16]})",
         f"  {report.train_problems} training / {report.val_problems} validation problems, {report.train_rows} rows; "
