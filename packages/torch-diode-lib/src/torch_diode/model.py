@@ -13,7 +13,7 @@ Architectures (``model_type``):
 * ``base``: input -> ``hidden`` -> ReLU -> (``depth`` plain ReLU layers) -> 1;
 * ``deep``: input -> ``hidden`` -> ReLU -> ``depth`` residual blocks ``h + ReLU(W h + b)`` -> 1.
 
-File format (``format`` = ``torch-diode-model``, ``format_version`` = 5): a safetensors file whose
+File format (``format`` = ``torch-diode-model``, ``format_version`` = 6): a safetensors file whose
 tensors are the network weights (float32) and, optionally, a neighbour memory (``memory.*``,
 :mod:`torch_diode.neighbours`; ``memory.rel_flat`` is int32, every other tensor float32), an
 ATen head (``aten_head.*``, float32, :mod:`torch_diode.aten_head`) and a ranking forest
@@ -31,8 +31,9 @@ Version 1 files (network only, written before session 9), version 2 files (no AT
 session 13), version 3 files (no forest, before session 22), version 4 files (their memory's
 problem descriptor without the operand-alignment columns, before session 37: they rank as they
 always did) and version 5 files (no screening network, before session 54) still load; an older
-torch-diode refuses a newer version with a message to upgrade, rather than misreading the file. The header is written with sorted keys so a model
-always serialises to the same bytes (``model_hash`` is the sha256 of the file).
+torch-diode refuses a newer version with a message to upgrade, rather than misreading the file.
+The header is written with sorted keys so a model always serialises to the same bytes
+(``model_hash`` is the sha256 of the file).
 :func:`load_model` checks all of it and raises :class:`~torch_diode.errors.ModelFormatError`
 otherwise; it never unpickles anything.
 """
@@ -658,7 +659,11 @@ class DiodeModel:
         a = self.arch
         return (
             f"DiodeModel({self.hardware}, {a.model_type} hidden={a.hidden} depth={a.depth} members={a.members}, "
-            + (f"screen hidden={self.screen.arch.hidden} depth={self.screen.arch.depth}, " if self.screen else "")
+            + (
+                f"screen hidden={self.screen.arch.hidden} depth={self.screen.arch.depth}, "
+                if self.screen is not None
+                else ""
+            )
             + f"sha256={self.model_hash[:12]})"
         )
 

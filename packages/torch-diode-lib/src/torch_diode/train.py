@@ -30,7 +30,10 @@ validation problems, picking the best epoch selected noise, sometimes a barely t
 regret@1 + mean log regret@5 + 0.001 * MSE`` and the best epoch's averaged weights are restored.
 After the network, a ranking forest (boosted oblivious trees, LambdaRank; :mod:`torch_diode.forest`,
 ``forest_trees``) is fit on the training split's rows; it re-ranks the network's shortlist in
-``DiodeModel.predict``. The same seed gives the same model, bit for bit, on the same machine with the same number of CPU
+``DiodeModel.predict``. With ``screen_hidden``, a one-member network of that width is trained
+after the ensemble by the same loop (``_fit_network``), on the same rows from the same seed: the
+model's screen, which scores every candidate of the network cascade so that the ensemble scores
+only its shortlist. The same seed gives the same model, bit for bit, on the same machine with the same number of CPU
 threads (``num_threads``; a different thread count changes float rounding; the count used is
 recorded in the model's ``training`` metadata).
 """
