@@ -63,21 +63,21 @@ def seed_forest(key: str, seed: int):
     return RankingForest(z["features"], z["thresholds"], z["leaves"], shipped(key).forest.options)
 
 
-def put_in(key: str, seed: int, model):
+def put_in(key: str, seed: int, model, shipped_memory: bool = True):
     """``model`` with seed ``seed``'s ranking forest and, on the H200, the shipped file's neighbour
     memory (session 49's, built without ``train-active2.msgpack``; the H100 jobs' own memory is the
-    shipped file's configuration)."""
+    shipped file's configuration; ``shipped_memory`` False: the job's own memory stays)."""
     model.forest = seed_forest(key, seed)
-    if key == "NVIDIA-H200":
+    if key == "NVIDIA-H200" and shipped_memory:
         model.memory = shipped(key).memory
     return model
 
 
-def scored(a: argparse.Namespace, seed: int, models) -> None:
+def scored(a: argparse.Namespace, seed: int, models, shipped_memory: bool = True) -> None:
     """Each of ``models`` (``(label, make)``: ``make(seed)`` gives a model) with :func:`put_in`'s
     forest and memory: its figures, one line each."""
     for label, make in models:
-        model = put_in(a.key, seed, make(seed))
+        model = put_in(a.key, seed, make(seed), shipped_memory)
         ev, _ = evals(a.key, model)
         print(
             f"{a.key} seed {seed} {label}: {val_figures(model, a.key, ev=ev)}; {first_triton(ev)}; {oos_top1(model, a.oos)}",

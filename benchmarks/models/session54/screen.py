@@ -33,6 +33,11 @@ def main() -> None:
     ap.add_argument("results", help="the folder of the jobs' saved models")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--variant", default="tw", help="the jobs' name ending")
+    ap.add_argument(
+        "--own-memory",
+        action="store_true",
+        help="H200: keep the job's own neighbour memory (every training file's) instead of the shipped file's",
+    )
     a = ap.parse_args()
     from torch_diode.model import load_model
 
@@ -40,7 +45,8 @@ def main() -> None:
         return load_model(Path(a.results) / f"s54-{TAG[a.key]}-val-s{seed}-{a.variant}.safetensors")
 
     for seed in a.seeds:
-        scored(a, seed, [(f"{a.variant} (hidden 64 x 3, screen 32)", make)])
+        label = f"{a.variant} (hidden 64 x 3, screen 32)" + (", own memory" if a.own_memory else "")
+        scored(a, seed, [(label, make)], shipped_memory=not a.own_memory)
 
 
 if __name__ == "__main__":
