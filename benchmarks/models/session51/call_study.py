@@ -74,17 +74,27 @@ def oos_items(path: str):
     return out
 
 
-def oos_top1(model, path: str, order: Callable | None = None) -> str:
-    """The model's top-1 / stock on OOS; ``order(problem, cands, prediction)`` -> the order
-    (default: ``ranking.order_of`` of the predicted log times, as the handler ranks)."""
-    xs, miss = [], 0
-    for p, cands, med, st in oos_items(path):
+def oos_log_ratios(model, items, order: Callable | None = None) -> list[float | None]:
+    """Per item of :func:`oos_items`: log(the model's top-1 / stock's pick), None where the top-1
+    pick was not measured; ``order(problem, cands, prediction)`` -> the order (default:
+    ``ranking.order_of`` of the predicted log times, as the handler ranks)."""
+    out: list[float | None] = []
+    for p, cands, med, st in items:
         top = cands[(order or _order)(p, cands, model.predict(p, cands))[0]]
-        if top not in med:
-            miss += 1
-            continue
-        xs.append(math.log(med[top] / st))
+        out.append(math.log(med[top] / st) if top in med else None)
+    return out
+
+
+def oos_summary(ratios: list[float | None]) -> str:
+    """The OOS line of :func:`oos_log_ratios`' ratios."""
+    xs = [x for x in ratios if x is not None]
+    miss = len(ratios) - len(xs)
     return f"OOS top-1 / stock {math.exp(np.mean(xs)):.4f} ({len(xs)} problems, {miss} top-1 picks not measured)"
+
+
+def oos_top1(model, path: str, order: Callable | None = None) -> str:
+    """The model's top-1 / stock on OOS (``order`` as in :func:`oos_log_ratios`)."""
+    return oos_summary(oos_log_ratios(model, oos_items(path), order))
 
 
 def _order(p, cands, pr):

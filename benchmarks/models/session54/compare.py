@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 for _d in ("session31", "session44", "session50", "session51", "session52"):
     sys.path.insert(0, str(ROOT / "benchmarks/models" / _d))
-from call_study import _order, oos_items, oos_top1, val_figures  # noqa: E402
+from call_study import oos_items, oos_log_ratios, oos_summary, val_figures  # noqa: E402
 from margin_forest import first_triton  # noqa: E402
 from retime import evals  # noqa: E402
 
@@ -39,15 +39,11 @@ def main() -> None:
     picks = []  # per file: the log top-1 / stock of each OOS problem, None where not measured
     for f in a.files:
         model = load_model(f)
-        row = []
-        for p, cands, med, st in items:
-            top = cands[_order(p, cands, model.predict(p, cands))[0]]
-            row.append(math.log(med[top] / st) if top in med else None)
-        picks.append(row)
+        picks.append(oos_log_ratios(model, items))
         ev, _ = evals(a.key, model)
         print(
             f"{a.key} {f} ({model.model_hash[:16]}): {val_figures(model, a.key, ev=ev)}; {first_triton(ev)}; "
-            f"{oos_top1(model, a.oos)}",
+            f"{oos_summary(picks[-1])}",
             flush=True,
         )
     common = [i for i in range(len(items)) if all(r[i] is not None for r in picks)]

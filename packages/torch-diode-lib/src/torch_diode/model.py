@@ -489,12 +489,9 @@ class DiodeModel:
     @screen.setter
     def screen(self, value: EnsembleMLP | None) -> None:
         if value is not None:
-            a = value.arch
-            if a.members != 1 or a.input_dim != self.arch.input_dim:
-                raise ValueError(
-                    f"screen: must be a one-member network of {self.arch.input_dim} inputs (the model's), "
-                    f"got {a.members} members of {a.input_dim} inputs"
-                )
+            wrong = _screen_mismatch(value.arch, self.arch)
+            if wrong:
+                raise ValueError(f"screen: must be a one-member network of the model's inputs, {wrong}")
             value = value.eval()
         self._screen = value
         self._screen_weights = None
@@ -608,7 +605,7 @@ class DiodeModel:
     def to_bytes(self) -> bytes:
         """The model file's bytes (deterministic for a given model)."""
         if self._bytes is None:
-            tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in self.net.state_dict().items()}
+            tensors = _weights(self.net)
             meta = dict(self.metadata)
             meta.pop("neighbour_memory", None)
             meta.pop("aten_head", None)
@@ -624,12 +621,7 @@ class DiodeModel:
                 tensors.update({k: torch.from_numpy(v) for k, v in self.forest.to_tensors().items()})
                 meta["forest"] = self.forest.metadata()
             if self.screen is not None:
-                tensors.update(
-                    {
-                        f"screen.{k}": v.detach().to("cpu", torch.float32).contiguous()
-                        for k, v in self.screen.state_dict().items()
-                    }
-                )
+                tensors.update(_weights(self.screen, "screen."))
                 meta["screen"] = {"architecture": self.screen.arch.to_dict()}
             meta["scoring"] = self.scoring.to_dict()
             meta.update(
@@ -694,6 +686,12 @@ def _encode_safetensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[s
     hbytes = json.dumps(header, separators=(",", ":"), sort_keys=False).encode()
     hbytes += b" " * (-len(hbytes) % 8)
     return struct.pack("<Q", len(hbytes)) + hbytes + data
+
+
+def _weights(net: nn.Module, prefix: str = "") -> dict[str, torch.Tensor]:
+    """``net``'s weights as a model file stores them (float32, contiguous, on the CPU), their
+    names under ``prefix``."""
+    return {prefix + k: v.detach().to("cpu", torch.float32).contiguous() for k, v in net.state_dict().items()}
 
 
 def _nan_to_none(v: Any) -> Any:
@@ -835,12 +833,9 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
         raise _bad(source, f"ATen head takes {aten_head.inputs} inputs, not the {N_PROBLEM_FEATURES} problem features")
     forest = optional_part("forest.", "forest", "ranking forest", RankingForest.from_tensors)
     screen = optional_part("screen.", "screen", "screening network", _read_screen)
-    if screen is not None and (screen.arch.members != 1 or screen.arch.input_dim != arch.input_dim):
-        raise _bad(
-            source,
-            f"screening network has {screen.arch.members} members of {screen.arch.input_dim} inputs, "
-            f"not one of {arch.input_dim}; the file is corrupt",
-        )
+    wrong = _screen_mismatch(screen.arch, arch) if screen is not None else None
+    if wrong:
+        raise _bad(source, f"screening network {wrong}; the file is corrupt")
     try:
         scoring = (
             ScoringOptions.from_dict(meta["scoring"]) if "scoring" in meta else ScoringOptions(network_shortlist=0)
@@ -870,6 +865,14 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     )
     model._bytes = bytes(data)
     return model
+
+
+def _screen_mismatch(screen: Architecture, model: Architecture) -> str | None:
+    """What keeps a network of ``screen`` from screening for a model of ``model`` (None: nothing):
+    it must be one member of the model's inputs."""
+    if screen.members != 1 or screen.input_dim != model.input_dim:
+        return f"has {screen.members} members of {screen.input_dim} inputs, not one of {model.input_dim}"
+    return None
 
 
 def _read_screen(tensors: dict[str, np.ndarray], meta: Mapping[str, Any]) -> EnsembleMLP:

@@ -652,13 +652,13 @@ def _train(
     norm = Normalization.fit(rows_tr.x, rows_tr.y)
     arch = opts.architecture()
     device = _resolve_device(opts.device)
-    tensors = _TrainTensors.of(rows_tr, rows_va, norm, device)
-    fit = _fit_network(arch, opts, tensors, rows_tr, rows_va, norm, on_epoch, "train")
+    data = _TrainData.of(rows_tr, rows_va, norm, device)
+    fit = _fit_network(arch, opts, data, on_epoch, "train")
     net, history, best_epoch, epoch = fit.net, fit.history, fit.best_epoch, fit.epochs_run
     screen_fit = None
     if opts.screen_hidden is not None:  # what `train(hidden=screen_hidden, ensemble_size=1)` trains
         t_screen = time.perf_counter()
-        screen_fit = _fit_network(opts.screen_architecture(), opts, tensors, rows_tr, rows_va, norm, None, "screen")
+        screen_fit = _fit_network(opts.screen_architecture(), opts, data, None, "screen")
         log.info("screening network trained in %.1f s", time.perf_counter() - t_screen)
     model = DiodeModel(
         net,
@@ -754,9 +754,13 @@ def _train(
 
 
 @dataclass
-class _TrainTensors:
-    """The standardised training and validation rows on the training device."""
+class _TrainData:
+    """What a network trains on: both splits' rows, their normalisation and the standardised rows
+    on the training device."""
 
+    rows_tr: _Rows
+    rows_va: _Rows
+    norm: Normalization
     device: torch.device
     x_tr: torch.Tensor  # [R, F]
     y_tr: torch.Tensor  # [R]
@@ -764,11 +768,14 @@ class _TrainTensors:
     x_va: torch.Tensor  # [R_val, F]
 
     @classmethod
-    def of(cls, rows_tr: _Rows, rows_va: _Rows, norm: Normalization, device: torch.device) -> _TrainTensors:
+    def of(cls, rows_tr: _Rows, rows_va: _Rows, norm: Normalization, device: torch.device) -> _TrainData:
         def norm_x(x: np.ndarray) -> torch.Tensor:
             return torch.from_numpy((x - norm.x_mean) / norm.x_std).to(device)
 
         return cls(
+            rows_tr=rows_tr,
+            rows_va=rows_va,
+            norm=norm,
             device=device,
             x_tr=norm_x(rows_tr.x),
             y_tr=torch.from_numpy((rows_tr.y - norm.y_mean) / norm.y_std).to(device),
@@ -788,22 +795,19 @@ class _Fit:
 def _fit_network(
     arch: Architecture,
     opts: TrainOptions,
-    tensors: _TrainTensors,
-    rows_tr: _Rows,
-    rows_va: _Rows,
-    norm: Normalization,
+    data: _TrainData,
     on_epoch: Callable[[dict[str, float]], None] | None,
     desc: str,
 ) -> _Fit:
-    """Train one ensemble network of ``arch`` from ``opts.seed`` (the training loop of
-    :func:`train`; ``desc`` labels the progress bar)."""
-    device = tensors.device
+    """Train one ensemble network of ``arch`` from ``opts.seed`` on ``data`` (the training loop
+    of :func:`train`; ``desc`` labels the progress bar)."""
+    rows_tr, rows_va, norm, device = data.rows_tr, data.rows_va, data.norm, data.device
     net = init_network(arch, opts.seed).to(device).train()
     # The averaged weights (what is validated, early-stopped on and shipped), starting as a copy.
     avg = copy.deepcopy(net).eval().requires_grad_(False)
     avg_params = list(avg.parameters())
 
-    x_tr, y_tr, aten_tr, x_va = tensors.x_tr, tensors.y_tr, tensors.aten_tr, tensors.x_va
+    x_tr, y_tr, aten_tr, x_va = data.x_tr, data.y_tr, data.aten_tr, data.x_va
     rng = np.random.default_rng(opts.seed + 1)
     k = arch.members
     n_tr = len(rows_tr.counts)
