@@ -12,8 +12,11 @@ file on the problems where all files' picks were measured.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[3]
 for _d in ("session31", "session44", "session50", "session51", "session52"):
@@ -29,10 +32,6 @@ def main() -> None:
     ap.add_argument("oos", help="the OOS dataset, relative to the repository root")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
-    import math
-
-    import numpy as np
-
     from torch_diode.model import load_model
 
     items = oos_items(a.oos)
@@ -46,12 +45,16 @@ def main() -> None:
             f"{oos_summary(picks[-1])}",
             flush=True,
         )
-    common = [i for i in range(len(items)) if all(r[i] is not None for r in picks)]
-    for f, row in zip(a.files, picks):
-        g = math.exp(np.mean([row[i] for i in common]))
-        print(
-            f"{a.key} {f}: OOS top-1 / stock {g:.4f} on the {len(common)} problems where every file's pick was measured"
-        )
+    n, geomeans = on_common_problems(picks)
+    for f, g in zip(a.files, geomeans):
+        print(f"{a.key} {f}: OOS top-1 / stock {g:.4f} on the {n} problems where every file's pick was measured")
+
+
+def on_common_problems(rows: list[list[float | None]]) -> tuple[int, list[float]]:
+    """Rows of ``oos_log_ratios`` (one per model, of the same problems): how many problems have
+    every model's pick measured, and each model's geomean top-1 / stock on them."""
+    common = [i for i in range(len(rows[0])) if all(r[i] is not None for r in rows)]
+    return len(common), [math.exp(np.mean([r[i] for i in common])) for r in rows]
 
 
 if __name__ == "__main__":

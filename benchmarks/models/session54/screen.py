@@ -4,6 +4,7 @@ scored its emulation (``session53/expectile.py cascade``).
 
     WORKERS=10 bash benchmarks/models/session54/gpu-jobs.sh tw     # device host: jobs-tw.json
     python benchmarks/models/session54/screen.py KEY OOS RESULTS [--seeds 0 1 2] [--variant tw]
+    python benchmarks/models/session54/screen.py KEY OOS RESULTS --prefix s55 --variant d3 --label "..."   # session 55
 
 The jobs are session 53's ``h64`` jobs (``session31/cv_jobs.py`` ``val`` jobs of the shipped
 files' trainer, ``forest_trees`` 0) with ``ensemble_size`` 3 and ``screen_hidden`` 32: a 64-wide
@@ -33,6 +34,8 @@ def main() -> None:
     ap.add_argument("results", help="the folder of the jobs' saved models")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--variant", default="tw", help="the jobs' name ending")
+    ap.add_argument("--prefix", default="s54", help="the jobs' name start (session 55's: s55)")
+    ap.add_argument("--label", default="hidden 64 x 3, screen 32", help="the architecture, for the output lines")
     ap.add_argument(
         "--own-memory",
         action="store_true",
@@ -42,10 +45,10 @@ def main() -> None:
     from torch_diode.model import load_model
 
     def make(seed: int):
-        return load_model(Path(a.results) / f"s54-{TAG[a.key]}-val-s{seed}-{a.variant}.safetensors")
+        return load_model(Path(a.results) / f"{a.prefix}-{TAG[a.key]}-val-s{seed}-{a.variant}.safetensors")
 
     for seed in a.seeds:
-        label = f"{a.variant} (hidden 64 x 3, screen 32)" + (", own memory" if a.own_memory else "")
+        label = f"{a.variant} ({a.label})" + (", own memory" if a.own_memory else "")
         scored(a, seed, [(label, make)], shipped_memory=not a.own_memory)
 
 
