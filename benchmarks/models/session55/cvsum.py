@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import sys
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session31"))
+from summarize import pooled
+
+#: cvsum's names for ``summarize.pooled``'s figures, in print order
+FIGURES = {"r1": "r1", "r5": "r5", "p95 r5": "r5_p95", "k1": "kept1", "k3": "kept3"}
+
 
 def figures(path: Path) -> dict[str, float]:
-    rows = json.loads(path.read_text())["rows"]
-    out = {k: math.exp(np.mean([math.log(r[k]) for r in rows])) for k in ("r1", "r5", "k1", "k3")}
-    out["p95 r5"] = float(np.percentile([r["r5"] for r in rows], 95))
-    out["n"] = len(rows)
-    return out
+    """A fold job's figures (``summarize.pooled``), under cvsum's names, and its problem count."""
+    p = pooled(json.loads(path.read_text())["rows"])
+    return {"n": p["problems"], **{name: p[key] for name, key in FIGURES.items()}}
 
 
 def main() -> None:
@@ -32,7 +36,7 @@ def main() -> None:
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--folds", nargs="+", type=int, default=[0, 1, 2])
     a = ap.parse_args()
-    keys = ("r1", "r5", "p95 r5", "k1", "k3")
+    keys = tuple(FIGURES)
     means: dict[str, list[dict[str, float]]] = {v: [] for v in a.variants}
     for fold in a.folds:
         for v in a.variants:
