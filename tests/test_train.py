@@ -69,6 +69,7 @@ def trained(ds):
         ({"regression_expectile": 0}, "regression_expectile"),
         ({"network_shortlist": -1}, "network_shortlist"),
         ({"screen_hidden": 0}, "screen_hidden"),
+        ({"init_from": ""}, "init_from"),
     ],
     ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
 )
@@ -190,6 +191,62 @@ def test_screen_hidden_trains_the_one_member_network_of_that_width(ds, tmp_path:
     assert not np.array_equal(got.log_time_us, plain.predict(p.problem, choices).log_time_us)
 
 
+def test_init_from_starts_from_the_files_networks_and_normalisation(ds, tmp_path: Path) -> None:
+    """``init_from`` (fine-tuning) starts both networks from a model file's weights, with its
+    normalisation, and records the file: with a learning rate too small to move them far, the
+    trained networks are the file's but for a little training; a model of another GPU may be the start."""
+    import torch
+
+    opts = TrainOptions(seed=3, hidden=16, screen_hidden=8, **FAST | {"num_epochs": 2, "forest_trees": 0})
+    src, _ = train(ds, opts)
+    src.hardware = "NVIDIA-H200"  # a start trained on another GPU's timings
+    path = save_model(src, tmp_path / "src.safetensors")
+    tuned, _ = train(ds, dataclasses.replace(opts, seed=4, init_from=str(path), learning_rate=1e-6))
+    for got, want in ((tuned.net, src.net), (tuned.screen, src.screen)):
+        a, b = got.state_dict(), want.state_dict()
+        assert all(torch.allclose(a[k], b[k], rtol=0, atol=1e-3) for k in a)
+        assert not all(torch.equal(a[k], b[k]) for k in a)  # trained, if only a little
+    assert np.array_equal(tuned.normalization.x_mean, src.normalization.x_mean)
+    assert np.array_equal(tuned.normalization.y_std, src.normalization.y_std)
+    assert tuned.hardware == "NVIDIA-H100"
+    rec = load_model(save_model(tuned, tmp_path / "tuned.safetensors")).metadata["training"]["init_from"]
+    assert rec == {
+        "file": str(path),
+        "sha256": load_model(path).model_hash,
+        "hardware": "NVIDIA-H200",
+        "training_data_hash": dataset_hash(ds),
+        "networks": ["ensemble", "screen"],
+    }
+    # a fresh start of the same seed is another model; a file without a screen starts only the ensemble
+    fresh, _ = train(ds, dataclasses.replace(opts, seed=4, learning_rate=1e-6))
+    assert not torch.allclose(fresh.net.w_in, src.net.w_in, rtol=0, atol=1e-1)
+    bare = save_model(train(ds, dataclasses.replace(opts, screen_hidden=None))[0], tmp_path / "bare.safetensors")
+    again, _ = train(ds, dataclasses.replace(opts, init_from=str(bare), learning_rate=1e-6))
+    assert again.metadata["training"]["init_from"]["networks"] == ["ensemble"]
+    assert torch.allclose(again.net.w_in, load_model(bare).net.w_in, rtol=0, atol=1e-3)
+
+
+def test_init_from_refuses_other_architectures_and_bad_files(ds, tmp_path: Path) -> None:
+    from torch_diode.errors import ModelFormatError
+
+    opts = TrainOptions(seed=3, hidden=16, screen_hidden=8, **FAST | {"num_epochs": 1, "forest_trees": 0})
+    path = save_model(train(ds, opts)[0], tmp_path / "src.safetensors")
+    with pytest.raises(ValueError, match="--model-type deep --hidden 16 --depth 2 --ensemble-size 2"):
+        train(ds, dataclasses.replace(opts, hidden=32, init_from=str(path)))
+    with pytest.raises(ValueError, match="--ensemble-size 2"):
+        train(ds, dataclasses.replace(opts, ensemble_size=3, init_from=str(path)))
+    with pytest.raises(ValueError, match=r"screening network is 8 wide.*--screen-hidden 8"):
+        train(ds, dataclasses.replace(opts, screen_hidden=4, init_from=str(path)))
+    with pytest.raises(ModelFormatError, match="no such model file"):
+        train(ds, dataclasses.replace(opts, init_from=str(tmp_path / "missing.safetensors")))
+    bad = tmp_path / "bad.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ModelFormatError, match="corrupt"):
+        train(ds, dataclasses.replace(opts, init_from=str(bad)))
+
+
 def test_trained_model_ranks_better_than_chance(ds, trained) -> None:
     model, _, _ = trained
     p = ds.by_problem()[0]
@@ -218,6 +275,17 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     )  # fmt: skip
     assert load_model(plain).memory is None
     assert load_model(plain).scoring.network_shortlist == 0 and load_model(model).scoring.network_shortlist == 128
+    tuned = tmp_path / "tuned.safetensors"
+    base_args = ("--dataset", str(DATA), "--num-epochs", "1", "--threads", "1", "--model-type", "base")
+    run_diode(
+        "train", *base_args, "--model", str(tuned), "--ensemble-size", "2", "--screen-hidden", "8",
+        "--init-from", str(model), "--learning-rate", "1e-4", check=True, env=ENV,
+    )  # fmt: skip
+    rec = load_model(tuned).metadata["training"]["init_from"]
+    assert rec["sha256"] == load_model(model).model_hash and rec["networks"] == ["ensemble", "screen"]
+    r = run_diode("train", *base_args, "--model", str(tmp_path / "no.safetensors"), "--init-from", str(model), env=ENV)
+    assert r.returncode != 0 and "--ensemble-size 2 to start from it" in r.stderr
+    assert not (tmp_path / "no.safetensors").exists()
 
     r = run_diode(
         "validate-model", "--model", str(model), "--dataset", str(DATA), "--top-n-worst", "3", check=True, env=ENV

@@ -67,6 +67,7 @@ from torch_diode.model import (
     Normalization,
     ScoringOptions,
     init_network,
+    load_model,
     torch_threads,
     versions,
 )
@@ -137,6 +138,16 @@ class TrainOptions:
             hidden=screen_hidden`` trains) as the model's screen: it scores every candidate of
             the cascade and the ensemble its shortlist, so a wider ensemble costs little more
             scoring time (``DiodeModel.screen``); None: the ensemble's first member screens.
+        init_from: a model file (``.safetensors``) whose networks this training starts from
+            instead of a fresh initialisation, with that file's normalisation: fine-tuning, e.g.
+            of another GPU's shipped model on this GPU's timings (usually with a lower
+            ``learning_rate``). Its ensemble must be of this training's architecture
+            (``model_type``, ``hidden``, ``depth``, ``ensemble_size``); its screen, when it has
+            one and ``screen_hidden`` asks for one, of ``screen_hidden`` (a file without one: the
+            screen starts fresh). Only the networks come from it: the neighbour memory, ATen head
+            and ranking forest are built from the training data as always. The file is recorded
+            in the new model's ``training.init_from`` metadata (path, sha256, hardware key,
+            training-data hash). None: a fresh initialisation from ``seed``.
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -178,6 +189,7 @@ class TrainOptions:
     forest_shortlist: int = ForestOptions.shortlist  # the forest's defaults are ForestOptions'
     network_shortlist: int = ScoringOptions.network_shortlist
     screen_hidden: int | None = None
+    init_from: str | None = None
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -209,6 +221,10 @@ class TrainOptions:
         tau = self.regression_expectile
         if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau < 1:
             raise ValueError(f"regression_expectile: must be a number in (0, 1) (0.5: plain MSE), got {tau!r}")
+        if self.init_from is not None and not isinstance(self.init_from, str):
+            raise TypeError(f"init_from: must be a model file's path (a str) or None, got {self.init_from!r}")
+        if self.init_from == "":
+            raise ValueError("init_from: an empty path; give a model file (.safetensors) or None")
         if not isinstance(self.early_stopping, bool):
             raise TypeError(f"early_stopping: must be a bool, got {self.early_stopping!r}")
         if not isinstance(self.ema_decay, (int, float)) or not 0 <= self.ema_decay < 1:
@@ -648,17 +664,19 @@ def _train(
     groups = dataset.by_problem()
     if not groups:
         raise ValueError("dataset: no timing records to train on")
+    start = _start_of(opts)
     problems, train_ids, val_ids, rows_tr, rows_va, gpu = _split_rows(dataset, groups, opts)
-    norm = Normalization.fit(rows_tr.x, rows_tr.y)
+    norm = start.normalization if start is not None else Normalization.fit(rows_tr.x, rows_tr.y)
     arch = opts.architecture()
     device = _resolve_device(opts.device)
     data = _TrainData.of(rows_tr, rows_va, norm, device)
-    fit = _fit_network(arch, opts, data, on_epoch, "train")
+    fit = _fit_network(arch, opts, data, on_epoch, "train", start.net if start is not None else None)
     net, history, best_epoch, epoch = fit.net, fit.history, fit.best_epoch, fit.epochs_run
     screen_fit = None
     if opts.screen_hidden is not None:  # what `train(hidden=screen_hidden, ensemble_size=1)` trains
         t_screen = time.perf_counter()
-        screen_fit = _fit_network(opts.screen_architecture(), opts, data, None, "screen")
+        screen_start = start.screen if start is not None else None
+        screen_fit = _fit_network(opts.screen_architecture(), opts, data, None, "screen", screen_start)
         log.info("screening network trained in %.1f s", time.perf_counter() - t_screen)
     model = DiodeModel(
         net,
@@ -720,6 +738,7 @@ def _train(
             **({"split_metrics": split_metrics} if split_metrics else {}),
             "train_rows": len(rows_tr.y),
             "best_epoch": best_epoch,
+            **({"init_from": start.record} if start is not None else {}),
             "threads": torch.get_num_threads(),
             "device": str(device),
             "epochs_run": epoch,
@@ -751,6 +770,62 @@ def _train(
         screen_history=screen_fit.history if screen_fit is not None else [],
     )
     return model, report
+
+
+@dataclass
+class _Start:
+    """What a training starts from instead of a fresh initialisation (``TrainOptions.init_from``)."""
+
+    net: EnsembleMLP
+    screen: EnsembleMLP | None  # None: the screen (if one is trained) starts fresh
+    normalization: Normalization
+    record: dict[str, Any]  # the new model's ``training.init_from`` metadata
+
+
+def _start_of(opts: TrainOptions) -> _Start | None:
+    """The networks and normalisation of ``opts.init_from``'s model file, checked against the
+    architectures ``opts`` trains (None without ``init_from``).
+
+    Raises:
+        ModelFormatError: the file is missing or not a readable model of this feature schema.
+        ValueError: its networks are of other architectures than ``opts``'.
+    """
+    if opts.init_from is None:
+        return None
+    src = load_model(opts.init_from)
+    arch = opts.architecture()
+    if src.arch != arch:
+        a = src.arch
+        raise ValueError(
+            f"init_from: {opts.init_from}'s network is a {a.model_type} MLP of {a.members} members, "
+            f"width {a.hidden}, depth {a.depth}; this training's a {arch.model_type} MLP of {arch.members} members, "
+            f"width {arch.hidden}, depth {arch.depth}: train with --model-type {a.model_type} --hidden {a.hidden} "
+            f"--depth {a.depth} --ensemble-size {a.members} to start from it"
+        )
+    screen = None
+    if opts.screen_hidden is not None and src.screen is not None:
+        if src.screen.arch != opts.screen_architecture():
+            raise ValueError(
+                f"init_from: {opts.init_from}'s screening network is {src.screen.arch.hidden} wide, this "
+                f"training's {opts.screen_hidden}: train with --screen-hidden {src.screen.arch.hidden} to start from it"
+            )
+        screen = src.screen
+    networks = ["ensemble", *(["screen"] if screen is not None else [])]
+    record = {
+        "file": str(opts.init_from),
+        "sha256": src.model_hash,
+        "hardware": src.hardware,
+        "training_data_hash": src.metadata.get("training_data_hash"),
+        "networks": networks,
+    }
+    log.info(
+        "starting from %s (%s, sha256 %s): its %s and its normalisation",
+        opts.init_from,
+        src.hardware,
+        src.model_hash[:16],
+        " and ".join(networks),
+    )
+    return _Start(net=src.net, screen=screen, normalization=src.normalization, record=record)
 
 
 @dataclass
@@ -798,11 +873,18 @@ def _fit_network(
     data: _TrainData,
     on_epoch: Callable[[dict[str, float]], None] | None,
     desc: str,
+    start: EnsembleMLP | None = None,
 ) -> _Fit:
-    """Train one ensemble network of ``arch`` from ``opts.seed`` on ``data`` (the training loop
-    of :func:`train`; ``desc`` labels the progress bar)."""
+    """Train one ensemble network of ``arch`` on ``data``, from ``start``'s weights (a copy) or
+    else a fresh initialisation from ``opts.seed`` (the training loop of :func:`train`; ``desc``
+    labels the progress bar)."""
     rows_tr, rows_va, norm, device = data.rows_tr, data.rows_va, data.norm, data.device
-    net = init_network(arch, opts.seed).to(device).train()
+    if start is None:
+        net = init_network(arch, opts.seed)
+    else:
+        net = EnsembleMLP(arch)
+        net.load_state_dict({n: t.detach().clone() for n, t in start.state_dict().items()})
+    net = net.to(device).train()
     # The averaged weights (what is validated, early-stopped on and shipped), starting as a copy.
     avg = copy.deepcopy(net).eval().requires_grad_(False)
     avg_params = list(avg.parameters())

@@ -144,6 +144,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(--hidden) for little more scoring time (default: none)",
     )
     t.add_argument(
+        "--init-from",
+        metavar="M",
+        help="fine-tune: start from model file M's networks and normalisation instead of a fresh initialisation "
+        "(e.g. a shipped model of a similar GPU, trained further on this GPU's data; usually with a lower "
+        "--learning-rate). M's network must be of this training's --model-type, --hidden, --depth and "
+        "--ensemble-size (and its screen of --screen-hidden); the memory, ATen head and forest are built from "
+        "the data as always",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -318,6 +327,7 @@ def _train(args: argparse.Namespace) -> int:
             forest_shortlist=args.forest_shortlist,
             network_shortlist=args.network_shortlist,
             screen_hidden=args.screen_hidden,
+            init_from=args.init_from,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
