@@ -226,8 +226,25 @@ def test_init_from_starts_from_the_files_networks_and_normalisation(ds, tmp_path
     assert torch.allclose(again.net.w_in, load_model(bare).net.w_in, rtol=0, atol=1e-3)
 
 
+def test_init_from_takes_a_registered_models_name(ds) -> None:
+    """A shipped model's name resolves to its verified file (the registry's ``resolve``): the
+    H200 file, on this H100 slice, in the file's own architecture."""
+    from torch_diode.registry import get_model_entry, resolve
+
+    m = load_model(resolve("NVIDIA-H200-matmul"))  # its architecture, whatever the shipped file's is
+    shipped = {"model_type": m.arch.model_type, "hidden": m.arch.hidden, "depth": m.arch.depth}
+    shipped |= {"ensemble_size": m.arch.members, "screen_hidden": m.screen.arch.hidden if m.screen else None}
+    opts = TrainOptions(seed=3, **FAST | shipped | {"num_epochs": 1, "forest_trees": 0})
+    model, _ = train(ds, dataclasses.replace(opts, init_from="NVIDIA-H200-matmul", learning_rate=1e-6))
+    rec = model.metadata["training"]["init_from"]
+    entry = get_model_entry("NVIDIA-H200-matmul")
+    assert rec["file"] == "NVIDIA-H200-matmul" and rec["sha256"] == entry.sha256
+    assert rec["hardware"] == "NVIDIA-H200" and rec["networks"] == ["ensemble", *(["screen"] if m.screen else [])]
+    assert model.hardware == "NVIDIA-H100"
+
+
 def test_init_from_refuses_other_architectures_and_bad_files(ds, tmp_path: Path) -> None:
-    from torch_diode.errors import ModelFormatError
+    from torch_diode.errors import ModelFormatError, ModelNotFoundError
 
     opts = TrainOptions(seed=3, hidden=16, screen_hidden=8, **FAST | {"num_epochs": 1, "forest_trees": 0})
     path = save_model(train(ds, opts)[0], tmp_path / "src.safetensors")
@@ -237,8 +254,10 @@ def test_init_from_refuses_other_architectures_and_bad_files(ds, tmp_path: Path)
         train(ds, dataclasses.replace(opts, ensemble_size=3, init_from=str(path)))
     with pytest.raises(ValueError, match=r"screening network is 8 wide.*--screen-hidden 8"):
         train(ds, dataclasses.replace(opts, screen_hidden=4, init_from=str(path)))
-    with pytest.raises(ModelFormatError, match="no such model file"):
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
         train(ds, dataclasses.replace(opts, init_from=str(tmp_path / "missing.safetensors")))
+    with pytest.raises(ModelNotFoundError, match="NVIDIA-H200-matmul"):  # the message lists the available ones
+        train(ds, dataclasses.replace(opts, init_from="NVIDIA-X999-matmul"))
     bad = tmp_path / "bad.safetensors"
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF

@@ -138,7 +138,9 @@ class TrainOptions:
             hidden=screen_hidden`` trains) as the model's screen: it scores every candidate of
             the cascade and the ensemble its shortlist, so a wider ensemble costs little more
             scoring time (``DiodeModel.screen``); None: the ensemble's first member screens.
-        init_from: a model file (``.safetensors``) whose networks this training starts from
+        init_from: a model file (``.safetensors``), or a registered model's name
+            (``NVIDIA-H200-matmul``: resolved and checked as :func:`torch_diode.registry.resolve`
+            does), whose networks this training starts from
             instead of a fresh initialisation, with that file's normalisation: fine-tuning, e.g.
             of another GPU's shipped model on this GPU's timings (usually with a lower
             ``learning_rate``). Its ensemble must be of this training's architecture
@@ -146,8 +148,8 @@ class TrainOptions:
             one and ``screen_hidden`` asks for one, of ``screen_hidden`` (a file without one: the
             screen starts fresh). Only the networks come from it: the neighbour memory, ATen head
             and ranking forest are built from the training data as always. The file is recorded
-            in the new model's ``training.init_from`` metadata (path, sha256, hardware key,
-            training-data hash). None: a fresh initialisation from ``seed``.
+            in the new model's ``training.init_from`` metadata (the path or name given, sha256,
+            hardware key, training-data hash). None: a fresh initialisation from ``seed``.
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -222,9 +224,11 @@ class TrainOptions:
         if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 < tau < 1:
             raise ValueError(f"regression_expectile: must be a number in (0, 1) (0.5: plain MSE), got {tau!r}")
         if self.init_from is not None and not isinstance(self.init_from, str):
-            raise TypeError(f"init_from: must be a model file's path (a str) or None, got {self.init_from!r}")
+            raise TypeError(
+                f"init_from: must be a model file's path or a model name (a str) or None, got {self.init_from!r}"
+            )
         if self.init_from == "":
-            raise ValueError("init_from: an empty path; give a model file (.safetensors) or None")
+            raise ValueError("init_from: empty; give a model file (.safetensors), a registered model name, or None")
         if not isinstance(self.early_stopping, bool):
             raise TypeError(f"early_stopping: must be a bool, got {self.early_stopping!r}")
         if not isinstance(self.ema_decay, (int, float)) or not 0 <= self.ema_decay < 1:
@@ -623,7 +627,11 @@ def train(
 
     Raises:
         ValueError: the dataset is empty or mixes hardware keys, or ``held_out`` is of another GPU,
-            empty, or shares problems with ``dataset``.
+            empty, or shares problems with ``dataset``, or ``options.init_from``'s networks are of
+            other architectures than ``options``'.
+        ModelNotFoundError: ``options.init_from`` names no existing file nor registered model.
+        ModelFormatError: ``options.init_from``'s file is not a readable model of this feature
+            schema (or is corrupt).
     """
     opts = options or TrainOptions()
     if held_out is not None:
@@ -783,16 +791,19 @@ class _Start:
 
 
 def _start_of(opts: TrainOptions) -> _Start | None:
-    """The networks and normalisation of ``opts.init_from``'s model file, checked against the
-    architectures ``opts`` trains (None without ``init_from``).
+    """The networks and normalisation of ``opts.init_from``'s model (a file, or a registered
+    model's name), checked against the architectures ``opts`` trains (None without ``init_from``).
 
     Raises:
-        ModelFormatError: the file is missing or not a readable model of this feature schema.
+        ModelNotFoundError: no such file, nor a registered model of that name.
+        ModelFormatError: the file is not a readable model of this feature schema.
         ValueError: its networks are of other architectures than ``opts``'.
     """
     if opts.init_from is None:
         return None
-    src = load_model(opts.init_from)
+    from torch_diode.registry import resolve
+
+    src = load_model(resolve(opts.init_from))
     arch = opts.architecture()
     if src.arch != arch:
         a = src.arch

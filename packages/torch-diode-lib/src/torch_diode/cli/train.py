@@ -146,7 +146,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--init-from",
         metavar="M",
-        help="fine-tune: start from model file M's networks and normalisation instead of a fresh initialisation "
+        help="fine-tune: start from model M's networks and normalisation (a model file or a registered model's "
+        "name, e.g. NVIDIA-H200-matmul) instead of a fresh initialisation "
         "(e.g. a shipped model of a similar GPU, trained further on this GPU's data; usually with a lower "
         "--learning-rate). M's network must be of this training's --model-type, --hidden, --depth and "
         "--ensemble-size (and its screen of --screen-hidden); the memory, ATen head and forest are built from "
