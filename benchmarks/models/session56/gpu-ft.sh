@@ -1,9 +1,10 @@
 #!/bin/bash
 # Session 56 on the GPU machine (nvidia-h200; networks on its GPU, as session 54's jobs): fine-tuning H100 networks from
-# H200 ones (TrainOptions.init_from). Phase 1 (jobs-pre.json): session 54's H200 `tw` networks of seeds 0-2, retrained
+# H200 ones (TrainOptions.init_from). Phase 1 (jobs-pre.json, or $PRE): session 54's H200 `tw` networks of seeds 0-2, retrained
 # here (the same jobs, the same machine kind) because the working tree may not carry them (64 MiB), and H100 `tw`
 # networks of seeds 3-4; phase 2 (jobs-ft.json, or $FT): the H100 fine-tunes, starting from phase 1's saved H200
-# models in /tmp/pre. Results packed into $OUT/pre*.tgz and $OUT/r*.tgz; phase 2 resumable through $DIR/done.
+# models in /tmp/pre. Results packed into $OUT/pre*.tgz and $OUT/r*.tgz. Finished phase-2 jobs found in $DIR/done are
+# skipped (phase 1 always runs: the start networks live only in the call's /tmp).
 set -o pipefail
 DIR=benchmarks/models/session56
 export PYTHONPATH=$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src PYTHONUNBUFFERED=1
