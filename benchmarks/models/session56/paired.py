@@ -42,16 +42,15 @@ def main() -> None:
     print("| variant (seeds) | " + " | ".join(HEADS) + " |")
     print("|---" * (len(HEADS) + 1) + "|")
     for variant, seeds in sorted(runs.items(), key=lambda kv: (kv[0] != a.base, kv[0])):
+        paired = variant != a.base
+        both = [s for s in seeds if s in base]
         cells = []
         for k in FIGURES:
-            mean = sum(s[k] for s in seeds.values()) / len(seeds)
-            cell = f"{mean:.4f}"
-            if variant != a.base:
-                both = [s for s in seeds if s in base]
+            cell = f"{sum(s[k] for s in seeds.values()) / len(seeds):.4f}"
+            if paired:
                 cell += f" ({sum(seeds[s][k] < base[s][k] for s in both)} of {len(both)})"
             cells.append(cell)
-        if variant != a.base:  # the base's top-1 on the same seeds
-            both = [s for s in seeds if s in base]
+        if paired:  # the base's top-1 on the same seeds
             cells[0] += f" [{a.base} {sum(base[s]['top1'] for s in both) / len(both):.4f}]"
         print(f"| {variant} ({', '.join(map(str, sorted(seeds)))}) | " + " | ".join(cells) + " |")
 

@@ -890,12 +890,7 @@ def _fit_network(
     else a fresh initialisation from ``opts.seed`` (the training loop of :func:`train`; ``desc``
     labels the progress bar)."""
     rows_tr, rows_va, norm, device = data.rows_tr, data.rows_va, data.norm, data.device
-    if start is None:
-        net = init_network(arch, opts.seed)
-    else:
-        net = EnsembleMLP(arch)
-        net.load_state_dict({n: t.detach().clone() for n, t in start.state_dict().items()})
-    net = net.to(device).train()
+    net = (init_network(arch, opts.seed) if start is None else copy.deepcopy(start)).to(device).train()
     # The averaged weights (what is validated, early-stopped on and shipped), starting as a copy.
     avg = copy.deepcopy(net).eval().requires_grad_(False)
     avg_params = list(avg.parameters())
