@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from torch_diode._version import __version__
@@ -136,6 +137,29 @@ def test_convert_round_trip(run_diode, files: dict[str, Path], tmp_path: Path) -
         "data", "convert", str(tmp_path / "d.bin"), str(tmp_path / "e.json"), "--input-format", "msgpack", check=True
     )
     assert (tmp_path / "e.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_convert_and_merge_compress_msgpack_unless_told_not_to(
+    run_diode, files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A msgpack OUT is written compressed (schema version 2) by default, plain (version 1) with
+    --no-compress; the records are the same. JSON is always plain text of version 1."""
+
+    def version(path: Path) -> int:
+        return next(iter(msgpack.Unpacker(open(path, "rb"), raw=False)))["schema_version"]
+
+    run_diode("data", "convert", str(files["js"]), str(tmp_path / "z.msgpack"), check=True)
+    run_diode("data", "convert", str(files["js"]), str(tmp_path / "p.msgpack"), "--no-compress", check=True)
+    assert version(tmp_path / "z.msgpack") == 2 and version(tmp_path / "p.msgpack") == 1
+    assert read_dataset(tmp_path / "z.msgpack") == read_dataset(tmp_path / "p.msgpack") == read_dataset(files["js"])
+    run_diode("data", "merge", str(tmp_path / "m.msgpack"), str(files["mp"]), str(files["rep"]), check=True)
+    run_diode(
+        "data", "merge", str(tmp_path / "n.msgpack"), str(files["mp"]), str(files["rep"]), "--no-compress", check=True
+    )
+    assert version(tmp_path / "m.msgpack") == 2 and version(tmp_path / "n.msgpack") == 1
+    assert read_dataset(tmp_path / "m.msgpack") == read_dataset(tmp_path / "n.msgpack")
+    run_diode("data", "convert", str(tmp_path / "z.msgpack"), str(tmp_path / "z.json"), "--no-compress", check=True)
+    assert json.loads((tmp_path / "z.json").read_text().splitlines()[0])["schema_version"] == 1
 
 
 def test_merge(run_diode, files: dict[str, Path], tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -361,15 +362,18 @@ def test_malformed_files_name_the_file_and_problem(tmp_path: Path, fmt: str, obj
     assert expect in str(e.value)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("version", [2, 0, "1", None])
+@pytest.mark.parametrize(("fmt", "version"), [(f, v) for f in FORMATS for v in (3, 0, "1", None, True)] + [("json", 2)])
 def test_other_schema_version(tmp_path: Path, fmt: str, version: Any) -> None:
+    """msgpack files are read in versions 1 and 2 (compressed chunks), JSON files in version 1."""
     path = tmp_path / f"v.{fmt}"
     path.write_bytes(_encode([_header(version), _chunk()], fmt))
     with pytest.raises(SchemaVersionError) as e:
         read_dataset(path)
-    assert str(e.value).startswith(f"{path}: schema version {version!r} is not supported")
-    assert e.value.found == version and e.value.supported == 1
+    reads = "versions 1, 2" if fmt == "msgpack" else "version 1"
+    assert str(e.value).startswith(
+        f"{path}: schema version {version!r} is not supported (this torch-diode reads {reads})"
+    )
+    assert e.value.found == version and e.value.supported == ((1, 2) if fmt == "msgpack" else 1)
 
 
 @pytest.mark.parametrize(
@@ -535,6 +539,117 @@ def test_killed_writer_keeps_complete_chunks_and_resumes(tmp_path: Path, fmt: st
             w.add(TimingRecord(problem=p, choice=Choice.aten("mm"), time_us=1.0, hardware=HW))
     final = read_dataset(path)
     assert len(final) == len(ds) + 10 and len(final.sources) == 2
+
+
+# -- compressed msgpack files (schema version 2) -----------------------------------------------------------
+
+
+def _objects(path: Path) -> list[Any]:
+    """The raw msgpack objects of a file (the header, then its chunks as stored)."""
+    return list(msgpack.Unpacker(open(path, "rb"), raw=False, strict_map_key=False))
+
+
+def test_msgpack_is_compressed_by_default_and_plain_on_request(tmp_path: Path) -> None:
+    """A msgpack file is written with zlib-compressed chunks (schema version 2) unless
+    ``compress=False`` (version 1, as before); both hold the same records, bit for bit, and the
+    compressed file of the committed test slice is several times smaller."""
+    ds = read_dataset(Path(__file__).parent / "data" / "small_synthetic.msgpack")
+    packed = write_dataset(ds, tmp_path / "z.msgpack")
+    plain = write_dataset(ds, tmp_path / "p.msgpack", compress=False)
+    zh, *zchunks = _objects(packed)
+    ph, *pchunks = _objects(plain)
+    assert zh["schema_version"] == 2 and ph["schema_version"] == 1
+    assert [set(c) for c in zchunks] == [{"zlib"}]
+    assert set(pchunks[0]) == {"sources", "problems", "choices", "records", "failures"}
+    assert msgpack.unpackb(zlib.decompress(zchunks[0]["zlib"]), raw=False) == pchunks[0]
+    assert bitwise_equal(read_dataset(packed), ds) and bitwise_equal(read_dataset(plain), ds)
+    assert packed.stat().st_size * 3 < plain.stat().st_size
+    # JSON stays text, and version 1
+    with pytest.raises(ValueError, match="only msgpack files are compressed"):
+        write_dataset(ds, tmp_path / "x.json", compress=True)
+    assert json.loads((write_dataset(ds, tmp_path / "x.json")).read_text().splitlines()[0])["schema_version"] == 1
+
+
+def test_writer_compresses_new_files_and_keeps_a_resumed_files_kind(tmp_path: Path) -> None:
+    """A new msgpack file gets compressed chunks; resuming a version-1 file appends plain chunks
+    (its header still says version 1, so older readers still read it), and asking to compress
+    one is refused with what to do; resuming a version-2 file appends compressed chunks."""
+    new = tmp_path / "new.msgpack"
+    with DatasetWriter(new, PROV) as w:
+        for r in records(PROBLEMS[0]):
+            w.add(r)
+    with DatasetWriter(new, PROV) as w:
+        for r in records(PROBLEMS[1]):
+            w.add(r)
+    head, *chunks = _objects(new)
+    assert head["schema_version"] == 2 and len(chunks) == 2 and all(set(c) == {"zlib"} for c in chunks)
+    old = tmp_path / "old.msgpack"
+    write_dataset(Dataset.from_records(records(PROBLEMS[0]), PROV), old, compress=False)
+    with pytest.raises(ValueError, match=r"written uncompressed \(schema version 1\).*diode data convert"):
+        DatasetWriter(old, PROV, compress=True)
+    with DatasetWriter(old, PROV) as w:
+        for r in records(PROBLEMS[1]):
+            w.add(r)
+    head, *chunks = _objects(old)
+    assert head["schema_version"] == 1 and len(chunks) == 2 and not any("zlib" in c for c in chunks)
+    with DatasetWriter(new, PROV, compress=False) as w:  # plain chunks may join a version-2 file
+        for r in records(PROBLEMS[2]):
+            w.add(r)
+    head, *chunks = _objects(new)
+    assert head["schema_version"] == 2 and [set(c) == {"zlib"} for c in chunks] == [True, True, False]
+    assert sorted(map(repr, read_dataset(new).records())) == sorted(
+        map(repr, records(PROBLEMS[0]) + records(PROBLEMS[1]) + records(PROBLEMS[2]))
+    )
+    assert sorted(map(repr, read_dataset(old).records())) == sorted(
+        map(repr, records(PROBLEMS[0]) + records(PROBLEMS[1]))
+    )
+
+
+def _zchunk(payload: Any) -> dict[str, Any]:
+    return {"zlib": payload}
+
+
+def _packed_chunk() -> bytes:
+    return _encode([_chunk()], "msgpack")
+
+
+@pytest.mark.parametrize(
+    ("name", "objs", "expect"),
+    [
+        (
+            "in-version-1",
+            [_header(1), _zchunk(zlib.compress(_packed_chunk()))],
+            "a compressed chunk in a file of schema version 1",
+        ),
+        (
+            "corrupt",
+            [_header(2), _zchunk(zlib.compress(_packed_chunk())[:-6] + b"garbage")],
+            "compressed chunk is corrupt",
+        ),
+        ("not-binary", [_header(2), _zchunk("text")], "compressed chunk: expected binary data, got str"),
+        (
+            "two-objects",
+            [_header(2), _zchunk(zlib.compress(_packed_chunk() * 2))],
+            "does not hold one msgpack object",
+        ),
+        (
+            "bad-inner-chunk",
+            [_header(2), _zchunk(zlib.compress(msgpack.packb({"records": {}})))],
+            "chunk 1: expected keys",
+        ),
+    ],
+)
+def test_bad_compressed_chunks_are_refused(tmp_path: Path, name: str, objs: list[Any], expect: str) -> None:
+    """A compressed chunk that is corrupt, not binary, holds anything but one chunk, or stands in a
+    version-1 file is refused with the file and chunk named; nothing is half-loaded."""
+    path = tmp_path / f"{name}.msgpack"
+    path.write_bytes(b"".join(msgpack.packb(o, use_bin_type=True) for o in objs))
+    with pytest.raises(DatasetFormatError) as e:
+        read_dataset(path)
+    assert str(e.value).startswith(f"{path}: chunk 1"), str(e.value)
+    assert expect in str(e.value)
+    with pytest.raises(DatasetFormatError):
+        read_dataset(path, recover=True)  # corrupt is not truncated: recovery refuses it too
 
 
 def test_writer_flushes_only_between_problems(tmp_path: Path) -> None:

@@ -1,16 +1,22 @@
 """Datasets of timing records: the in-memory columnar ``Dataset`` and its two file formats.
 
-File layout (schema version 1), the same for both formats:
+File layout, the same for both formats:
 
 * a stream of objects: one **header** ``{"format": "torch-diode-dataset", "schema_version": 1,
-  "created_by": ...}`` followed by any number of **chunks**;
+  "created_by": ...}`` (2 for a compressed msgpack file, below) followed by any number of **chunks**;
 * a chunk defines the sources (provenance), problems and choices it introduces, each as
   ``[id, dict]`` pairs, and holds records as columns ``problem``, ``choice``, ``time_us``,
   ``source`` (ids into those tables) plus ``failures``.
 
 msgpack files (``.msgpack``) are concatenated msgpack objects; the record columns are raw
 little-endian arrays (int32, int32, float64, uint16), so a million records take about 18 MB and
-load in well under a second. JSON files (``.json``/``.jsonl``) hold one JSON object per line, with
+load in well under a second. A msgpack file of schema version 2 (what ``write_dataset`` and
+``DatasetWriter`` write unless told ``compress=False``) stores each chunk compressed: the object
+``{"zlib": BYTES}``, where BYTES is the zlib stream of the chunk's msgpack encoding. Timing data
+compresses about 5x (the repeated failure messages, the sorted ids, the times' exponents: the
+H100's 355,000 training records take 2.3 MB instead of 12.1 MB, and read in 0.4 s instead of
+0.6 s on the dev CPU). Version-1 files (plain chunks) are read as before, and a writer resuming
+one keeps it plain. JSON files (``.json``/``.jsonl``) hold one JSON object per line, with
 the columns as plain lists; Python's float repr makes every time round-trip exactly.
 
 Because a chunk is self-contained and appended whole, a writer interrupted at any moment leaves
@@ -23,6 +29,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +43,14 @@ from torch_diode.errors import DatasetFormatError, SchemaVersionError, Truncated
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 
 FORMAT_NAME = "torch-diode-dataset"
-SCHEMA_VERSION = 1
+#: The schema version of compressed msgpack files (uncompressed files are written as version 1).
+SCHEMA_VERSION = 2
+#: The schema versions this torch-diode reads, per format: 1 (plain chunks), 2 (msgpack chunks
+#: compressed; JSON files are always version 1).
+READABLE_SCHEMA_VERSIONS: dict[str, tuple[int, ...]] = {"msgpack": (1, 2), "json": (1,)}
+#: zlib level of compressed chunks (on the H100's training file, 9 makes it 6% smaller and compresses
+#: 7x slower: 7.2 s against 1.0 s on the dev CPU; either decompresses in 0.05 s).
+_ZLIB_LEVEL = 6
 Format = Literal["json", "msgpack"]
 FORMATS: tuple[str, ...] = ("json", "msgpack")
 
@@ -396,10 +410,20 @@ def merge_datasets(datasets: Iterable[Dataset], *, allow_mixed_hardware: bool = 
 # ---------------------------------------------------------------------------------------------
 
 
-def _header() -> dict[str, Any]:
+def _header(compress: bool) -> dict[str, Any]:
     from torch_diode._version import __version__
 
-    return {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, "created_by": f"torch-diode {__version__}"}
+    version = SCHEMA_VERSION if compress else 1
+    return {"format": FORMAT_NAME, "schema_version": version, "created_by": f"torch-diode {__version__}"}
+
+
+def _compression(fmt: Format, compress: bool | None) -> bool:
+    """Whether a new file of format ``fmt`` has compressed chunks (``None``: msgpack yes, JSON no)."""
+    if compress is None:
+        return fmt == "msgpack"
+    if compress and fmt != "msgpack":
+        raise ValueError("compress: only msgpack files are compressed; JSON files stay plain text")
+    return bool(compress)
 
 
 def _encode_chunk(
@@ -410,6 +434,7 @@ def _encode_chunk(
     new_choices: Sequence[tuple[int, Choice]],
     columns: Mapping[str, np.ndarray],
     failures: Sequence[Mapping[str, Any]],
+    compress: bool = False,
 ) -> bytes:
     obj: dict[str, Any] = {
         "sources": [[i, s.to_dict()] for i, s in new_sources],
@@ -419,15 +444,16 @@ def _encode_chunk(
     }
     if fmt == "msgpack":
         obj["records"] = {name: np.ascontiguousarray(columns[name], dtype=dt).tobytes() for name, dt in _COLUMNS}
-        return msgpack.packb(obj, use_bin_type=True)
+        packed = msgpack.packb(obj, use_bin_type=True)
+        return msgpack.packb({"zlib": zlib.compress(packed, _ZLIB_LEVEL)}, use_bin_type=True) if compress else packed
     obj["records"] = {name: np.asarray(columns[name]).tolist() for name, _ in _COLUMNS}
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
 
 
-def _encode_header(fmt: Format) -> bytes:
+def _encode_header(fmt: Format, compress: bool) -> bytes:
     if fmt == "msgpack":
-        return msgpack.packb(_header(), use_bin_type=True)
-    return (json.dumps(_header()) + "\n").encode()
+        return msgpack.packb(_header(compress), use_bin_type=True)
+    return (json.dumps(_header(compress)) + "\n").encode()
 
 
 def _failure_dict(f: FailureRecord, t: _Tables, source: int) -> dict[str, Any]:
@@ -440,14 +466,20 @@ def _failure_dict(f: FailureRecord, t: _Tables, source: int) -> dict[str, Any]:
     }
 
 
-def write_dataset(dataset: Dataset, path: str | os.PathLike[str], *, format: str | None = None) -> Path:
+def write_dataset(
+    dataset: Dataset, path: str | os.PathLike[str], *, format: str | None = None, compress: bool | None = None
+) -> Path:
     """Write a whole dataset to ``path`` atomically (a temp file, then ``os.replace``).
+
+    ``compress``: a msgpack file's chunk compressed (schema version 2; the default for msgpack),
+    or not (version 1, readable by torch-diode before version 2 existed); JSON is never compressed.
 
     Returns:
         The path written.
     """
     path = Path(path)
     fmt = format_for_path(path, format)
+    compressed = _compression(fmt, compress)
     t = _Tables()
     # Tables given to Dataset() may repeat an entry; the file's tables are interned, so the
     # record columns are mapped onto the interned ids.
@@ -460,7 +492,7 @@ def write_dataset(dataset: Dataset, path: str | os.PathLike[str], *, format: str
         raise ValueError(f"hardware: failures of {missing} have no source; sources: {sorted(src_of_hw)}")
     failures = [_failure_dict(f, t, src_of_hw[f.hardware]) for f in dataset.failures]
     n = len(dataset)
-    body = _encode_header(fmt) + _encode_chunk(
+    body = _encode_header(fmt, compressed) + _encode_chunk(
         fmt,
         new_sources=list(enumerate(t.sources)),
         new_problems=list(enumerate(t.problems)),
@@ -472,6 +504,7 @@ def write_dataset(dataset: Dataset, path: str | os.PathLike[str], *, format: str
             "source": smap[dataset.source_idx] if n else dataset.source_idx,
         },
         failures=failures,
+        compress=compressed,
     )
     return atomic_write(path, body)
 
@@ -494,6 +527,7 @@ class _ReadState:
     chunks: int = 0
     good_bytes: int = 0
     records: int = 0
+    version: int = 1  # the header's schema version
 
 
 def _iter_objects(path: Path, data: bytes, fmt: Format) -> Iterator[tuple[Any, int, int]]:
@@ -562,8 +596,29 @@ def _decode_column(path: Path, i: int, fmt: Format, name: str, dt: str, value: A
     return arr
 
 
+def _decompressed(where: str, obj: dict[str, Any], version: int) -> Any:
+    """The chunk that a compressed chunk object ``{"zlib": BYTES}`` holds."""
+    if version < 2:
+        raise DatasetFormatError(
+            f"{where}: a compressed chunk in a file of schema version {version} (compressed chunks need version 2)"
+        )
+    data = obj["zlib"]
+    if not isinstance(data, (bytes, bytearray)):
+        raise DatasetFormatError(f"{where}: compressed chunk: expected binary data, got {type(data).__name__}")
+    try:
+        raw = zlib.decompress(data)
+    except zlib.error as e:
+        raise DatasetFormatError(f"{where}: compressed chunk is corrupt ({e}); the file cannot be read") from None
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as e:
+        raise DatasetFormatError(f"{where}: compressed chunk does not hold one msgpack object: {e}") from None
+
+
 def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> None:
     where = f"{path}: chunk {i}"
+    if fmt == "msgpack" and isinstance(obj, dict) and set(obj) == {"zlib"}:
+        obj = _decompressed(where, obj, st.version)
     if not isinstance(obj, dict):
         raise DatasetFormatError(f"{where}: expected an object, got {type(obj).__name__}")
     expected = {"sources", "problems", "choices", "records", "failures"}
@@ -648,14 +703,17 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
     st.records += n
 
 
-def _check_header(path: Path, obj: Any) -> None:
+def _check_header(path: Path, fmt: Format, obj: Any) -> int:
+    """The header's schema version (one this torch-diode reads)."""
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
         raise DatasetFormatError(
             f'{path}: not a torch-diode dataset (the first object has no "format": "{FORMAT_NAME}")'
         )
     version = obj.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise SchemaVersionError(str(path), version, SCHEMA_VERSION)
+    readable = READABLE_SCHEMA_VERSIONS[fmt]
+    if isinstance(version, bool) or version not in readable:
+        raise SchemaVersionError(str(path), version, readable if len(readable) > 1 else readable[0])
+    return int(version)
 
 
 def _read_state(path: Path, fmt: Format, *, recover: bool) -> _ReadState:
@@ -673,7 +731,7 @@ def _read_state(path: Path, fmt: Format, *, recover: bool) -> _ReadState:
     try:
         for obj, end, i in _iter_objects(path, data, fmt):
             if i == 0:
-                _check_header(path, obj)
+                st.version = _check_header(path, fmt, obj)
             else:
                 _apply_chunk(path, i, fmt, obj, st)
                 st.chunks += 1
@@ -713,7 +771,7 @@ def read_dataset(path: str | os.PathLike[str], *, format: str | None = None, rec
 
     Raises:
         DatasetFormatError: the file is missing, malformed or not a dataset (message names the file).
-        SchemaVersionError: the file has another schema version.
+        SchemaVersionError: the file has a schema version this torch-diode does not read.
         TruncatedFileError: the file ends inside a chunk and ``recover`` is False.
     """
     p = Path(path)
@@ -790,6 +848,11 @@ class DatasetWriter:
     tail (from an earlier interruption) is cut off, and ``problems_done`` tells which problems are
     already there so a collector can skip them.
 
+    A new msgpack file's chunks are compressed (schema version 2) unless ``compress`` is False. A
+    resumed file keeps its own kind unless ``compress`` says otherwise: plain chunks may be
+    appended to a version-2 file, but compressed ones not to a version-1 file (refused;
+    ``diode data convert`` rewrites it compressed).
+
     Use as a context manager; leaving the block flushes what is buffered.
     """
 
@@ -800,9 +863,11 @@ class DatasetWriter:
         *,
         format: str | None = None,
         flush_every: int = 10_000,
+        compress: bool | None = None,
     ) -> None:
         self.path = Path(path)
         self.format: Format = format_for_path(self.path, format)
+        self.compress = _compression(self.format, compress)
         self.provenance = provenance
         self.flush_every = flush_every
         self._tables = _Tables()
@@ -818,6 +883,12 @@ class DatasetWriter:
         self.recovered_bytes = 0
         if self.path.exists() and self.path.stat().st_size > 0:
             st = _read_state(self.path, self.format, recover=True)
+            if compress and st.version < 2:
+                raise ValueError(
+                    f"{self.path}: written uncompressed (schema version {st.version}), so its chunks cannot be "
+                    "compressed; rewrite it with `diode data convert IN OUT` first, or pass compress=False"
+                )
+            self.compress = st.version >= 2 if compress is None else bool(compress)
             hw = {s.hardware for s in st.tables.sources}
             if hw and hw != {provenance.hardware}:
                 raise ValueError(
@@ -837,7 +908,7 @@ class DatasetWriter:
             self._fh.seek(st.good_bytes)
         else:
             self._fh = open(self.path, "wb")
-            self._fh.write(_encode_header(self.format))
+            self._fh.write(_encode_header(self.format, self.compress))
             self._sync()
         self._source = self._tables.source_id(provenance)
 
@@ -881,6 +952,7 @@ class DatasetWriter:
             new_choices=list(enumerate(t.choices))[self._written_choices :],
             columns={k: np.array(v) for k, v in self._buf.items()},
             failures=self._fail_buf,
+            compress=self.compress,
         )
         self._fh.write(chunk)
         self._sync()

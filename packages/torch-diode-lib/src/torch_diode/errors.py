@@ -14,16 +14,19 @@ class DatasetFormatError(DiodeError, ValueError):
 class SchemaVersionError(DatasetFormatError):
     """A file was written with a schema version this torch-diode cannot read."""
 
-    def __init__(self, path: str, found: object, supported: int, regenerate: str = "") -> None:
+    def __init__(self, path: str, found: object, supported: int | tuple[int, ...], regenerate: str = "") -> None:
         self.path = path
         self.found = found
         self.supported = supported
         hint = regenerate or (
             "upgrade torch-diode-lib if the file is newer, or regenerate it with the matching `diode` command"
         )
-        super().__init__(
-            f"{path}: schema version {found!r} is not supported (this torch-diode reads version {supported}); {hint}"
+        reads = (
+            f"version {supported}"
+            if isinstance(supported, int)
+            else f"version{'s' if len(supported) > 1 else ''} {', '.join(map(str, supported))}"
         )
+        super().__init__(f"{path}: schema version {found!r} is not supported (this torch-diode reads {reads}); {hint}")
 
 
 class TruncatedFileError(DatasetFormatError):
