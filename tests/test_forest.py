@@ -123,6 +123,26 @@ def test_boost_from_a_base_margin_learns_corrections_to_it(real) -> None:
         boost(x, y, counts, SMALL, 3, init=np.zeros(len(y) - 1))
 
 
+def test_fit_from_a_start_forest_keeps_its_trees_and_boosts_corrections(real) -> None:
+    """``fit(..., start=F)``: F's trees unchanged, then ``options.trees`` more boosted from F's
+    scores of the rows (``boost``'s ``init``), ``trees`` the sum; the new trees rank the rows
+    better than F alone; a start of another depth is refused."""
+    train_rows = real[0]
+    x, y, counts = _stacked(train_rows[:30])
+    start = _fit(train_rows[30:], ForestOptions(trees=10, depth=4, shortlist=8), seed=5)  # other problems'
+    grown = RankingForest.fit(x, y, counts, SMALL, 3, start=start)
+    assert grown.options == ForestOptions(trees=22, depth=4, shortlist=8)
+    for name in ("features", "thresholds", "leaves"):
+        assert np.array_equal(getattr(grown, name)[:10], getattr(start, name))
+    init = oblivious_scores(x, start.features, start.thresholds, start.leaves).astype(np.float64)
+    for name, table in zip(("features", "thresholds", "leaves"), boost(x, y, counts, SMALL, 3, init=init)):
+        assert np.array_equal(getattr(grown, name)[10:], table)
+    rows = train_rows[:30]
+    assert _geomean_regret(grown, rows, 1) < _geomean_regret(start, rows, 1)
+    with pytest.raises(ValueError, match="start forest's trees are 4 deep, not 6"):
+        RankingForest.fit(x, y, counts, ForestOptions(trees=2, depth=6), 3, start=start)
+
+
 def test_lambdarank_gradients_of_two_tied_choices_are_hand_computed() -> None:
     # One problem: row 0 is the best (label 30), row 1 3.5% slower (label 28); both scored 0.
     # Pair (0, 1): |dNDCG| = (G0 - G1) * (1/log2(2) - 1/log2(3)) / (G0 + G1/log2(3)), rho = 1/2:

@@ -70,6 +70,8 @@ def trained(ds):
         ({"network_shortlist": -1}, "network_shortlist"),
         ({"screen_hidden": 0}, "screen_hidden"),
         ({"init_from": ""}, "init_from"),
+        ({"init_forest": True}, "give init_from too"),
+        ({"init_from": "m.safetensors", "init_forest": True, "forest_trees": 0}, "forest_trees >= 1"),
     ],
     ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
 )
@@ -226,6 +228,35 @@ def test_init_from_starts_from_the_files_networks_and_normalisation(ds, tmp_path
     assert torch.allclose(again.net.w_in, load_model(bare).net.w_in, rtol=0, atol=1e-3)
 
 
+def test_init_forest_continues_the_files_forest(ds, tmp_path: Path) -> None:
+    """``init_forest``: the new file's ranking forest is the start file's trees, unchanged, then
+    ``forest_trees`` more boosted on this data (seeded: the same forest bit for bit again); the
+    record counts the inherited trees. Without it the forest is the data's alone. Refused: a
+    start file without a forest, or with trees of another depth (the message names the flag)."""
+    opts = TrainOptions(seed=3, hidden=16, **FAST | {"num_epochs": 1, "forest_trees": 6, "forest_depth": 4})
+    src, _ = train(ds, opts)
+    path = save_model(src, tmp_path / "src.safetensors")
+    tune = dataclasses.replace(opts, seed=4, init_from=str(path), learning_rate=1e-6, forest_trees=4)
+    tuned, _ = train(ds, dataclasses.replace(tune, init_forest=True))
+    f = load_model(save_model(tuned, tmp_path / "tuned.safetensors")).forest
+    assert f.options.trees == 10 and f.options.depth == 4
+    for name in ("features", "thresholds", "leaves"):
+        assert np.array_equal(getattr(f, name)[:6], getattr(src.forest, name))
+    assert np.abs(f.leaves[6:]).max() > 0
+    again, _ = train(ds, dataclasses.replace(tune, init_forest=True))
+    assert np.array_equal(again.forest.leaves, f.leaves) and np.array_equal(again.forest.thresholds, f.thresholds)
+    rec = tuned.metadata["training"]["init_from"]
+    assert rec["forest_trees"] == 6 and rec["networks"] == ["ensemble"]
+    assert tuned.metadata["training"]["options"]["init_forest"] is True
+    own, _ = train(ds, tune)  # init_from alone: the forest is the data's
+    assert own.forest.options.trees == 4 and "forest_trees" not in own.metadata["training"]["init_from"]
+    bare = save_model(train(ds, dataclasses.replace(opts, forest_trees=0))[0], tmp_path / "bare.safetensors")
+    with pytest.raises(ValueError, match="has no ranking forest to start from; train without --init-forest"):
+        train(ds, dataclasses.replace(tune, init_from=str(bare), init_forest=True))
+    with pytest.raises(ValueError, match="forest trees are 4 deep, this training's 6: train with --forest-depth 4"):
+        train(ds, dataclasses.replace(tune, init_forest=True, forest_depth=6))
+
+
 def test_init_from_takes_a_registered_models_name(ds) -> None:
     """A shipped model's name resolves to its verified file (the registry's ``resolve``): the
     H200 file, on this H100 slice, in the file's own architecture."""
@@ -302,6 +333,14 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     )  # fmt: skip
     rec = load_model(tuned).metadata["training"]["init_from"]
     assert rec["sha256"] == load_model(model).model_hash and rec["networks"] == ["ensemble", "screen"]
+    grown = tmp_path / "grown.safetensors"
+    run_diode(
+        "train", *base_args, "--model", str(grown), "--ensemble-size", "2", "--screen-hidden", "8",
+        "--init-from", str(model), "--init-forest", "--forest-trees", "3", check=True, env=ENV,
+    )  # fmt: skip
+    assert load_model(grown).forest.options.trees == load_model(model).forest.options.trees + 3
+    r = run_diode("train", *base_args, "--model", str(tmp_path / "nf.safetensors"), "--init-forest", env=ENV)
+    assert r.returncode != 0 and "give init_from too" in r.stderr
     r = run_diode("train", *base_args, "--model", str(tmp_path / "no.safetensors"), "--init-from", str(model), env=ENV)
     assert r.returncode != 0 and "--ensemble-size 2 to start from it" in r.stderr
     assert not (tmp_path / "no.safetensors").exists()

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -253,16 +253,34 @@ class RankingForest:
         counts: np.ndarray,
         options: ForestOptions,
         seed: int,
+        start: RankingForest | None = None,
     ) -> RankingForest:
         """Boost a forest on the rows ``x [R, F]`` (``featurize``) with measured ``log_t [R]``
-        (natural log), grouped by problem: ``counts [P]`` consecutive rows each."""
+        (natural log), grouped by problem: ``counts [P]`` consecutive rows each.
+
+        ``start``: a forest to continue (e.g. another GPU's: ``TrainOptions.init_forest``). Its
+        trees are kept as they are and ``options.trees`` more are boosted from its scores of the
+        rows (``boost``'s ``init``: they learn corrections to its order); the result has both,
+        ``start``'s first, and ``options`` with ``trees`` their sum. Its depth must be
+        ``options.depth``."""
         x = np.asarray(x, dtype=np.float32)
         counts = np.asarray(counts, dtype=np.int64)
         if x.ndim != 2 or x.shape[1] != len(FEATURE_SPEC) or len(log_t) != len(x) or counts.sum() != len(x):
             raise ValueError(f"forest: x {x.shape}, log_t {np.shape(log_t)} and counts (sum {counts.sum()}) disagree")
         if len(counts) == 0 or counts.min() < 1:
             raise ValueError("forest: needs at least one problem, each with at least one row")
-        return cls(*boost(x, log_t, counts, options, seed), options)
+        if start is None:
+            return cls(*boost(x, log_t, counts, options, seed), options)
+        if start.options.depth != options.depth:
+            raise ValueError(f"forest: the start forest's trees are {start.options.depth} deep, not {options.depth}")
+        init = oblivious_scores(x, start.features, start.thresholds, start.leaves).astype(np.float64)
+        feats, thrs, leaves = boost(x, log_t, counts, options, seed, init=init)
+        return cls(
+            np.concatenate([start.features, feats]),
+            np.concatenate([start.thresholds, thrs]),
+            np.concatenate([start.leaves, leaves]),
+            replace(options, trees=start.options.trees + options.trees),
+        )
 
 
 def boost(

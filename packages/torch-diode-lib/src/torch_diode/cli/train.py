@@ -150,8 +150,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "name, e.g. NVIDIA-H200-matmul) instead of a fresh initialisation "
         "(e.g. a shipped model of a similar GPU, trained further on this GPU's data; usually with a lower "
         "--learning-rate). M's network must be of this training's --model-type, --hidden, --depth and "
-        "--ensemble-size (and its screen of --screen-hidden); the memory, ATen head and forest are built from "
-        "the data as always",
+        "--ensemble-size (and its screen of --screen-hidden); the memory and ATen head are built from the data as "
+        "always, and the ranking forest too unless --init-forest",
+    )
+    t.add_argument(
+        "--init-forest",
+        action="store_true",
+        help="with --init-from M: start the ranking forest from M's as well: its trees kept, --forest-trees more "
+        "boosted on this data from its scores (on an H100, from the H200 model: a 0.85-point faster top-1 pick, "
+        "benchmarks/models/cv-session57.md)",
     )
     t.add_argument(
         "--early-stopping",
@@ -329,6 +336,7 @@ def _train(args: argparse.Namespace) -> int:
             network_shortlist=args.network_shortlist,
             screen_hidden=args.screen_hidden,
             init_from=args.init_from,
+            init_forest=args.init_forest,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
