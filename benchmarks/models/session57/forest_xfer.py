@@ -11,7 +11,11 @@ H100 file's forest is replaced by forests that start from the shipped H200 file'
   L2 and row sampling): the shipped forest's size and scoring cost;
 * ``xferN``: the H200 forest as it is, then N more trees boosted on the H100's rows from its
   scores (``forest.boost``'s ``init``: the new trees learn corrections to the H200 forest's order);
-  192 + N trees.
+  192 + N trees;
+* ``selfN`` (the control for ``xferN``): the seed's own ``base`` forest, then N more trees boosted
+  the same way on the same rows: as many trees, no other GPU's.
+
+With ``--key NVIDIA-H200`` the same for the H200: its forests from the H100 file's.
 
 Datasets are not mixed: every fit reads the H100's timings only; what crosses is the H200
 forest. Each forest is scored with the shipped H100 file's network, memory and head on the
@@ -122,6 +126,13 @@ def cmd_fit(a: argparse.Namespace) -> None:
                 f = np.concatenate([other.features, f2])
                 th = np.concatenate([other.thresholds, th2])
                 lv = np.concatenate([other.leaves, lv2])
+            elif variant.startswith("self"):  # the control: the seed's own forest, then N more of its trees
+                n = int(variant[4:])
+                z = np.load(out_path("base", seed, key))
+                start = (z["features"], z["thresholds"], z["leaves"])
+                s0 = oblivious_scores(x, *start).astype(np.float64)
+                f2, th2, lv2 = boost(x, y, counts, dataclasses.replace(own.options, trees=n), seed + 2, init=s0)
+                f, th, lv = (np.concatenate([u, v]) for u, v in zip(start, (f2, th2, lv2)))
             else:
                 raise SystemExit(f"unknown variant {variant!r}")
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +158,9 @@ def cmd_score(a: argparse.Namespace) -> None:
             th = np.concatenate([z["thresholds"] for z in zs])
             lv = np.concatenate([z["leaves"] for z in zs]) / len(zs)
             model.forest = RankingForest(f, th, lv, dataclasses.replace(opts, trees=len(f)))
-            print(f"{key} seeds {a.seeds} {variant} (shortlist {opts.shortlist}): {val_figures(model, key)}", flush=True)
+            print(
+                f"{key} seeds {a.seeds} {variant} (shortlist {opts.shortlist}): {val_figures(model, key)}", flush=True
+            )
             continue
         for seed in a.seeds:
             z = np.load(out_path(variant, seed, key))
