@@ -107,7 +107,9 @@ def cmd_fit(a: argparse.Namespace) -> None:
     print(f"{key}: {len(counts)} problems, {len(y)} rows", flush=True)
     own = load_model(model_file(key, None)).forest
     other = load_model(model_file(OTHER[key], None)).forest  # the start: the other GPU's shipped forest
-    assert other.options.trees == own.options.trees and other.options.depth == own.options.depth
+    # (the H200's xferN forests of gpu-fit.sh xfer started from session 56's H100 file, 192 trees;
+    # the H100 file shipped since has 288)
+    assert other.options.depth == own.options.depth
     init = None
     for seed in a.seeds:
         for variant in a.variants:
