@@ -15,7 +15,11 @@ H100 file's forest is replaced by forests that start from the shipped H200 file'
 * ``selfN`` (the control for ``xferN``): the seed's own ``base`` forest, then N more trees boosted
   the same way on the same rows: as many trees, no other GPU's.
 
-With ``--key NVIDIA-H200`` the same for the H200: its forests from the H100 file's.
+With ``--key NVIDIA-H200`` the same for the H200: its forests from the H100 file's. ``plus``
+(with ``--add FILE...``): the GPU's own 192-tree forest fit on its shipped file's training files
+and those too (for the H200, session 50's ``train-active3`` and session 46's ``train-cover2``,
+which its shipped file does not train on: does its forest gain from more problems, as the H100's
+gained from the H200's forest of twice its problems?).
 
 Datasets are not mixed: every fit reads the H100's timings only; what crosses is the H200
 forest. Each forest is scored with the shipped H100 file's network, memory and head on the
@@ -99,7 +103,9 @@ def cmd_fit(a: argparse.Namespace) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     key = a.key
-    job = {"hw": key, "part": "val", "seed": 0, "extras": "output", "add": ADD[key]}
+    if ("plus" in a.variants) != bool(a.add) or (a.add and a.variants != ["plus"]):
+        raise SystemExit("fit plus (alone) takes --add FILE...; the other variants take no --add")
+    job = {"hw": key, "part": "val", "seed": 0, "extras": "output", "add": ADD[key] + (a.add or [])}
     trained_on, _, _ = job_data(job)
     groups = trained_on.by_problem()
     _, _, _, rows, _, _ = _split_rows(trained_on, groups, train_options(job))
@@ -128,6 +134,8 @@ def cmd_fit(a: argparse.Namespace) -> None:
                 f = np.concatenate([other.features, f2])
                 th = np.concatenate([other.thresholds, th2])
                 lv = np.concatenate([other.leaves, lv2])
+            elif variant == "plus":  # the trainer's forest on the --add files' problems as well
+                f, th, lv = boost(x, y, counts, own.options, seed + 2)
             elif variant.startswith("self"):  # the control: the seed's own forest, then N more of its trees
                 n = int(variant[4:])
                 z = np.load(out_path("base", seed, key))
@@ -179,6 +187,7 @@ def main() -> None:
     ap.add_argument("--key", default=KEY, help="the GPU whose forests are fit (from the other's) or scored")
     ap.add_argument("--out", help="fit: write the forests here instead of beside this script")
     ap.add_argument("--threads", type=int, help="fit: torch threads (1 for parallel processes)")
+    ap.add_argument("--add", nargs="+", help="fit plus: more of the GPU's training files for its rows")
     ap.add_argument("--shortlist", type=int, help="score: the forest re-ranks this many (default: the file's, 512)")
     a = ap.parse_args()
     (cmd_fit if a.cmd == "fit" else cmd_score)(a)
