@@ -161,6 +161,9 @@ def cmd_score(a: argparse.Namespace) -> None:
     opts = model.forest.options
     if a.shortlist:
         opts = dataclasses.replace(opts, shortlist=a.shortlist)
+    if a.blend is not None:
+        opts = dataclasses.replace(opts, blend=a.blend)
+    how = f"shortlist {opts.shortlist}" + (f", blend {opts.blend}" if a.blend is not None else "")
     for variant in a.variants:
         if variant.startswith("bag:"):  # bag:VARIANT: the seeds' forests averaged (their trees, leaves / n)
             zs = [np.load(out_path(variant[4:], seed, key)) for seed in a.seeds]
@@ -168,15 +171,13 @@ def cmd_score(a: argparse.Namespace) -> None:
             th = np.concatenate([z["thresholds"] for z in zs])
             lv = np.concatenate([z["leaves"] for z in zs]) / len(zs)
             model.forest = RankingForest(f, th, lv, dataclasses.replace(opts, trees=len(f)))
-            print(
-                f"{key} seeds {a.seeds} {variant} (shortlist {opts.shortlist}): {val_figures(model, key)}", flush=True
-            )
+            print(f"{key} seeds {a.seeds} {variant} ({how}): {val_figures(model, key)}", flush=True)
             continue
         for seed in a.seeds:
             z = np.load(out_path(variant, seed, key))
             o = dataclasses.replace(opts, trees=len(z["features"]))
             model.forest = RankingForest(z["features"], z["thresholds"], z["leaves"], o)
-            print(f"{key} seed {seed} {variant} (shortlist {opts.shortlist}): {val_figures(model, key)}", flush=True)
+            print(f"{key} seed {seed} {variant} ({how}): {val_figures(model, key)}", flush=True)
 
 
 def main() -> None:
@@ -184,6 +185,7 @@ def main() -> None:
     ap.add_argument("cmd", choices=("fit", "score"))
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--blend", type=float, help="score: the forest's blend weight (default: the file's, 0.5)")
     ap.add_argument("--key", default=KEY, help="the GPU whose forests are fit (from the other's) or scored")
     ap.add_argument("--out", help="fit: write the forests here instead of beside this script")
     ap.add_argument("--threads", type=int, help="fit: torch threads (1 for parallel processes)")

@@ -12,7 +12,7 @@ import sys
 from collections import defaultdict
 
 LINE = re.compile(
-    r"^(?P<key>\S+) seeds? (?P<seed>\[[^\]]*\]|\d+) (?P<variant>\S+)(?: \(shortlist (?P<short>\d+)\))?: "
+    r"^(?P<key>\S+) seeds? (?P<seed>\[[^\]]*\]|\d+) (?P<variant>\S+)(?: \(shortlist (?P<short>\d+)(?:, blend (?P<blend>[\d.]+))?\))?: "
     r"val top-1 / stock (?P<t1>[\d.]+), regret@1 (?P<r1>[\d.]+), regret@5 (?P<r5>[\d.]+) \(p95 (?P<p95>[\d.]+)\)"
 )
 NAMES = ("t1", "r1", "r5", "p95")
@@ -24,7 +24,7 @@ def main() -> None:
         m = LINE.match(line.strip())
         if m is None:
             continue
-        short = m["short"] or "512"
+        short = (m["short"] or "512") + (f", blend {m['blend']}" if m["blend"] else "")
         variant, seed = m["variant"], m["seed"]
         if seed.startswith("["):  # a bag of those seeds' forests: one model
             variant, seed = f"{variant} of seeds {seed[1:-1].replace(' ', '')}", "-"
@@ -33,7 +33,7 @@ def main() -> None:
     for (variant, short), by_seed in runs.items():
         seeds = sorted(by_seed)
         mean = {n: math.exp(sum(math.log(by_seed[s][n]) for s in seeds) / len(seeds)) for n in NAMES}
-        base = runs.get(("base", short), {})
+        base = runs.get(("base", short.split(",")[0]), {})
         paired = [s for s in seeds if s in base]
         wins = sum(by_seed[s]["t1"] < base[s]["t1"] for s in paired)
         vs = f"{wins} of {len(paired)}" if paired and variant != "base" else "-"
