@@ -66,6 +66,17 @@ def out_path(variant: str, seed: int, key: str = KEY) -> Path:
     return HERE / "forests" / f"forest-{key}-{variant}-s{seed}.npz"
 
 
+def forest_of(path: Path, options):
+    """The forest saved at ``path`` (``np.savez`` of its tables) with ``options``, its size set."""
+    import dataclasses
+
+    from torch_diode.forest import RankingForest
+
+    z = np.load(path)
+    opts = dataclasses.replace(options, trees=len(z["features"]))
+    return RankingForest(z["features"], z["thresholds"], z["leaves"], opts)
+
+
 def refit(x, y, counts, feats, thrs, options, seed: int) -> np.ndarray:
     """Leaf values of the trees ``feats``/``thrs`` refit on rows ``x`` in turn (``forest.boost``'s
     Newton step and row sampling, the structures fixed)."""
@@ -96,7 +107,7 @@ def cmd_fit(a: argparse.Namespace) -> None:
     import torch
     from cv_jobs import job_data, train_options
 
-    from torch_diode.forest import boost, oblivious_scores
+    from torch_diode.forest import RankingForest, boost
     from torch_diode.model import load_model
     from torch_diode.train import _split_rows
 
@@ -116,7 +127,6 @@ def cmd_fit(a: argparse.Namespace) -> None:
     # (the H200's xferN forests of gpu-fit.sh xfer started from session 56's H100 file, 192 trees;
     # the H100 file shipped since has 288)
     assert other.options.depth == own.options.depth
-    init = None
     for seed in a.seeds:
         for variant in a.variants:
             out = Path(a.out) / out_path(variant, seed, key).name if a.out else out_path(variant, seed, key)
@@ -126,23 +136,13 @@ def cmd_fit(a: argparse.Namespace) -> None:
             if variant == "refit":
                 f, th = other.features, other.thresholds
                 lv = refit(x, y, counts, f, th, own.options, seed + 2)
-            elif variant.startswith("xfer"):
-                n = int(variant[4:])
-                if init is None:
-                    init = oblivious_scores(x, other.features, other.thresholds, other.leaves).astype(np.float64)
-                f2, th2, lv2 = boost(x, y, counts, dataclasses.replace(own.options, trees=n), seed + 2, init=init)
-                f = np.concatenate([other.features, f2])
-                th = np.concatenate([other.thresholds, th2])
-                lv = np.concatenate([other.leaves, lv2])
+            elif variant.startswith(("xfer", "self")):  # self: the control, the seed's own forest continued
+                start = other if variant.startswith("xfer") else forest_of(out_path("base", seed, key), own.options)
+                options = dataclasses.replace(own.options, trees=int(variant[4:]))
+                grown = RankingForest.fit(x, y, counts, options, seed + 2, start=start)  # init_forest's fit
+                f, th, lv = grown.features, grown.thresholds, grown.leaves
             elif variant == "plus":  # the trainer's forest on the --add files' problems as well
                 f, th, lv = boost(x, y, counts, own.options, seed + 2)
-            elif variant.startswith("self"):  # the control: the seed's own forest, then N more of its trees
-                n = int(variant[4:])
-                z = np.load(out_path("base", seed, key))
-                start = (z["features"], z["thresholds"], z["leaves"])
-                s0 = oblivious_scores(x, *start).astype(np.float64)
-                f2, th2, lv2 = boost(x, y, counts, dataclasses.replace(own.options, trees=n), seed + 2, init=s0)
-                f, th, lv = (np.concatenate([u, v]) for u, v in zip(start, (f2, th2, lv2)))
             else:
                 raise SystemExit(f"unknown variant {variant!r}")
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -174,9 +174,7 @@ def cmd_score(a: argparse.Namespace) -> None:
             print(f"{key} seeds {a.seeds} {variant} ({how}): {val_figures(model, key)}", flush=True)
             continue
         for seed in a.seeds:
-            z = np.load(out_path(variant, seed, key))
-            o = dataclasses.replace(opts, trees=len(z["features"]))
-            model.forest = RankingForest(z["features"], z["thresholds"], z["leaves"], o)
+            model.forest = forest_of(out_path(variant, seed, key), opts)
             print(f"{key} seed {seed} {variant} ({how}): {val_figures(model, key)}", flush=True)
 
 
