@@ -199,6 +199,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             ("choice_lists", str(a.lists)),
             ("max_compile_cost", campaign_cost()),
             ("compile_timeout_s", 120.0),
+            *((("workers", a.workers),) if a.workers else ()),
         ),
         time_budget_s=a.budget,
         checkpoint_s=60.0,
@@ -245,6 +246,7 @@ def main() -> int:
     r.add_argument("out")
     r.add_argument("--hardware", required=True)
     r.add_argument("--budget", type=float, default=None, help="start no new problem after this many seconds")
+    r.add_argument("--workers", type=int, default=None, help="compile processes (default: CPU count - 1)")
     r.set_defaults(fn=cmd_run)
     a = ap.parse_args()
     return a.fn(a)

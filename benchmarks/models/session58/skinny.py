@@ -1,0 +1,144 @@
+"""Session 58: new H200 training problems of the kinds the training set lacks and the top-1 gap
+sits on: one side of the output at most 16 (N, or M with A column-major).
+
+    python benchmarks/models/session58/skinny.py select NVIDIA-H200 200 OUT.json.gz     (dev machine)
+    python benchmarks/models/session58/skinny.py count                                  (dev machine)
+    python3 benchmarks/models/session44/active.py run OUT.json.gz OUT.msgpack --hardware NVIDIA-H200 --budget S   (GPU)
+
+Why (``cv-session58.md``): of the H100's 1,184 training problems, 13 have N <= 16 and 50 have M
+<= 16 with a column-major A (of 322 with one side at most 16), against 5 and 7 of its 178
+validation problems; the H200's are the same plan. Four of the H100 file's ten worst top-1 picks
+against stock max-autotune's pick are such problems (``mm float16 8x16384x256`` A column-major
+1.60x, ``mm bfloat16 65536x8x1024`` 1.25x, ``mm float32 65536x8x64`` 1.15x, ``mm float32
+16384x8x64`` 1.09x; ``session53/blunders.py gap``).
+
+The draws (seeded): the plan's log-normal sampler (``torch_diode.shapes.sampling.sample_problems``,
+the fitted parameters, the plan's ops, dtypes and layouts, 70% of sizes rounded to multiples of 128
+as the plan's), then the skinny side replaced: with probability 0.6 N (any layout), else M with A
+column-major (``col/row``), drawn from 2-16 (8 and 16 most often, as in real models: 8 experts
+of a router, a decode batch of 16). The other output side must be at least 64. No problem shares
+a shape (op, M, N, K, batch, dtype) with a problem of the plan (training or validation) or of the
+files given to ``--skip``, in any layout. Each problem's list is its whole EXHAUSTIVE Triton space
+under the campaign's compile-cost cap (skinny problems have 26-260 configs, Inductor clamping the
+block sizes), sampled down to ``--max-configs`` where larger with Inductor's DEFAULT candidates
+kept; ATen is always measured by the collector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks/models/session44"))
+from active import campaign_cost, candidates  # noqa: E402
+
+SEED = 20261203
+SMALL = [8] * 3 + [16] * 3 + [2, 4, 12, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15]
+
+
+def skinny_problems(key: str, n: int, seed: int, skip: list[str]) -> list:
+    """``n`` new problems (module docstring), in draw order."""
+    from torch_diode.collect.campaign import CampaignPlan, _shape_key
+    from torch_diode.dataset import read_dataset
+    from torch_diode.records import Problem
+    from torch_diode.shapes.sampling import sample_problems
+    from torch_diode.shapes.shapeset import strides_for
+
+    plan = CampaignPlan.load(ROOT / "data" / key / "plan.json")
+    taken = {_shape_key(p) for p in plan.train + plan.val}
+    taken |= {_shape_key(p) for f in skip for p in read_dataset(f).collected_problems()}
+    rng = random.Random(seed)
+    base = sample_problems(
+        40 * n,
+        seed=seed,
+        ops=plan.options.ops,
+        dtypes=plan.options.dtypes,
+        layouts=("row/row", "row/col", "col/row"),
+        aligned_fraction=0.7,
+    )
+    out: dict = {}
+    for p in base:
+        small = rng.choice(SMALL)
+        if rng.random() < 0.6:
+            layout = rng.choice(("row/row", "row/col", "col/row"))
+            m, nn = p.m, small
+        else:
+            layout = "col/row"
+            m, nn = small, p.n
+        if max(m, nn) < 64:
+            continue
+        sa, sb = strides_for(p.op, m, nn, p.k, layout)
+        q = Problem(op=p.op, m=m, n=nn, k=p.k, batch=p.batch, dtype=p.dtype, stride_a=sa, stride_b=sb)
+        if _shape_key(q) in taken or q in out:
+            continue
+        taken.add(_shape_key(q))
+        out[q] = None
+        if len(out) == n:
+            break
+    return list(out)
+
+
+def cmd_select(a: argparse.Namespace) -> int:
+    from torch_diode.collect.sweep import inductor_choices, write_choice_lists
+
+    cost = campaign_cost()
+    lists = {}
+    for p in skinny_problems(a.key, a.n, a.seed, a.skip):
+        tri = [c for c in candidates(p, cost) if not c.is_aten]
+        if not tri:
+            continue
+        if len(tri) > a.max_configs:
+            default = {it.choice for it in inductor_choices(p, "DEFAULT") if it.kind == "triton"}
+            keep = [c for c in tri if c in default]
+            rest = [c for c in tri if c not in default]
+            rng = random.Random(f"{a.seed}|{p.key()}")
+            tri = keep + rng.sample(rest, a.max_configs - len(keep))
+        lists[p] = tri
+    note = f"session 58: skinny {a.key} problems, seed {a.seed}, whole space <= {a.max_configs}"
+    write_choice_lists(a.out, lists, note)
+    items = list(lists.items())
+    for i in range(a.parts if a.parts > 1 else 0):  # one list per GPU: every parts-th problem
+        write_choice_lists(a.out.replace(".json", f"-{i}.json"), dict(items[i :: a.parts]), f"{note}, part {i}")
+    sizes = sorted(len(v) for v in lists.values())
+    kinds = Counter(("N" if p.n <= 16 else "M/col") + f" {p.op} {p.dtype}" for p in lists)
+    print(f"{a.out}: {len(lists)} problems, {sum(sizes)} Triton configs (median {sizes[len(sizes) // 2]})")
+    for k, v in sorted(kinds.items()):
+        print(f"  {k}: {v}")
+    return 0
+
+
+def cmd_count(a: argparse.Namespace) -> int:
+    """How many problems of each file have N <= 16, or M <= 16 with A column-major."""
+    from torch_diode.dataset import read_dataset
+
+    for f in a.files:
+        ps = read_dataset(f).measured_problems()
+        nsk = sum(p.n <= 16 for p in ps)
+        msk = sum(p.m <= 16 and p.n > 16 and p.stride_a[-2] == 1 and p.stride_a[-1] != 1 for p in ps)
+        print(f"{f}: {len(ps)} problems, N <= 16: {nsk}, M <= 16 with A column-major: {msk}")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("select")
+    s.add_argument("key")
+    s.add_argument("n", type=int)
+    s.add_argument("out")
+    s.add_argument("--seed", type=int, default=SEED)
+    s.add_argument("--max-configs", type=int, default=360)
+    s.add_argument("--skip", nargs="*", default=[])
+    s.add_argument("--parts", type=int, default=1, help="also write OUT-i.json.gz, every parts-th problem")
+    c = sub.add_parser("count")
+    c.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    return {"select": cmd_select, "count": cmd_count}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
