@@ -2,15 +2,17 @@
 sits on: one side of the output at most 16 (N, or M with A column-major).
 
     python benchmarks/models/session58/skinny.py select NVIDIA-H200 200 OUT.json.gz     (dev machine)
-    python benchmarks/models/session58/skinny.py count                                  (dev machine)
+    python benchmarks/models/session58/skinny.py count FILE...                          (dev machine)
+    python benchmarks/models/session58/skinny.py split DATA PREFIX                      (dev machine)
     python3 benchmarks/models/session44/active.py run OUT.json.gz OUT.msgpack --hardware NVIDIA-H200 --budget S   (GPU)
 
-Why (``cv-session58.md``): of the H100's 1,184 training problems, 13 have N <= 16 and 50 have M
-<= 16 with a column-major A (of 322 with one side at most 16), against 5 and 7 of its 178
-validation problems; the H200's are the same plan. Four of the H100 file's ten worst top-1 picks
+Why (``cv-session58.md``): of the H100's 1,184 training problems, 13 have N <= 16 and 52 have M
+<= 16 with a column-major A (of 322 with one side at most 16), against 6 and 6 of its 178
+validation problems (the H200's plan is the same; its shipped file's four training files hold 53
+and 79: ``count.txt``). Five of the H100 file's ten worst top-1 picks
 against stock max-autotune's pick are such problems (``mm float16 8x16384x256`` A column-major
-1.60x, ``mm bfloat16 65536x8x1024`` 1.25x, ``mm float32 65536x8x64`` 1.15x, ``mm float32
-16384x8x64`` 1.09x; ``session53/blunders.py gap``).
+1.60x, ``mm bfloat16 65536x8x1024`` 1.25x, ``bmm bfloat16 907x3x63x363`` A column-major 1.24x,
+``mm float32 65536x8x64`` 1.15x, ``mm float32 16384x8x64`` 1.09x; ``session53/blunders.py gap``).
 
 The draws (seeded): the plan's log-normal sampler (``torch_diode.shapes.sampling.sample_problems``,
 the fitted parameters, the plan's ops, dtypes and layouts, 70% of sizes rounded to multiples of 128
@@ -38,6 +40,15 @@ from active import campaign_cost, candidates  # noqa: E402
 
 SEED = 20261203
 SMALL = [8] * 3 + [16] * 3 + [2, 4, 12, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15]
+
+
+def kind(p) -> str | None:
+    """``"N<=16"``, ``"M<=16,A col"`` (M <= 16 and A column-major, N > 16), or None."""
+    if p.n <= 16:
+        return "N<=16"
+    if p.m <= 16 and p.stride_a[-2] == 1 and p.stride_a[-1] != 1:
+        return "M<=16,A col"
+    return None
 
 
 def skinny_problems(key: str, n: int, seed: int, skip: list[str]) -> list:
@@ -104,7 +115,7 @@ def cmd_select(a: argparse.Namespace) -> int:
     for i in range(a.parts if a.parts > 1 else 0):  # one list per GPU: every parts-th problem
         write_choice_lists(a.out.replace(".json", f"-{i}.json"), dict(items[i :: a.parts]), f"{note}, part {i}")
     sizes = sorted(len(v) for v in lists.values())
-    kinds = Counter(("N" if p.n <= 16 else "M/col") + f" {p.op} {p.dtype}" for p in lists)
+    kinds = Counter(f"{kind(p)} {p.op} {p.dtype}" for p in lists)
     print(f"{a.out}: {len(lists)} problems, {sum(sizes)} Triton configs (median {sizes[len(sizes) // 2]})")
     for k, v in sorted(kinds.items()):
         print(f"  {k}: {v}")
@@ -116,10 +127,25 @@ def cmd_count(a: argparse.Namespace) -> int:
     from torch_diode.dataset import read_dataset
 
     for f in a.files:
-        ps = read_dataset(f).measured_problems()
-        nsk = sum(p.n <= 16 for p in ps)
-        msk = sum(p.m <= 16 and p.n > 16 and p.stride_a[-2] == 1 and p.stride_a[-1] != 1 for p in ps)
-        print(f"{f}: {len(ps)} problems, N <= 16: {nsk}, M <= 16 with A column-major: {msk}")
+        kinds = Counter(kind(p) for p in read_dataset(f).measured_problems())
+        print(
+            f"{f}: {kinds.total()} problems, N <= 16: {kinds['N<=16']}, "
+            f"M <= 16 with A column-major: {kinds['M<=16,A col']}"
+        )
+    return 0
+
+
+def cmd_split(a: argparse.Namespace) -> int:
+    """PREFIX-i.msgpack: DATA's problems of part i's list (``select --parts 2``), i = 0, 1."""
+    from torch_diode.collect.sweep import read_choice_lists
+    from torch_diode.dataset import read_dataset, write_dataset
+
+    ds = read_dataset(a.data)
+    for i in (0, 1):
+        keep = set(read_choice_lists(ROOT / f"benchmarks/models/session58/lists-NVIDIA-H200-{i}.json.gz"))
+        keep &= ds.collected_problems()
+        write_dataset(ds.select_problems(keep), f"{a.prefix}-{i}.msgpack")
+        print(f"{a.prefix}-{i}.msgpack: {len(keep)} problems")
     return 0
 
 
@@ -136,8 +162,11 @@ def main() -> int:
     s.add_argument("--parts", type=int, default=1, help="also write OUT-i.json.gz, every parts-th problem")
     c = sub.add_parser("count")
     c.add_argument("files", nargs="+")
+    sp = sub.add_parser("split")
+    sp.add_argument("data")
+    sp.add_argument("prefix")
     a = ap.parse_args()
-    return {"select": cmd_select, "count": cmd_count}[a.cmd](a)
+    return {"select": cmd_select, "count": cmd_count, "split": cmd_split}[a.cmd](a)
 
 
 if __name__ == "__main__":
