@@ -127,10 +127,17 @@ def cmd_count(a: argparse.Namespace) -> int:
     from torch_diode.dataset import read_dataset
 
     for f in a.files:
-        kinds = Counter(kind(p) for p in read_dataset(f).measured_problems())
+        problems = read_dataset(f).measured_problems()
+        kinds = Counter(kind(p) for p in problems)
+        big = sorted(max(p.m, p.n) for p in problems if kind(p))  # the other output side
         print(
             f"{f}: {kinds.total()} problems, N <= 16: {kinds['N<=16']}, "
             f"M <= 16 with A column-major: {kinds['M<=16,A col']}"
+            + (
+                f"; their other side: median {big[len(big) // 2]}, >= 16384 on {sum(b >= 16384 for b in big)}"
+                if big
+                else ""
+            )
         )
     return 0
 
