@@ -79,6 +79,17 @@ def model_order(model, problem, max_compile_cost: float | None) -> tuple[list, l
     return cands, [cands[j] for j in order_of(problem, cands, pred)], dict(zip(cands, pred))
 
 
+def model_vs_stock(ds, stock: dict, model, max_compile_cost: float | None):
+    """Per problem of ``ds`` with a pick in ``stock`` (``stock_picks_from_full_space``): the problem,
+    its measured median time by choice, the model's order (:func:`model_order`) and stock's time."""
+    for pt in ds.by_problem():
+        if pt.problem not in stock:
+            continue
+        med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
+        _, order, _ = model_order(model, pt.problem, max_compile_cost)
+        yield pt.problem, med, order, stock[pt.problem].time_us
+
+
 def config_list(
     problem,
     cands: list,
@@ -154,20 +165,16 @@ def cmd_score(a: argparse.Namespace) -> int:
     cost = config.options().max_compile_cost
     stock, notes = stock_picks_from_full_space(ds)
     logs, perfect, unmeasured, aten_picks, better = [], [], 0, 0, 0
-    for pt in ds.by_problem():
-        if pt.problem not in stock:
-            continue
-        med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
-        _, order, _ = model_order(model, pt.problem, cost)
+    for _, med, order, stock_us in model_vs_stock(ds, stock, model, cost):
         top = order[0]
         first_triton = next(c for c in order if not c.is_aten)
         if top not in med or first_triton not in med:
             unmeasured += 1
             continue
-        r = math.log(med[top] / stock[pt.problem].time_us)
+        r = math.log(med[top] / stock_us)
         logs.append(r)
         aten_best = min((t for c, t in med.items() if c.is_aten), default=math.inf)
-        perfect.append(math.log(min(med[first_triton], aten_best) / stock[pt.problem].time_us))
+        perfect.append(math.log(min(med[first_triton], aten_best) / stock_us))
         aten_picks += top.is_aten
         better += r <= 0
     x = np.array(logs)

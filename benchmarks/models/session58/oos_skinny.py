@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks/models/session44"))
 sys.path.insert(0, str(ROOT / "benchmarks/models/session58"))
-from active import model_order  # noqa: E402
+from active import model_vs_stock  # noqa: E402
 from skinny import kind  # noqa: E402
 
 
@@ -38,16 +38,11 @@ def main() -> None:
         name, f = arg.split("=", 1)
         model = load_model(f)
         groups: dict = defaultdict(list)
-        for pt in ds.by_problem():
-            p = pt.problem
-            if p not in stock:
+        for p, med, order, stock_us in model_vs_stock(ds, stock, model, cost):
+            top = order[0]
+            if top not in med:  # a config that failed to compile or run
                 continue
-            med = {ds.choices[c]: t for c, t in pt.median_by_choice().items()}
-            _, order, _ = model_order(model, p, cost)
-            top = next((c for c in order if c in med), None)  # the whole space is measured
-            if top is None or top != order[0]:
-                continue
-            r = (math.log(med[top] / stock[p].time_us), math.log(med[top] / min(med.values())))
+            r = (math.log(med[top] / stock_us), math.log(med[top] / min(med.values())))
             k = kind(p)
             for g in ("all", k, f"{k} {p.op}"):
                 groups[g].append(r)

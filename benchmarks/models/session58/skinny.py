@@ -40,6 +40,7 @@ from active import campaign_cost, candidates  # noqa: E402
 
 SEED = 20261203
 SMALL = [8] * 3 + [16] * 3 + [2, 4, 12, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15]
+LAYOUTS = ("row/row", "row/col", "col/row")  # the plan's
 
 
 def kind(p) -> str | None:
@@ -68,14 +69,14 @@ def skinny_problems(key: str, n: int, seed: int, skip: list[str]) -> list:
         seed=seed,
         ops=plan.options.ops,
         dtypes=plan.options.dtypes,
-        layouts=("row/row", "row/col", "col/row"),
+        layouts=LAYOUTS,
         aligned_fraction=0.7,
     )
     out: dict = {}
     for p in base:
         small = rng.choice(SMALL)
         if rng.random() < 0.6:
-            layout = rng.choice(("row/row", "row/col", "col/row"))
+            layout = rng.choice(LAYOUTS)
             m, nn = p.m, small
         else:
             layout = "col/row"
@@ -84,7 +85,7 @@ def skinny_problems(key: str, n: int, seed: int, skip: list[str]) -> list:
             continue
         sa, sb = strides_for(p.op, m, nn, p.k, layout)
         q = Problem(op=p.op, m=m, n=nn, k=p.k, batch=p.batch, dtype=p.dtype, stride_a=sa, stride_b=sb)
-        if _shape_key(q) in taken or q in out:
+        if _shape_key(q) in taken:  # the chosen ones' shapes too
             continue
         taken.add(_shape_key(q))
         out[q] = None
