@@ -29,6 +29,7 @@ kept; ATen is always measured by the collector.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 from collections import Counter
@@ -41,6 +42,8 @@ from active import campaign_cost, candidates  # noqa: E402
 SEED = 20261203
 SMALL = [8] * 3 + [16] * 3 + [2, 4, 12, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15]
 LAYOUTS = ("row/row", "row/col", "col/row")  # the plan's
+# vocabularies (Llama 2/3, GPT-2, Mistral, Qwen-ish), hidden and MLP widths of large models
+REAL_SIDES = [16384, 18432, 20480, 24576, 28672, 32000, 32768, 49152, 50257, 53248, 57344, 65536]
 
 
 def kind(p) -> str | None:
@@ -52,8 +55,9 @@ def kind(p) -> str | None:
     return None
 
 
-def skinny_problems(key: str, n: int, seed: int, skip: list[str]) -> list:
-    """``n`` new problems (module docstring), in draw order."""
+def skinny_problems(key: str, n: int, seed: int, skip: list[str], other: tuple[int, int] | None = None) -> list:
+    """``n`` new problems (module docstring), in draw order. With ``other`` (session 59), the other
+    output side is drawn too (:func:`other_side`) and no operand may exceed 2**28 elements."""
     from torch_diode.collect.campaign import CampaignPlan, _shape_key
     from torch_diode.dataset import read_dataset
     from torch_diode.records import Problem
@@ -75,12 +79,18 @@ def skinny_problems(key: str, n: int, seed: int, skip: list[str]) -> list:
     out: dict = {}
     for p in base:
         small = rng.choice(SMALL)
-        if rng.random() < 0.6:
+        n_small = rng.random() < 0.6
+        if n_small:
             layout = rng.choice(LAYOUTS)
             m, nn = p.m, small
         else:
             layout = "col/row"
             m, nn = small, p.n
+        if other is not None:
+            big = other_side(rng, *other)
+            m, nn = (big, small) if n_small else (small, big)
+            if p.batch * big * max(p.k, small) > 2**28:
+                continue
         if max(m, nn) < 64:
             continue
         sa, sb = strides_for(p.op, m, nn, p.k, layout)
@@ -94,12 +104,23 @@ def skinny_problems(key: str, n: int, seed: int, skip: list[str]) -> list:
     return list(out)
 
 
+def other_side(rng: random.Random, lo: int, hi: int) -> int:
+    """Session 59's other output side in ``[lo, hi]``: half the time a size of real models' vocabularies,
+    hidden and MLP widths (``REAL_SIDES``) in range, else log-uniform, 70% of those rounded to 128."""
+    real = [s for s in REAL_SIDES if lo <= s <= hi]
+    if real and rng.random() < 0.5:
+        return rng.choice(real)
+    v = round(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+    return min(hi, max(lo, round(v / 128) * 128)) if rng.random() < 0.7 else v
+
+
 def cmd_select(a: argparse.Namespace) -> int:
     from torch_diode.collect.sweep import inductor_choices, write_choice_lists
 
     cost = campaign_cost()
     lists = {}
-    for p in skinny_problems(a.key, a.n, a.seed, a.skip):
+    other = tuple(int(v) for v in a.other.split("-")) if a.other else None
+    for p in skinny_problems(a.key, a.n, a.seed, a.skip, other):
         tri = [c for c in candidates(p, cost) if not c.is_aten]
         if not tri:
             continue
@@ -111,6 +132,10 @@ def cmd_select(a: argparse.Namespace) -> int:
             tri = keep + rng.sample(rest, a.max_configs - len(keep))
         lists[p] = tri
     note = f"session 58: skinny {a.key} problems, seed {a.seed}, whole space <= {a.max_configs}"
+    if other:
+        note = (
+            f"session 59: skinny {a.key} problems, other side {a.other}, seed {a.seed}, whole space <= {a.max_configs}"
+        )
     write_choice_lists(a.out, lists, note)
     items = list(lists.items())
     for i in range(a.parts if a.parts > 1 else 0):  # one list per GPU: every parts-th problem
@@ -168,6 +193,7 @@ def main() -> int:
     s.add_argument("--max-configs", type=int, default=360)
     s.add_argument("--skip", nargs="*", default=[])
     s.add_argument("--parts", type=int, default=1, help="also write OUT-i.json.gz, every parts-th problem")
+    s.add_argument("--other", help="LO-HI: draw the other output side from this range (session 59)")
     c = sub.add_parser("count")
     c.add_argument("files", nargs="+")
     sp = sub.add_parser("split")
