@@ -176,6 +176,7 @@ EXTRA_ORDER = (
     "train-active2.msgpack",
     "train-active3.msgpack",
     "train-skinny.msgpack",
+    "train-large.msgpack",
 )
 ACTIVE_FILES = sorted(f for f in DATA.glob("*/train-*.msgpack") if f.name in EXTRA_ORDER)
 
@@ -187,8 +188,9 @@ def test_active_training_file(path: Path) -> None:
     ``train-cover.msgpack`` and ``train-cover2.msgpack`` (sessions 45 and 46: the same kind of
     lists on problems where the training set is thin), ``train-active2.msgpack`` (session 49:
     session 44's lists again, ranked by the session-46 H200 file) and ``train-active3.msgpack``
-    (session 50: the same, ranked by the session-49 file) and ``train-skinny.msgpack`` (session 58:
-    problems with one output side at most 16, each with its whole EXHAUSTIVE space) read cleanly, hold their
+    (session 50: the same, ranked by the session-49 file), ``train-skinny.msgpack`` (session 58:
+    problems with one output side at most 16, each with its whole EXHAUSTIVE space) and
+    ``train-large.msgpack`` (session 59: the same with the other output side 16,384-65,536) read cleanly, hold their
     directory's GPU with literal-size kernels, ATen and Triton for every problem, and share no
     shape with the plan's training or validation problems (no validation shape leaks into
     training), nor with a file collected before them (``EXTRA_ORDER``: each is a new set of
