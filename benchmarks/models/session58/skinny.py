@@ -3,7 +3,7 @@ sits on: one side of the output at most 16 (N, or M with A column-major).
 
     python benchmarks/models/session58/skinny.py select NVIDIA-H200 200 OUT.json.gz     (dev machine)
     python benchmarks/models/session58/skinny.py count FILE...                          (dev machine)
-    python benchmarks/models/session58/skinny.py split DATA PREFIX                      (dev machine)
+    python benchmarks/models/session58/skinny.py split DATA PREFIX [--lists L]          (dev machine)
     python3 benchmarks/models/session44/active.py run OUT.json.gz OUT.msgpack --hardware NVIDIA-H200 --budget S   (GPU)
 
 Why (``cv-session58.md``): of the H100's 1,184 training problems, 13 have N <= 16 and 52 have M
@@ -169,13 +169,13 @@ def cmd_count(a: argparse.Namespace) -> int:
 
 
 def cmd_split(a: argparse.Namespace) -> int:
-    """PREFIX-i.msgpack: DATA's problems of part i's list (``select --parts 2``), i = 0, 1."""
+    """PREFIX-i.msgpack: DATA's problems of part i's list (``select --parts 2``, ``--lists``), i = 0, 1."""
     from torch_diode.collect.sweep import read_choice_lists
     from torch_diode.dataset import read_dataset, write_dataset
 
     ds = read_dataset(a.data)
     for i in (0, 1):
-        keep = set(read_choice_lists(ROOT / f"benchmarks/models/session58/lists-NVIDIA-H200-{i}.json.gz"))
+        keep = set(read_choice_lists(ROOT / f"{a.lists}-{i}.json.gz"))
         keep &= ds.collected_problems()
         write_dataset(ds.select_problems(keep), f"{a.prefix}-{i}.msgpack")
         print(f"{a.prefix}-{i}.msgpack: {len(keep)} problems")
@@ -199,6 +199,7 @@ def main() -> int:
     sp = sub.add_parser("split")
     sp.add_argument("data")
     sp.add_argument("prefix")
+    sp.add_argument("--lists", default="benchmarks/models/session58/lists-NVIDIA-H200", help="the lists' prefix")
     a = ap.parse_args()
     return {"select": cmd_select, "count": cmd_count, "split": cmd_split}[a.cmd](a)
 
