@@ -2,6 +2,7 @@
 sits on: one side of the output at most 16 (N, or M with A column-major).
 
     python benchmarks/models/session58/skinny.py select NVIDIA-H200 200 OUT.json.gz     (dev machine)
+    python benchmarks/models/session58/skinny.py select ... --other 16384-65536          (session 59: the other side drawn too)
     python benchmarks/models/session58/skinny.py count FILE...                          (dev machine)
     python benchmarks/models/session58/skinny.py split DATA PREFIX [--lists L]          (dev machine)
     python3 benchmarks/models/session44/active.py run OUT.json.gz OUT.msgpack --hardware NVIDIA-H200 --budget S   (GPU)
@@ -42,7 +43,8 @@ from active import campaign_cost, candidates  # noqa: E402
 SEED = 20261203
 SMALL = [8] * 3 + [16] * 3 + [2, 4, 12, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15]
 LAYOUTS = ("row/row", "row/col", "col/row")  # the plan's
-# vocabularies (Llama 2/3, GPT-2, Mistral, Qwen-ish), hidden and MLP widths of large models
+# session 59's real models' sizes in 16,384-65,536: vocabularies (Llama 2 32000, Mistral 32768, GPT-2
+# 50257) and hidden and MLP widths of large models (16384-57344), and 65536
 REAL_SIDES = [16384, 18432, 20480, 24576, 28672, 32000, 32768, 49152, 50257, 53248, 57344, 65536]
 
 
