@@ -3,15 +3,12 @@ fourth rule).
 
     python benchmarks/models/session59/forest_size.py fit TREES SEED OUT.npz      (one thread)
     python benchmarks/models/session59/forest_size.py score NAME=FILE[:FOREST.npz] ...
-    python benchmarks/models/session59/forest_size.py ship FILE FOREST.npz OUT.safetensors
 
 ``fit``: the trainer's forest (``forest.boost``, the shipped H200 file's options with ``trees`` set,
 seed + 2 as ``ship.py``'s seed-S training fits it) on the rows of ``ship.py``'s H200 job with
 ``train-skinny.msgpack`` and ``train-large.msgpack`` added (the shipped file's training rows).
 ``score``: each file, with its forest replaced by ``FOREST.npz`` where given, on the validation
-set (``session58/score.py``'s figures, skinny problems and the others apart). ``ship``: FILE with
-FOREST.npz as its forest, its held-out metrics measured again (``session48/set_scoring.measure``)
-and ``training.forest`` saying where the forest came from.
+set (``session58/score.py``'s figures, skinny problems and the others apart).
 """
 
 from __future__ import annotations
@@ -73,37 +70,8 @@ def cmd_score(pairs: list[str]) -> None:
     subprocess.run([sys.executable, str(ROOT / "benchmarks/models/session58/score.py"), KEY, *args], check=True)
 
 
-def cmd_ship(path: str, forest: str, out: str) -> None:
-    import hashlib
-
-    sys.path.insert(0, str(ROOT / "benchmarks/models/session48"))
-    from set_scoring import measure
-
-    from torch_diode.dataset import read_dataset
-    from torch_diode.model import load_model, save_model
-
-    model = load_model(path)
-    model.forest = forest_of(Path(forest), model.forest.options)
-    training = dict(model.metadata["training"])
-    sha = hashlib.sha256(Path(forest).read_bytes()).hexdigest()
-    training["forest"] = (
-        f"{model.forest.options.trees} trees fit on the same training rows as the networks "
-        f"(benchmarks/models/session59/forest_size.py fit, {Path(forest).name}, sha256 {sha[:16]}), in place "
-        "of the trainer's forest of forest_trees trees (benchmarks/models/cv-session59.md)"
-    )
-    training["held_out_metrics_are_from"] += (
-        "; re-measured with the forest of `training.forest` (benchmarks/models/session59/forest_size.py)"
-    )
-    metrics = measure(model, read_dataset(ROOT / f"data/{model.hardware}/val.msgpack"))
-    model.update_metadata({"held_out_metrics": metrics, "training": training})
-    o = load_model(save_model(model, out)).metadata["held_out_metrics"]["overall"]
-    print(f"wrote {out}: regret@1 {o['regret@1']['geomean']:.4f} regret@5 {o['regret@5']['geomean']:.4f}")
-
-
 if __name__ == "__main__":
     if sys.argv[1] == "fit":
         cmd_fit(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
-    elif sys.argv[1] == "ship":
-        cmd_ship(*sys.argv[2:5])
     else:
         cmd_score(sys.argv[2:])
