@@ -19,7 +19,7 @@ With ``--key NVIDIA-H200`` the same for the H200: its forests from the H100 file
 (with ``--add FILE...``): the GPU's own 192-tree forest fit on its shipped file's training files
 and those too (for the H200, session 50's ``train-active3`` and session 46's ``train-cover2``,
 which its shipped file does not train on: does its forest gain from more problems, as the H100's
-gained from the H200's forest of twice its problems?).
+gained from the H200's forest of twice its problems?). ``plusN`` (session 59): the same fit with N trees.
 
 Datasets are not mixed: every fit reads the H100's timings only; what crosses is the H200
 forest. Each forest is scored with the shipped H100 file's network, memory and head on the
@@ -114,8 +114,9 @@ def cmd_fit(a: argparse.Namespace) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     key = a.key
-    if ("plus" in a.variants) != bool(a.add) or (a.add and a.variants != ["plus"]):
-        raise SystemExit("fit plus (alone) takes --add FILE...; the other variants take no --add")
+    plus = [v for v in a.variants if v.startswith("plus")]
+    if bool(plus) != bool(a.add) or (a.add and plus != a.variants):
+        raise SystemExit("fit plus / plusN (alone) take --add FILE...; the other variants take no --add")
     job = {"hw": key, "part": "val", "seed": 0, "extras": "output", "add": ADD[key] + (a.add or [])}
     trained_on, _, _ = job_data(job)
     groups = trained_on.by_problem()
@@ -141,8 +142,9 @@ def cmd_fit(a: argparse.Namespace) -> None:
                 options = dataclasses.replace(own.options, trees=int(variant[4:]))
                 grown = RankingForest.fit(x, y, counts, options, seed + 2, start=start)  # init_forest's fit
                 f, th, lv = grown.features, grown.thresholds, grown.leaves
-            elif variant == "plus":  # the trainer's forest on the --add files' problems as well
-                f, th, lv = boost(x, y, counts, own.options, seed + 2)
+            elif variant.startswith("plus"):  # the trainer's forest on the --add files' problems as well
+                options = dataclasses.replace(own.options, trees=int(variant[4:] or own.options.trees))
+                f, th, lv = boost(x, y, counts, options, seed + 2)
             else:
                 raise SystemExit(f"unknown variant {variant!r}")
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +189,7 @@ def main() -> None:
     ap.add_argument("--key", default=KEY, help="the GPU whose forests are fit (from the other's) or scored")
     ap.add_argument("--out", help="fit: write the forests here instead of beside this script")
     ap.add_argument("--threads", type=int, help="fit: torch threads (1 for parallel processes)")
-    ap.add_argument("--add", nargs="+", help="fit plus: more of the GPU's training files for its rows")
+    ap.add_argument("--add", nargs="+", help="fit plus / plusN: more of the GPU's training files for its rows")
     ap.add_argument("--shortlist", type=int, help="score: the forest re-ranks this many (default: the file's, 512)")
     a = ap.parse_args()
     (cmd_fit if a.cmd == "fit" else cmd_score)(a)

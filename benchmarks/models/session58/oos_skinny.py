@@ -25,6 +25,26 @@ from active import model_vs_stock  # noqa: E402
 from skinny import kind  # noqa: E402
 
 
+def grouped(ds, stock: dict, model, cost, keys) -> dict:
+    """Per group (``keys(problem)``: the groups a problem belongs to), the problems' (log top-1 /
+    stock, log top-1 regret) pairs; problems whose top-1 pick has no measured time are left out
+    (a config that failed to compile or run)."""
+    groups: dict = defaultdict(list)
+    for p, med, order, stock_us in model_vs_stock(ds, stock, model, cost):
+        top = order[0]
+        if top not in med:
+            continue
+        r = (math.log(med[top] / stock_us), math.log(med[top] / min(med.values())))
+        for g in keys(p):
+            groups[g].append(r)
+    return groups
+
+
+def by_kind_and_op(p) -> tuple[str, ...]:
+    k = kind(p)
+    return ("all", k, f"{k} {p.op}")
+
+
 def main() -> None:
     from torch_diode.collect.campaign import stock_picks_from_full_space
     from torch_diode.config import config
@@ -36,16 +56,7 @@ def main() -> None:
     cost = config.options().max_compile_cost
     for arg in sys.argv[2:]:
         name, f = arg.split("=", 1)
-        model = load_model(f)
-        groups: dict = defaultdict(list)
-        for p, med, order, stock_us in model_vs_stock(ds, stock, model, cost):
-            top = order[0]
-            if top not in med:  # a config that failed to compile or run
-                continue
-            r = (math.log(med[top] / stock_us), math.log(med[top] / min(med.values())))
-            k = kind(p)
-            for g in ("all", k, f"{k} {p.op}"):
-                groups[g].append(r)
+        groups = grouped(ds, stock, load_model(f), cost, by_kind_and_op)
         for g in sorted(groups, key=lambda g: (g != "all", g)):
             v = np.array(groups[g])
             print(

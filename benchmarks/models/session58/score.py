@@ -1,12 +1,13 @@
 """Session 58: model files on a GPU's validation set, overall and on its skinny problems.
 
-    python benchmarks/models/session58/score.py KEY NAME=FILE [NAME=FILE ...]
+    python benchmarks/models/session58/score.py KEY NAME=FILE[:FOREST.npz] [NAME=FILE[:FOREST.npz] ...]
 
 Per file: ``call_study.val_figures`` (top-1 / stock, regret@1, regret@5 and its p95, as
 ``diode validate-max-autotune`` ranks), then top-1 / stock and regret@1 on the validation
 problems with one output side at most 16 (N <= 16, or M <= 16 with A column-major:
 ``skinny.py``'s kinds) and on the others, and the problems whose top-1 / stock moved by more than
-2% against the first file (the first file is the reference).
+2% against the first file (the first file is the reference). ``FILE:FOREST.npz``: the file with
+that ranking forest (``session57/forest_xfer.py fit``'s tables) in place of its own (session 59).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[3]
-for _d in ("session31", "session44", "session50", "session51", "session58"):
+for _d in ("session31", "session44", "session50", "session51", "session57", "session58"):
     sys.path.insert(0, str(ROOT / "benchmarks/models" / _d))
 from call_study import val_figures  # noqa: E402
+from forest_xfer import forest_of  # noqa: E402
 from retime import evals  # noqa: E402
 from skinny import kind  # noqa: E402
 
@@ -34,8 +36,11 @@ def main() -> None:
 
     key, pairs = sys.argv[1], [a.split("=", 1) for a in sys.argv[2:]]
     ref = None
-    for name, f in pairs:
+    for name, spec in pairs:
+        f, _, forest = spec.partition(":")
         model = load_model(f)
+        if forest:
+            model.forest = forest_of(Path(forest), model.forest.options)
         ev, _ = evals(key, model)
         print(f"{key} {name}: {val_figures(model, key, ev=ev)}")
         t1 = {e.problem: math.log(e.measured_us[e.ranked()[0]] / e.stock_us) for e in ev if e.stock_us}

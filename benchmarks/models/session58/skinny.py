@@ -57,6 +57,11 @@ def kind(p) -> str | None:
     return None
 
 
+def long_side(p) -> int:
+    """The other output side of a skinny problem (:func:`kind`): the longer of M and N."""
+    return max(p.m, p.n)
+
+
 def skinny_problems(key: str, n: int, seed: int, skip: list[str], other: tuple[int, int] | None = None) -> list:
     """``n`` new problems (module docstring), in draw order. With ``other`` (session 59), the other
     output side is drawn too (:func:`other_side`) and no operand may exceed 2**28 elements."""
@@ -157,7 +162,7 @@ def cmd_count(a: argparse.Namespace) -> int:
     for f in a.files:
         problems = read_dataset(f).measured_problems()
         kinds = Counter(kind(p) for p in problems)
-        big = sorted(max(p.m, p.n) for p in problems if kind(p))  # the other output side
+        big = sorted(long_side(p) for p in problems if kind(p))
         print(
             f"{f}: {kinds.total()} problems, N <= 16: {kinds['N<=16']}, "
             f"M <= 16 with A column-major: {kinds['M<=16,A col']}"

@@ -10,7 +10,6 @@ validation set's skinny problems at ~1.1 would say the model can represent them 
 
 from __future__ import annotations
 
-import collections
 import math
 import sys
 from pathlib import Path
@@ -18,18 +17,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[3]
-for _d in ("session44", "session58"):
-    sys.path.insert(0, str(ROOT / "benchmarks/models" / _d))
-from active import model_vs_stock  # noqa: E402
-from skinny import kind  # noqa: E402
+sys.path.insert(0, str(ROOT / "benchmarks/models/session58"))
+from oos_skinny import grouped  # noqa: E402
+from skinny import kind, long_side  # noqa: E402
 
 
-def group(p) -> str:
-    k = kind(p)
-    if k is None:
-        return "others"
-    other = p.m if p.n <= 16 else p.n
-    return f"skinny, other side {'>=' if other >= 16384 else '<'} 16384"
+def group(p) -> tuple[str]:
+    if kind(p) is None:
+        return ("others",)
+    return (f"skinny, other side {'>=' if long_side(p) >= 16384 else '<'} 16384",)
 
 
 def main() -> None:
@@ -43,12 +39,9 @@ def main() -> None:
     for f in sys.argv[2:]:
         ds = read_dataset(f)
         stock, _ = stock_picks_from_full_space(ds)
-        logs = collections.defaultdict(list)
-        for p, med, order, stock_us in model_vs_stock(ds, stock, model, cost):
-            if order[0] in med:
-                logs[group(p)].append(math.log(med[order[0]] / stock_us))
-        for g in sorted(logs):
-            v = np.array(logs[g])
+        groups = grouped(ds, stock, model, cost, group)
+        for g in sorted(groups):
+            v = np.array(groups[g])[:, 0]
             print(
                 f"{f} {g}: {len(v)} problems, top-1 / stock {math.exp(v.mean()):.4f}, sum of logs {v.sum():+.3f}, no slower on {(v <= 0).sum()}"
             )
