@@ -20,6 +20,9 @@ With ``--key NVIDIA-H200`` the same for the H200: its forests from the H100 file
 and those too (for the H200, session 50's ``train-active3`` and session 46's ``train-cover2``,
 which its shipped file does not train on: does its forest gain from more problems, as the H100's
 gained from the H200's forest of twice its problems?). ``plusN`` (session 59): the same fit with N trees.
+``fromN`` (session 60, with ``--start FILE`` and optionally ``--add``): the forest of the model file
+FILE (``{seed}`` in it: the seed's file) as it is, then N more trees boosted from its scores on
+the rows of the shipped recipe's files and ``--add``'s.
 
 Datasets are not mixed: every fit reads the H100's timings only; what crosses is the H200
 forest. Each forest is scored with the shipped H100 file's network, memory and head on the
@@ -115,7 +118,10 @@ def cmd_fit(a: argparse.Namespace) -> None:
         torch.set_num_threads(a.threads)
     key = a.key
     plus = [v for v in a.variants if v.startswith("plus")]
-    if bool(plus) != bool(a.add) or (a.add and plus != a.variants):
+    start = [v for v in a.variants if v.startswith("from")]
+    if start and (start != a.variants or not a.start):
+        raise SystemExit("fit fromN (alone) takes --start FILE (and --add FILE... for more rows)")
+    if not start and (bool(plus) != bool(a.add) or (a.add and plus != a.variants)):
         raise SystemExit("fit plus / plusN (alone) take --add FILE...; the other variants take no --add")
     job = {"hw": key, "part": "val", "seed": 0, "extras": "output", "add": ADD[key] + (a.add or [])}
     trained_on, _, _ = job_data(job)
@@ -141,6 +147,11 @@ def cmd_fit(a: argparse.Namespace) -> None:
                 start = other if variant.startswith("xfer") else forest_of(out_path("base", seed, key), own.options)
                 options = dataclasses.replace(own.options, trees=int(variant[4:]))
                 grown = RankingForest.fit(x, y, counts, options, seed + 2, start=start)  # init_forest's fit
+                f, th, lv = grown.features, grown.thresholds, grown.leaves
+            elif variant.startswith("from"):  # another file's forest continued on these rows
+                begin = load_model(a.start.format(seed=seed)).forest
+                options = dataclasses.replace(own.options, trees=int(variant[4:]))
+                grown = RankingForest.fit(x, y, counts, options, seed + 2, start=begin)
                 f, th, lv = grown.features, grown.thresholds, grown.leaves
             elif variant.startswith("plus"):  # the trainer's forest on the --add files' problems as well
                 options = dataclasses.replace(own.options, trees=int(variant[4:] or own.options.trees))
@@ -189,7 +200,8 @@ def main() -> None:
     ap.add_argument("--key", default=KEY, help="the GPU whose forests are fit (from the other's) or scored")
     ap.add_argument("--out", help="fit: write the forests here instead of beside this script")
     ap.add_argument("--threads", type=int, help="fit: torch threads (1 for parallel processes)")
-    ap.add_argument("--add", nargs="+", help="fit plus / plusN: more of the GPU's training files for its rows")
+    ap.add_argument("--add", nargs="+", help="fit plus / plusN / fromN: more of the GPU's training files for its rows")
+    ap.add_argument("--start", help="fit fromN: the model file whose forest is continued ({seed}: the seed's)")
     ap.add_argument("--shortlist", type=int, help="score: the forest re-ranks this many (default: the file's, 512)")
     a = ap.parse_args()
     (cmd_fit if a.cmd == "fit" else cmd_score)(a)
