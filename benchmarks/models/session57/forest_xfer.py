@@ -118,10 +118,10 @@ def cmd_fit(a: argparse.Namespace) -> None:
         torch.set_num_threads(a.threads)
     key = a.key
     plus = [v for v in a.variants if v.startswith("plus")]
-    start = [v for v in a.variants if v.startswith("from")]
-    if start and (start != a.variants or not a.start):
+    cont = [v for v in a.variants if v.startswith("from")]
+    if cont and (cont != a.variants or not a.start):
         raise SystemExit("fit fromN (alone) takes --start FILE (and --add FILE... for more rows)")
-    if not start and (bool(plus) != bool(a.add) or (a.add and plus != a.variants)):
+    if not cont and (bool(plus) != bool(a.add) or (a.add and plus != a.variants)):
         raise SystemExit("fit plus / plusN (alone) take --add FILE...; the other variants take no --add")
     job = {"hw": key, "part": "val", "seed": 0, "extras": "output", "add": ADD[key] + (a.add or [])}
     trained_on, _, _ = job_data(job)
@@ -143,13 +143,13 @@ def cmd_fit(a: argparse.Namespace) -> None:
             if variant == "refit":
                 f, th = other.features, other.thresholds
                 lv = refit(x, y, counts, f, th, own.options, seed + 2)
-            elif variant.startswith(("xfer", "self")):  # self: the control, the seed's own forest continued
-                start = other if variant.startswith("xfer") else forest_of(out_path("base", seed, key), own.options)
-                options = dataclasses.replace(own.options, trees=int(variant[4:]))
-                grown = RankingForest.fit(x, y, counts, options, seed + 2, start=start)  # init_forest's fit
-                f, th, lv = grown.features, grown.thresholds, grown.leaves
-            elif variant.startswith("from"):  # another file's forest continued on these rows
-                begin = load_model(a.start.format(seed=seed)).forest
+            elif variant.startswith(("xfer", "self", "from")):  # a forest continued: init_forest's fit
+                if variant.startswith("xfer"):
+                    begin = other
+                elif variant.startswith("self"):  # the control: the seed's own forest
+                    begin = forest_of(out_path("base", seed, key), own.options)
+                else:  # from: --start's forest
+                    begin = load_model(a.start.format(seed=seed)).forest
                 options = dataclasses.replace(own.options, trees=int(variant[4:]))
                 grown = RankingForest.fit(x, y, counts, options, seed + 2, start=begin)
                 f, th, lv = grown.features, grown.thresholds, grown.leaves
