@@ -69,15 +69,17 @@ def out_path(variant: str, seed: int, key: str = KEY) -> Path:
     return HERE / "forests" / f"forest-{key}-{variant}-s{seed}.npz"
 
 
-def forest_of(path: Path, options):
-    """The forest saved at ``path`` (``np.savez`` of its tables) with ``options``, its size set."""
+def forest_of(path: Path, options, trees: int | None = None):
+    """The forest saved at ``path`` (``np.savez`` of its tables) with ``options``, its size set;
+    with ``trees``, its first ``trees`` trees (a shorter fit of the same boosting, session 60)."""
     import dataclasses
 
     from torch_diode.forest import RankingForest
 
     z = np.load(path)
-    opts = dataclasses.replace(options, trees=len(z["features"]))
-    return RankingForest(z["features"], z["thresholds"], z["leaves"], opts)
+    t = len(z["features"]) if trees is None else trees
+    opts = dataclasses.replace(options, trees=t)
+    return RankingForest(z["features"][:t], z["thresholds"][:t], z["leaves"][:t], opts)
 
 
 def refit(x, y, counts, feats, thrs, options, seed: int) -> np.ndarray:

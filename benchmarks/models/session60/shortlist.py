@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[3]
 for _d in ("session31", "session44", "session50", "session51", "session57"):
     sys.path.insert(0, str(ROOT / "benchmarks/models" / _d))
 from call_study import val_figures  # noqa: E402
+from forest_xfer import forest_of  # noqa: E402
 
 
 def main() -> None:
-    from torch_diode.forest import RankingForest
     from torch_diode.model import load_model
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -38,11 +38,10 @@ def main() -> None:
     for seed, net in enumerate(a.nets):
         model = load_model(net)
         for pattern in a.forests:
-            z = np.load(pattern.format(seed=seed))
-            for t in a.trees or [len(z["features"])]:
+            path = Path(pattern.format(seed=seed))
+            for t in a.trees or [len(np.load(path)["features"])]:
                 for shortlist in a.shortlists:
-                    options = dataclasses.replace(model.forest.options, trees=t, shortlist=shortlist)
-                    model.forest = RankingForest(z["features"][:t], z["thresholds"][:t], z["leaves"][:t], options)
+                    model.forest = forest_of(path, dataclasses.replace(model.forest.options, shortlist=shortlist), t)
                     print(
                         f"seed {seed} {Path(pattern).stem.replace('-s{seed}', '')} first {t} trees, shortlist "
                         f"{shortlist} (cost {t * shortlist / 1000:.0f}k): {val_figures(model, 'NVIDIA-H200')}",
