@@ -5,6 +5,7 @@ sits on: one side of the output at most 16 (N, or M with A column-major).
     python benchmarks/models/session58/skinny.py select ... --other 16384-65536          (session 59: the other side drawn too)
     python benchmarks/models/session58/skinny.py count FILE...                          (dev machine)
     python benchmarks/models/session58/skinny.py split DATA PREFIX [--lists L]          (dev machine)
+    python benchmarks/models/session58/skinny.py rest DATA OUT --lists L                (session 61: the lists' problems DATA lacks)
     python3 benchmarks/models/session44/active.py run OUT.json.gz OUT.msgpack --hardware NVIDIA-H200 --budget S   (GPU)
 
 Why (``cv-session58.md``): of the H100's 1,184 training problems, 13 have N <= 16 and 52 have M
@@ -189,6 +190,21 @@ def cmd_split(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rest(a: argparse.Namespace) -> int:
+    """OUT-i.json.gz: part i's list (``--lists``, i = 0, 1) less the problems DATA has collected, so
+    that a later collection into a new file measures only the rest (session 61)."""
+    from torch_diode.collect.sweep import read_choice_lists, write_choice_lists
+    from torch_diode.dataset import read_dataset
+
+    have = read_dataset(a.data).collected_problems()
+    for i in (0, 1):
+        lists = read_choice_lists(ROOT / f"{a.lists}-{i}.json.gz")
+        rest = {p: cs for p, cs in lists.items() if p not in have}
+        write_choice_lists(f"{a.out}-{i}.json.gz", rest, f"{a.lists}-{i} less the problems of {a.data}")
+        print(f"{a.out}-{i}.json.gz: {len(rest)} of {len(lists)} problems, {sum(map(len, rest.values()))} Triton configs")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -207,8 +223,12 @@ def main() -> int:
     sp.add_argument("data")
     sp.add_argument("prefix")
     sp.add_argument("--lists", default="benchmarks/models/session58/lists-NVIDIA-H200", help="the lists' prefix")
+    r = sub.add_parser("rest")
+    r.add_argument("data")
+    r.add_argument("out", help="the new lists' prefix")
+    r.add_argument("--lists", required=True, help="the lists' prefix")
     a = ap.parse_args()
-    return {"select": cmd_select, "count": cmd_count, "split": cmd_split}[a.cmd](a)
+    return {"select": cmd_select, "count": cmd_count, "split": cmd_split, "rest": cmd_rest}[a.cmd](a)
 
 
 if __name__ == "__main__":
