@@ -177,6 +177,7 @@ EXTRA_ORDER = (
     "train-active3.msgpack",
     "train-skinny.msgpack",
     "train-large.msgpack",
+    "train-large2.msgpack",
 )
 ACTIVE_FILES = sorted(f for f in DATA.glob("*/train-*.msgpack") if f.name in EXTRA_ORDER)
 
@@ -190,7 +191,8 @@ def test_active_training_file(path: Path) -> None:
     session 44's lists again, ranked by the session-46 H200 file) and ``train-active3.msgpack``
     (session 50: the same, ranked by the session-49 file), ``train-skinny.msgpack`` (session 58:
     problems with one output side at most 16, each with its whole EXHAUSTIVE space) and
-    ``train-large.msgpack`` (session 59: the same with the other output side 16,384-65,536) read cleanly, hold their
+    ``train-large.msgpack`` (session 59: the same with the other output side 16,384-65,536) and
+    ``train-large2.msgpack`` (session 61: the rest of session 59's list) read cleanly, hold their
     directory's GPU with literal-size kernels, ATen and Triton for every problem, and share no
     shape with the plan's training or validation problems (no validation shape leaks into
     training), nor with a file collected before them (``EXTRA_ORDER``: each is a new set of

@@ -12,12 +12,14 @@ came from. Why: ``benchmarks/models/cv-session58.md`` (rules in ``session58/PLAN
 
 ``--forest-from F.npz`` (session 60): the forest ``session57/forest_xfer.py fit`` saved there
 (e.g. ``fromN``: another file's forest continued on ``--net``'s training rows), with ``--about``
-saying how it was fit (recorded in ``training.forest``).
+saying how it was fit (recorded in ``training.forest``). ``--shortlist N`` (session 61): the forest
+re-ranks the network's best N candidates instead of the forest options' shortlist.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 from pathlib import Path
@@ -38,6 +40,7 @@ def main() -> None:
         help="a file of the same GPU and seed trained without it, or a forest_xfer.py forest (.npz)",
     )
     ap.add_argument("--about", help="with an .npz forest: how it was fit (for training.forest)")
+    ap.add_argument("--shortlist", type=int, help="the forest's shortlist (default: its options')")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -61,6 +64,14 @@ def main() -> None:
             f"{other.metadata['training_data_hash'][:16]}): fit on the training files without train-skinny.msgpack; "
             "the networks, neighbour memory and ATen head were trained with it (benchmarks/models/cv-session58.md)"
         )
+    if a.shortlist is not None:
+        model.forest = type(model.forest)(
+            model.forest.features,
+            model.forest.thresholds,
+            model.forest.leaves,
+            dataclasses.replace(model.forest.options, shortlist=a.shortlist),
+        )
+        about += f"; re-ranking the network's best {a.shortlist} candidates"
     metrics = measure(model, read_dataset(ROOT / f"data/{model.hardware}/val.msgpack"))
     training = dict(model.metadata["training"])
     training["forest"] = about
