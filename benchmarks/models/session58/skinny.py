@@ -201,7 +201,9 @@ def cmd_rest(a: argparse.Namespace) -> int:
         lists = read_choice_lists(ROOT / f"{a.lists}-{i}.json.gz")
         rest = {p: cs for p, cs in lists.items() if p not in have}
         write_choice_lists(f"{a.out}-{i}.json.gz", rest, f"{a.lists}-{i} less the problems of {a.data}")
-        print(f"{a.out}-{i}.json.gz: {len(rest)} of {len(lists)} problems, {sum(map(len, rest.values()))} Triton configs")
+        print(
+            f"{a.out}-{i}.json.gz: {len(rest)} of {len(lists)} problems, {sum(map(len, rest.values()))} Triton configs"
+        )
     return 0
 
 
