@@ -72,6 +72,9 @@ def trained(ds):
         ({"init_from": ""}, "init_from"),
         ({"init_forest": True}, "give init_from too"),
         ({"init_from": "m.safetensors", "init_forest": True, "forest_trees": 0}, "forest_trees >= 1"),
+        ({"init_forest_from": ""}, "init_forest_from: must be"),
+        ({"init_forest_from": "m.safetensors", "init_from": "m.safetensors", "init_forest": True}, "give one"),
+        ({"init_forest_from": "m.safetensors", "forest_trees": 0}, "init_forest_from: needs forest_trees >= 1"),
     ],
     ids=lambda v: str(v) if isinstance(v, str) else next(iter(v)),
 )
@@ -257,6 +260,42 @@ def test_init_forest_continues_the_files_forest(ds, tmp_path: Path) -> None:
         train(ds, dataclasses.replace(tune, init_forest=True, forest_depth=6))
 
 
+def test_init_forest_from_continues_a_files_forest_whatever_the_networks_start_from(ds, tmp_path: Path) -> None:
+    """``init_forest_from``: the forest continues the file's as ``init_forest`` does (the same rows,
+    seed and start: the same forest bit for bit), while the networks train from a fresh start (as
+    without it, bit for bit); the file is recorded. Refused as ``init_forest`` is, naming its flag."""
+    import torch
+
+    opts = TrainOptions(seed=3, hidden=16, **FAST | {"num_epochs": 1, "forest_trees": 6, "forest_depth": 4})
+    src, _ = train(ds, opts)
+    src.hardware = "NVIDIA-H200"  # a forest of another GPU's timings may be the start
+    path = save_model(src, tmp_path / "src.safetensors")
+    tune = dataclasses.replace(opts, seed=4, init_from=str(path), learning_rate=1e-6, forest_trees=4)
+    tuned, _ = train(ds, dataclasses.replace(tune, init_forest=True))
+    plain = dataclasses.replace(tune, init_from=None)
+    via, _ = train(ds, dataclasses.replace(plain, init_forest_from=str(path)))
+    fresh, _ = train(ds, plain)
+    for name in ("features", "thresholds", "leaves"):
+        assert np.array_equal(getattr(via.forest, name), getattr(tuned.forest, name))
+    assert via.forest.options.trees == 10 and fresh.forest.options.trees == 4
+    a, b = via.net.state_dict(), fresh.net.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    training = load_model(save_model(via, tmp_path / "via.safetensors")).metadata["training"]
+    assert "init_from" not in training and training["options"]["init_forest_from"] == str(path)
+    assert training["init_forest_from"] == {
+        "file": str(path),
+        "sha256": load_model(path).model_hash,
+        "hardware": "NVIDIA-H200",
+        "training_data_hash": dataset_hash(ds),
+        "trees": 6,
+    }
+    bare = save_model(train(ds, dataclasses.replace(opts, forest_trees=0))[0], tmp_path / "bare.safetensors")
+    with pytest.raises(ValueError, match="has no ranking forest to start from; train without --init-forest-from"):
+        train(ds, dataclasses.replace(plain, init_forest_from=str(bare)))
+    with pytest.raises(ValueError, match="forest trees are 4 deep, this training's 6: train with --forest-depth 4"):
+        train(ds, dataclasses.replace(plain, init_forest_from=str(path), forest_depth=6))
+
+
 def test_init_from_takes_a_registered_models_name(ds) -> None:
     """A shipped model's name resolves to its verified file (the registry's ``resolve``): the
     H200 file, on this H100 slice, in the file's own architecture."""
@@ -341,6 +380,18 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     assert load_model(grown).forest.options.trees == load_model(model).forest.options.trees + 3
     r = run_diode("train", *base_args, "--model", str(tmp_path / "nf.safetensors"), "--init-forest", env=ENV)
     assert r.returncode != 0 and "give init_from too" in r.stderr
+    regrown = tmp_path / "regrown.safetensors"
+    run_diode(
+        "train", *base_args, "--model", str(regrown), "--ensemble-size", "2", "--screen-hidden", "8",
+        "--init-forest-from", str(model), "--forest-trees", "3", check=True, env=ENV,
+    )  # fmt: skip
+    assert load_model(regrown).forest.options.trees == load_model(model).forest.options.trees + 3
+    assert load_model(regrown).metadata["training"]["init_forest_from"]["sha256"] == load_model(model).model_hash
+    r = run_diode(
+        "train", *base_args, "--model", str(tmp_path / "nf2.safetensors"), "--init-from", str(model),
+        "--init-forest", "--init-forest-from", str(model), env=ENV,
+    )  # fmt: skip
+    assert r.returncode != 0 and "give one" in r.stderr
     r = run_diode("train", *base_args, "--model", str(tmp_path / "no.safetensors"), "--init-from", str(model), env=ENV)
     assert r.returncode != 0 and "--ensemble-size 2 to start from it" in r.stderr
     assert not (tmp_path / "no.safetensors").exists()

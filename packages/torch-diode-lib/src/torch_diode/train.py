@@ -159,6 +159,15 @@ class TrainOptions:
             pick 0.85 points faster on the H100's validation set (five seeds, all better); the
             H200's started from the H100 file's is 1.0 point slower (the H100's forest is fit on
             half the problems). The file needs a forest of ``forest_depth``.
+        init_forest_from: a model file, or a registered model's name, whose ranking forest this
+            training's continues as ``init_forest`` continues ``init_from``'s (its trees kept,
+            ``forest_trees`` more boosted on this training's rows from its scores), whatever the
+            networks start from: a fresh initialisation, or ``init_from``'s. The shipped H200 file
+            is made so in one training: its networks trained from scratch, its forest session 54's
+            file's continued by 288 trees (``benchmarks/models/cv-session60.md``). Recorded in
+            ``training.init_forest_from`` (the path or name given, sha256, hardware key,
+            training-data hash, its trees). Not with ``init_forest``; the file needs a forest of
+            ``forest_depth``.
         early_stopping: keep the best validation epoch and stop after ``patience`` epochs
             without improvement; False trains ``num_epochs`` and keeps the last epoch (the
             validation problems then only measure).
@@ -202,6 +211,7 @@ class TrainOptions:
     screen_hidden: int | None = None
     init_from: str | None = None
     init_forest: bool = False
+    init_forest_from: str | None = None
     early_stopping: bool = False
     ema_decay: float = 0.98
     device: str = "auto"
@@ -245,6 +255,19 @@ class TrainOptions:
             raise ValueError("init_forest: starts the forest from init_from's model file; give init_from too")
         if self.init_forest and self.forest_trees == 0:
             raise ValueError("init_forest: needs forest_trees >= 1 (the trees boosted after the file's)")
+        if self.init_forest_from is not None:
+            if not isinstance(self.init_forest_from, str) or not self.init_forest_from:
+                raise ValueError(
+                    "init_forest_from: must be a model file's path or a registered model's name (a non-empty str) "
+                    f"or None, got {self.init_forest_from!r}"
+                )
+            if self.init_forest:
+                raise ValueError(
+                    "init_forest_from and init_forest both say where the ranking forest starts: give one "
+                    "(init_forest: init_from's forest)"
+                )
+            if self.forest_trees == 0:
+                raise ValueError("init_forest_from: needs forest_trees >= 1 (the trees boosted after the file's)")
         if not isinstance(self.early_stopping, bool):
             raise TypeError(f"early_stopping: must be a bool, got {self.early_stopping!r}")
         if not isinstance(self.ema_decay, (int, float)) or not 0 <= self.ema_decay < 1:
@@ -689,6 +712,7 @@ def _train(
     if not groups:
         raise ValueError("dataset: no timing records to train on")
     start = _start_of(opts)
+    forest_start = _forest_start_of(opts)  # read before training, so that a bad file fails at once
     problems, train_ids, val_ids, rows_tr, rows_va, gpu = _split_rows(dataset, groups, opts)
     norm = start.normalization if start is not None else Normalization.fit(rows_tr.x, rows_tr.y)
     arch = opts.architecture()
@@ -717,7 +741,12 @@ def _train(
         t_forest = time.perf_counter()
         log.info("fitting a ranking forest of %d trees on %d rows", fopts.trees, len(rows_tr.y))
         model.forest = RankingForest.fit(
-            rows_tr.x, rows_tr.y, rows_tr.counts, fopts, opts.seed + 2, start=start.forest if start else None
+            rows_tr.x,
+            rows_tr.y,
+            rows_tr.counts,
+            fopts,
+            opts.seed + 2,
+            start=forest_start[0] if forest_start is not None else start.forest if start is not None else None,
         )
         log.info("ranking forest fit in %.1f s", time.perf_counter() - t_forest)
     hopts = opts.aten_head_options()
@@ -765,6 +794,7 @@ def _train(
             "train_rows": len(rows_tr.y),
             "best_epoch": best_epoch,
             **({"init_from": start.record} if start is not None else {}),
+            **({"init_forest_from": forest_start[1]} if forest_start is not None else {}),
             "threads": torch.get_num_threads(),
             "device": str(device),
             "epochs_run": epoch,
@@ -840,18 +870,7 @@ def _start_of(opts: TrainOptions) -> _Start | None:
                 f"training's {opts.screen_hidden}: train with --screen-hidden {src.screen.arch.hidden} to start from it"
             )
         screen = src.screen
-    forest = None
-    if opts.init_forest:
-        if src.forest is None:
-            raise ValueError(
-                f"init_forest: {opts.init_from} has no ranking forest to start from; train without --init-forest"
-            )
-        if src.forest.options.depth != opts.forest_depth:
-            raise ValueError(
-                f"init_forest: {opts.init_from}'s forest trees are {src.forest.options.depth} deep, this "
-                f"training's {opts.forest_depth}: train with --forest-depth {src.forest.options.depth} to start from it"
-            )
-        forest = src.forest
+    forest = _forest_to_continue(src, opts.init_from, opts, "init_forest") if opts.init_forest else None
     networks = ["ensemble", *(["screen"] if screen is not None else [])]
     record = {
         "file": str(opts.init_from),
@@ -870,6 +889,46 @@ def _start_of(opts: TrainOptions) -> _Start | None:
         f", and its forest's {forest.options.trees} trees" if forest is not None else "",
     )
     return _Start(net=src.net, screen=screen, normalization=src.normalization, record=record, forest=forest)
+
+
+def _forest_to_continue(src: DiodeModel, name: str, opts: TrainOptions, option: str) -> RankingForest:
+    """``src``'s ranking forest (the model ``name``, given to ``option``), checked to be there and
+    of ``opts.forest_depth``; ``ValueError`` names the option's flag otherwise."""
+    flag = "--" + option.replace("_", "-")
+    if src.forest is None:
+        raise ValueError(f"{option}: {name} has no ranking forest to start from; train without {flag}")
+    if src.forest.options.depth != opts.forest_depth:
+        raise ValueError(
+            f"{option}: {name}'s forest trees are {src.forest.options.depth} deep, this "
+            f"training's {opts.forest_depth}: train with --forest-depth {src.forest.options.depth} to start from it"
+        )
+    return src.forest
+
+
+def _forest_start_of(opts: TrainOptions) -> tuple[RankingForest, dict[str, Any]] | None:
+    """``opts.init_forest_from``'s ranking forest and the new model's ``training.init_forest_from``
+    record (None without it). Raises as :func:`_start_of` does for the file or name."""
+    if opts.init_forest_from is None:
+        return None
+    from torch_diode.registry import resolve
+
+    src = load_model(resolve(opts.init_forest_from))
+    forest = _forest_to_continue(src, opts.init_forest_from, opts, "init_forest_from")
+    record = {
+        "file": str(opts.init_forest_from),
+        "sha256": src.model_hash,
+        "hardware": src.hardware,
+        "training_data_hash": src.metadata.get("training_data_hash"),
+        "trees": forest.options.trees,
+    }
+    log.info(
+        "the ranking forest starts from %s's (%s, sha256 %s): its %d trees",
+        opts.init_forest_from,
+        src.hardware,
+        src.model_hash[:16],
+        forest.options.trees,
+    )
+    return forest, record
 
 
 @dataclass

@@ -161,6 +161,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "benchmarks/models/cv-session57.md)",
     )
     t.add_argument(
+        "--init-forest-from",
+        metavar="M",
+        help="start the ranking forest from model M's (a model file or a registered model's name): its trees "
+        "kept, --forest-trees more boosted on this data from its scores, whatever the networks start from (the "
+        "shipped H200 model: networks from scratch, session 54's forest continued by 288 trees; "
+        "benchmarks/models/cv-session60.md). Not with --init-forest",
+    )
+    t.add_argument(
         "--early-stopping",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -337,6 +345,7 @@ def _train(args: argparse.Namespace) -> int:
             screen_hidden=args.screen_hidden,
             init_from=args.init_from,
             init_forest=args.init_forest,
+            init_forest_from=args.init_forest_from,
             early_stopping=args.early_stopping,
             ema_decay=args.ema_decay,
             device=args.device,
