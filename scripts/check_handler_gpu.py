@@ -278,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", help="comma-separated correctness ops (default: all)")
     ap.add_argument("--top-k", type=int, default=None, help="top_k_configs (default: the handler's)")
     ap.add_argument("--performance-threshold", type=float, default=None)
+    ap.add_argument(
+        "--aten-alone-when-best", action="store_true", help="the handler's aten_alone_when_best (default: off)"
+    )
     ap.add_argument("--graph-iters", type=int, default=20, help="calls captured in one CUDA graph")
     ap.add_argument("--reps", type=int, default=20, help="timed graph replays (median)")
     ap.add_argument("--output", type=Path, help="write the results as JSON")
@@ -308,7 +311,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--model is required (a model file or a registered model name)")
     options = {
         k: v
-        for k, v in (("top_k_configs", args.top_k), ("performance_threshold", args.performance_threshold))
+        for k, v in (
+            ("top_k_configs", args.top_k),
+            ("performance_threshold", args.performance_threshold),
+            ("aten_alone_when_best", args.aten_alone_when_best or None),
+        )
         if v is not None
     }
     from torch_diode.inductor import install_diode_choices

@@ -188,6 +188,50 @@ def test_select_rule_on_known_predictions() -> None:
     assert (s.triton, s.confident) == ([0, 1, 2], False)
 
 
+def test_aten_alone_when_best() -> None:
+    """``aten_alone_when_best``: ATen predicted best and confident -> that ATen choice alone, even
+    with Triton configs within the threshold (which are kept without the option) and with a
+    second ATen variant; not where ATen is not the best, nor where the best is uncertain."""
+    opts = DiodeOptions(model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9)
+    alone = opts.replace(aten_alone_when_best=True)
+    t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
+    zero = np.zeros(4)
+    aten = np.log([10.3, 9.8])  # bias_addmm best, both Triton configs 0 and 1 within 10% of it
+    assert select(t, zero, aten, np.zeros(2), opts, keep_one_triton=False).triton == [0, 1]
+    s = select(t, zero, aten, np.zeros(2), alone, keep_one_triton=False)
+    assert (s.triton, s.aten, s.confident) == ([], [1], True)
+    # ATen second: the option changes nothing
+    later = np.log([10.2])
+    assert select(t, zero, later, np.zeros(1), alone, keep_one_triton=False) == select(
+        t, zero, later, np.zeros(1), opts, keep_one_triton=False
+    )
+    # ATen best but unsure (std 0.5 -> confidence 0.61 < 0.9): the usual widened selection
+    unsure = np.array([0.5, 0.5])
+    s = select(t, zero, aten, unsure, alone, keep_one_triton=False)
+    assert s == select(t, zero, aten, unsure, opts, keep_one_triton=False) and not s.confident
+    assert len(s.triton) >= 2
+    with pytest.raises(TypeError, match="aten_alone_when_best: must be a bool"):
+        DiodeOptions(model="m", aten_alone_when_best="yes")
+
+
+def test_aten_alone_when_best_through_the_hook() -> None:
+    """Through the real hook, with the shipped H200 model: mm fp16 1000x1000x1000 (the speed
+    check's ``odd_mm``, where the model ranks ATen first) keeps ATen and Triton configs by default,
+    and with ``aten_alone_when_best`` ATen's mm alone (a single choice: Inductor benchmarks nothing)."""
+    from torch_diode.registry import resolve
+
+    path = str(resolve("NVIDIA-H200-matmul"))
+    outs = {}
+    for alone in (False, True):
+        handler = DiodeInductorChoices(DiodeOptions(model=path, aten_alone_when_best=alone))
+        with inductor_graph():
+            outs[alone] = [x.template.uid for x in call_hook(handler, kernel_inputs("mm", 1000, 1000, 1000), "mm")]
+        assert handler.get_stats()["fallbacks_total"] == 0
+    assert "aten::mm" in outs[False] and "triton::mm" in outs[False]
+    assert outs[True] == ["aten::mm"]
+    assert handler.get_stats()["single_choice"] == 1
+
+
 def test_select_triton_pick_equals_the_per_element_rule() -> None:
     """The vectorised Triton pick in select() keeps exactly what the per-element rule keeps
     (``float(t[i]) - best <= margin + 1e-9`` in argsort order, first k), float32 or float64,

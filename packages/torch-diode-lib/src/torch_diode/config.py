@@ -20,6 +20,7 @@ config field                            environment variable         ``DiodeOpti
 ``max_compile_cost`` (``none`` = off)   ``TORCH_DIODE_MAX_COMPILE_COST``       ``max_compile_cost``
 ``diversity`` (0 = plain order)         ``TORCH_DIODE_DIVERSITY``    ``diversity``
 ``cliff_guard`` (0 = off)               ``TORCH_DIODE_CLIFF_GUARD``  ``cliff_guard``
+``aten_alone_when_best``                ``TORCH_DIODE_ATEN_ALONE_WHEN_BEST``   ``aten_alone_when_best``
 ``disable`` (kill switch, per call)     ``TORCH_DIODE_DISABLE``      (checked by the handler)
 ======================================  ==========================  ===========================
 """
@@ -74,6 +75,13 @@ class DiodeOptions:
         cliff_guard: in that order, a one-warp Triton config's predicted log time counts this much
             more when an operand's rows are not 16-byte aligned (>= 0; 0: off): its scalar loads
             make such configs the model's worst misses (``torch_diode.ranking``).
+        aten_alone_when_best: when the best prediction is an ATen choice and its confidence
+            reaches ``confidence_threshold``, keep that ATen choice alone, so that Inductor lowers
+            it without benchmarking (off by default). Inductor's autotuning times ATen's call
+            20-45 us slower than it runs (an H200, torch 2.11: ``benchmarks/handler/session61.md``)
+            and then picks, on GEMMs of a few microseconds, a Triton config 1.3-1.7x slower than
+            the ATen kernel the model ranked first; the cost is the top-k benchmark's second
+            chance where the model is wrong about ATen.
     """
 
     model: str | None = None
@@ -88,6 +96,7 @@ class DiodeOptions:
     max_compile_cost: float | None = 131072.0
     diversity: float = DIVERSITY
     cliff_guard: float = CLIFF_GUARD
+    aten_alone_when_best: bool = False
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -115,7 +124,7 @@ class DiodeOptions:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= 1:
             raise ValueError(f"confidence_threshold: must be a number in [0, 1], got {c!r}")
         object.__setattr__(self, "confidence_threshold", float(c))
-        for name in ("enable_fallback", "cache_predictions"):
+        for name in ("enable_fallback", "cache_predictions", "aten_alone_when_best"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name}: must be a bool, got {getattr(self, name)!r}")
         space = str(self.search_space).upper()
@@ -216,6 +225,7 @@ _FIELDS: dict[str, _Field] = {
     "max_compile_cost": _Field("TORCH_DIODE_MAX_COMPILE_COST", _parse_optional_float, "max_compile_cost"),
     "diversity": _Field("TORCH_DIODE_DIVERSITY", _parse_float, "diversity"),
     "cliff_guard": _Field("TORCH_DIODE_CLIFF_GUARD", _parse_float, "cliff_guard"),
+    "aten_alone_when_best": _Field("TORCH_DIODE_ATEN_ALONE_WHEN_BEST", _parse_bool, "aten_alone_when_best"),
     "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, None),  # default False: the handler is on
 }
 
