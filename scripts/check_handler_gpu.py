@@ -139,6 +139,14 @@ def cold_compile_state() -> Iterator[None]:
     torch._dynamo.reset()
 
 
+def warm_up_compile() -> None:
+    """One cold max-autotune compile of a small mm, so that no measured compile pays Inductor's
+    and its workers' start-up."""
+    warm_fn, warm_args = make_args(GemmProblem("warmup", "mm", 256, 256, 256))
+    with cold_compile_state():
+        compile_for("max-autotune", warm_fn)(*warm_args)
+
+
 def kernel_time_us(fn: Callable[..., Any], args: tuple[Any, ...], *, graph_iters: int, reps: int) -> float:
     """Median time per call, from CUDA events around replays of a CUDA graph of ``graph_iters`` calls."""
     return statistics.median(kernel_times_us(fn, args, graph_iters=graph_iters, reps=reps))
@@ -211,10 +219,7 @@ def run_speed(
 
     from torch_diode.inductor import install_diode_choices
 
-    # one compile first, so that no measured compile pays Inductor's and the workers' start-up
-    warm_fn, warm_args = make_args(GemmProblem("warmup", "mm", 256, 256, 256))
-    with cold_compile_state():
-        compile_for("max-autotune", warm_fn)(*warm_args)
+    warm_up_compile()
     rows = []
     for p in problems:
         fn, args = make_args(p)

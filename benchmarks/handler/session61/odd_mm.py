@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
-from check_handler_gpu import GemmProblem, cold_compile_state, make_args  # noqa: E402
+from check_handler_gpu import GemmProblem, cold_compile_state, make_args, warm_up_compile  # noqa: E402
 
 from torch_diode.bench.measure import compile_for, kernel_times_us  # noqa: E402
 
@@ -70,9 +70,7 @@ def main() -> int:
         import torch._inductor.config as inductor_config
 
         inductor_config.autotune_num_choices_displayed = None
-    warm_fn, warm_args = make_args(GemmProblem("warmup", "mm", 256, 256, 256))
-    with cold_compile_state():
-        compile_for("max-autotune", warm_fn)(*warm_args)
+    warm_up_compile()
     rows = []
     for p in PROBLEMS:
         fn, args = make_args(p)
