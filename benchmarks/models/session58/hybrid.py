@@ -45,6 +45,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from torch_diode.dataset import read_dataset
+    from torch_diode.forest import RankingForest
     from torch_diode.model import load_model, save_model
 
     model = load_model(a.net)
@@ -65,11 +66,9 @@ def main() -> None:
             "the networks, neighbour memory and ATen head were trained with it (benchmarks/models/cv-session58.md)"
         )
     if a.shortlist is not None:
-        model.forest = type(model.forest)(
-            model.forest.features,
-            model.forest.thresholds,
-            model.forest.leaves,
-            dataclasses.replace(model.forest.options, shortlist=a.shortlist),
+        f = model.forest
+        model.forest = RankingForest(
+            f.features, f.thresholds, f.leaves, dataclasses.replace(f.options, shortlist=a.shortlist)
         )
         about += f"; re-ranking the network's best {a.shortlist} candidates"
     metrics = measure(model, read_dataset(ROOT / f"data/{model.hardware}/val.msgpack"))

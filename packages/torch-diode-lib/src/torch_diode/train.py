@@ -740,14 +740,8 @@ def _train(
     if fopts is not None:  # the training split's rows, as the network's: held-out metrics describe the file's forest
         t_forest = time.perf_counter()
         log.info("fitting a ranking forest of %d trees on %d rows", fopts.trees, len(rows_tr.y))
-        model.forest = RankingForest.fit(
-            rows_tr.x,
-            rows_tr.y,
-            rows_tr.counts,
-            fopts,
-            opts.seed + 2,
-            start=forest_start[0] if forest_start is not None else start.forest if start is not None else None,
-        )
+        begin = forest_start[0] if forest_start is not None else start.forest if start is not None else None
+        model.forest = RankingForest.fit(rows_tr.x, rows_tr.y, rows_tr.counts, fopts, opts.seed + 2, start=begin)
         log.info("ranking forest fit in %.1f s", time.perf_counter() - t_forest)
     hopts = opts.aten_head_options()
     held_out: dict[str, Any] = {}
@@ -873,10 +867,7 @@ def _start_of(opts: TrainOptions) -> _Start | None:
     forest = _forest_to_continue(src, opts.init_from, opts, "init_forest") if opts.init_forest else None
     networks = ["ensemble", *(["screen"] if screen is not None else [])]
     record = {
-        "file": str(opts.init_from),
-        "sha256": src.model_hash,
-        "hardware": src.hardware,
-        "training_data_hash": src.metadata.get("training_data_hash"),
+        **_source_record(opts.init_from, src),
         "networks": networks,
         **({"forest_trees": forest.options.trees} if forest is not None else {}),
     }
@@ -889,6 +880,17 @@ def _start_of(opts: TrainOptions) -> _Start | None:
         f", and its forest's {forest.options.trees} trees" if forest is not None else "",
     )
     return _Start(net=src.net, screen=screen, normalization=src.normalization, record=record, forest=forest)
+
+
+def _source_record(name: str, src: DiodeModel) -> dict[str, Any]:
+    """What a new model records of a model file it starts from (``name`` as given): the path or
+    name, sha256, hardware key and training-data hash."""
+    return {
+        "file": str(name),
+        "sha256": src.model_hash,
+        "hardware": src.hardware,
+        "training_data_hash": src.metadata.get("training_data_hash"),
+    }
 
 
 def _forest_to_continue(src: DiodeModel, name: str, opts: TrainOptions, option: str) -> RankingForest:
@@ -914,13 +916,7 @@ def _forest_start_of(opts: TrainOptions) -> tuple[RankingForest, dict[str, Any]]
 
     src = load_model(resolve(opts.init_forest_from))
     forest = _forest_to_continue(src, opts.init_forest_from, opts, "init_forest_from")
-    record = {
-        "file": str(opts.init_forest_from),
-        "sha256": src.model_hash,
-        "hardware": src.hardware,
-        "training_data_hash": src.metadata.get("training_data_hash"),
-        "trees": forest.options.trees,
-    }
+    record = {**_source_record(opts.init_forest_from, src), "trees": forest.options.trees}
     log.info(
         "the ranking forest starts from %s's (%s, sha256 %s): its %d trees",
         opts.init_forest_from,
