@@ -203,3 +203,51 @@ def test_problem_evals_rank_only_what_the_handler_would(tmp_path: Path) -> None:
     assert set(full.choices) == {Choice.aten("mm"), cheap, costly} and full.oracle_us is None
     assert set(capped.choices) == {Choice.aten("mm"), cheap} and capped.oracle_us == 20.0
     assert regret_at_k(capped.measured_us, capped.predicted_log_us, (10,), oracle_us=capped.oracle_us) == {10: 1.5}
+
+
+def _tiny_model():
+    from torch_diode.features import FEATURE_SPEC, gpu_constants
+    from torch_diode.model import ARCH_PRESETS, Architecture, Normalization, build_model
+
+    n = len(FEATURE_SPEC)
+    arch = Architecture(model_type="base", input_dim=n, members=2, **ARCH_PRESETS["base"])
+    norm = Normalization(np.zeros(n, np.float32), np.ones(n, np.float32), 0.0, 1.0)
+    return build_model(arch, hardware="NVIDIA-H100", gpu=gpu_constants("NVIDIA-H100"), normalization=norm, seed=0)
+
+
+def test_where_stocks_time_comes_from() -> None:
+    """``vs_max_autotune.stock_time`` tells a pick picked in the dataset's own timings (its time the
+    dataset's, bit for bit) from one picked elsewhere and timed here, and from one the dataset
+    did not time (the solution's time used); the report notes the first when it is most picks."""
+    probs = [Problem(op="mm", m=64 * (i + 1), n=64, k=64) for i in range(4)]
+    recs = [
+        TimingRecord(problem=p, choice=c, time_us=t + i, hardware="NVIDIA-H100")
+        for i, p in enumerate(probs)
+        for c, t in ((ATEN, 9.0), (tri(16), 5.0), (tri(32), 7.0))
+    ]
+    ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
+    stock = {
+        probs[0]: StockPick(tri(16), 5.0),  # the dataset's own time: picked in these timings
+        probs[1]: StockPick(tri(32), 7.5),  # picked in another run, timed here (8.0)
+        probs[2]: StockPick(tri(64), 4.0),  # not timed here: the solution's time
+        probs[3]: StockPick(tri(64), None),  # not timed here and no time: no stock figure
+    }
+    evals = problem_evals(_tiny_model(), ds, stock=stock)
+    assert [(e.stock_us, e.stock_source) for e in evals] == [
+        (5.0, "same_time_here"),
+        (8.0, "other_time_here"),
+        (4.0, "from_solution"),
+        (None, None),
+    ]
+    vs = summarize(evals)["overall"]["vs_max_autotune"]
+    assert vs["problems"] == 3
+    assert vs["stock_time"] == {"same_time_here": 1, "other_time_here": 1, "from_solution": 1}
+    md = markdown_table({"hardware": "NVIDIA-H100", **summarize(evals)})
+    assert "picks were made in the timings they are scored in" not in md  # 1 of 3: chance agreement
+    assert "not among this dataset's timings on 1 of 3 problems" in md
+    # stock's picks derived from the dataset itself: every time is the dataset's, and the note says so
+    derived = problem_evals(_tiny_model(), ds, stock=max_autotune_solution_from_dataset(ds))
+    vs = summarize(derived)["overall"]["vs_max_autotune"]
+    assert vs["stock_time"] == {"same_time_here": 4, "other_time_here": 0, "from_solution": 0}
+    md = markdown_table({"hardware": "NVIDIA-H100", **summarize(derived)})
+    assert "bit for bit, on 4 of 4 problems" in md and "not among" not in md

@@ -31,6 +31,18 @@ Stock max-autotune's picks come from a solution file (:func:`read_max_autotune_s
 of the same choice is preferred when it has one. A dataset collected by the Inductor collector in
 the DEFAULT search space is also a solution: its fastest record per problem is exactly what stock
 max-autotune picked (:func:`max_autotune_solution_from_dataset`).
+
+Where stock's pick was made matters: picked as the fastest of its ~20 candidates *in the timings
+it is then scored in* (a solution derived from the validation set itself), its time is low by
+selection (the minimum of noisy times), while the model's pick, made from predictions, is not; a
+pick made in a benchmark run of its own and scored in the dataset's timings is not biased so.
+``vs_max_autotune`` counts three cases in ``stock_time`` (:data:`STOCK_TIME_SOURCES`): the pick's
+recorded time equal to the dataset's, bit for bit (``same_time_here``); the pick timed in the
+dataset, its recorded time another or none (``other_time_here``); the pick not in the dataset
+(``from_solution``: the solution's own time, from another run, is used). :func:`markdown_table`
+adds a note when at least half the picks carry the dataset's own times (then they were picked in
+these timings: two runs agree bit for bit only now and then, on the timer's coarse steps) and
+when any time comes from the solution.
 """
 
 from __future__ import annotations
@@ -57,6 +69,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KS: tuple[int, ...] = (1, 3, 5, 10)
+#: Where the time of stock's pick comes from (``ProblemEval.stock_source``; module docstring).
+STOCK_TIME_SOURCES: tuple[str, ...] = ("same_time_here", "other_time_here", "from_solution")
 SOLUTION_FORMAT = "torch-diode-max-autotune-solution"
 SOLUTION_VERSION = 1
 
@@ -73,6 +87,7 @@ class ProblemEval:
     aten_us: float | None = None  # measured time of the ATen choice
     oracle_us: float | None = None  # best measured time of the whole space, when some choices are not candidates
     order: np.ndarray | None = None  # [C] the model's order (ranking.order_of); None: by prediction
+    stock_source: str | None = None  # one of STOCK_TIME_SOURCES when stock_us is known
 
     def ranked(self) -> np.ndarray:
         """The model's order of ``choices``: ``order``, or ascending prediction where it is None."""
@@ -173,6 +188,7 @@ def _block(evals: Sequence[ProblemEval], with_tau: bool) -> dict[str, Any]:
     regrets: dict[int, list[float]] = {k: [] for k in KS}
     taus: list[float] = []
     vs_stock: list[float] = []
+    stock_sources = dict.fromkeys(STOCK_TIME_SOURCES, 0)
     vs_aten: list[float] = []
     picks_aten = 0
     for e in evals:
@@ -185,6 +201,8 @@ def _block(evals: Sequence[ProblemEval], with_tau: bool) -> dict[str, Any]:
         picks_aten += e.choices[pick].is_aten
         if e.stock_us is not None:
             vs_stock.append(pick_us / e.stock_us)
+            if e.stock_source in stock_sources:
+                stock_sources[e.stock_source] += 1
         if e.aten_us is not None:
             vs_aten.append(pick_us / e.aten_us)
         if with_tau:
@@ -205,6 +223,7 @@ def _block(evals: Sequence[ProblemEval], with_tau: bool) -> dict[str, Any]:
         blk: dict[str, Any] = {"problems": len(vals), **_ratio_stats(vals)}
         blk["no_slower_share"] = float(np.mean(np.asarray(vals) <= 1.0)) if vals else math.nan
         out[name] = blk
+    out["vs_max_autotune"]["stock_time"] = stock_sources
     out["model_picks_aten_share"] = picks_aten / len(evals) if evals else math.nan
     return out
 
@@ -339,13 +358,15 @@ def problem_evals(
         pred = model.predict(pt.problem, choices)
         predicted = pred.log_time_us.astype(np.float64)
         aten = [measured[j] for j, c in enumerate(choices) if c.is_aten]
-        stock_us = None
+        stock_us, stock_source = None, None
         if stock is not None and pt.problem in stock:
             sp = stock[pt.problem]
-            try:
+            if sp.choice in choices:
                 stock_us = float(measured[choices.index(sp.choice)])
-            except ValueError:
-                stock_us = sp.time_us
+                same = sp.time_us is not None and sp.time_us == stock_us
+                stock_source = "same_time_here" if same else "other_time_here"
+            elif sp.time_us is not None:
+                stock_us, stock_source = sp.time_us, "from_solution"
         out.append(
             ProblemEval(
                 pt.problem,
@@ -356,6 +377,7 @@ def problem_evals(
                 aten_us=float(min(aten)) if aten else None,
                 oracle_us=oracle_us,
                 order=order_of(pt.problem, choices, predicted, diversity=diversity, cliff_guard=cliff_guard),
+                stock_source=stock_source,
             )
         )
     return out
@@ -476,7 +498,28 @@ def markdown_table(report: Mapping[str, Any]) -> str:
         if ci is not None and not any(v is None or math.isnan(v) for v in ci)
     ]
     note = f"\n95% bootstrap intervals of the overall geomeans (problems resampled): {'; '.join(cis)}.\n" if cis else ""
-    return title + head + "\n".join(rows) + "\n" + note
+    return title + head + "\n".join(rows) + "\n" + note + _stock_time_note(o["vs_max_autotune"])
+
+
+def _stock_time_note(vs: Mapping[str, Any]) -> str:
+    """What the reader of ``vs max-autotune`` should know about where stock's times come from
+    (``stock_time``; module docstring); empty when nothing needs saying."""
+    src, n = vs.get("stock_time") or {}, vs.get("problems", 0)
+    lines = []
+    same = src.get("same_time_here", 0)
+    if n and 2 * same >= n:
+        lines.append(
+            f"Stock's pick carries this dataset's own time, bit for bit, on {same} of {n} problems: the picks were "
+            "made in the timings they are scored in, where the fastest of stock's candidates is low by selection, "
+            "so `vs max-autotune` favours stock. Picks from a run of their own (the same problems collected "
+            "again in the DEFAULT search space, passed as --max-autotune-solution) are not biased so."
+        )
+    if src.get("from_solution"):
+        lines.append(
+            f"Stock's pick is not among this dataset's timings on {src['from_solution']} of {n} problems: "
+            "the solution's own time is used there, measured in another run."
+        )
+    return "".join(f"\n{line}\n" for line in lines)
 
 
 def _json_default(o: Any) -> Any:
