@@ -14,7 +14,8 @@
     python scripts/campaign.py plot --hardware NVIDIA-H100
 
     # anywhere, once val.msgpack has problems: stock max-autotune's pick per validation problem
-    # (Inductor's DEFAULT candidates looked up in the full-space timings) -> val-stock-picks.json
+    # (Inductor's DEFAULT candidates looked up in the full-space timings) -> val-stock-picks.json;
+    # picked in the timings they are scored in, these favour stock (the val-stock split does not)
     python scripts/campaign.py stock --hardware NVIDIA-H100
 
     # anywhere with the GPU machine's Triton: compile the next problems' kernels into a pack for a
@@ -25,8 +26,8 @@
 Splits: ``train`` (ATen + a seeded sample of ``train_max_configs`` EXHAUSTIVE Triton configs per
 problem, the sweep collector), ``repeat`` (every 20th collected training problem measured again,
 same choices, into ``train-repeat.msgpack``: the repeatability check), ``val`` (ATen + the full EXHAUSTIVE space), ``val-stock`` (ATen +
-Inductor's DEFAULT candidates of the validation problems: the fastest of these is stock
-max-autotune's pick under the same timings). ``--time-budget`` stops between problems once that
+Inductor's DEFAULT candidates of the validation problems, timed in a run of their own: the fastest
+of these is stock max-autotune's pick made from its own benchmark, with the validation set's timer). ``--time-budget`` stops between problems once that
 many seconds have passed (every finished problem is already flushed to disk), so one call fits a
 10-minute GPU command; a problem still compiling (or timing) after ``--checkpoint`` seconds (60) has its timed
 configs saved to ``<split>.msgpack.partial`` as it goes, so a problem longer than one command (a

@@ -157,6 +157,9 @@ def test_demo_compares_with_stock_max_autotune(h100_setup: tuple[Path, Path], tm
     stock = [ln for ln in lines if ln.startswith("  against stock max-autotune:")]
     assert len(stock) == 1, lines
     assert re.search(rf"\(geomean over {n} problems\), no slower on \d+% of them$", stock[0]), stock[0]
+    # val.msgpack here is half of the stock file itself: the picks carry its own times
+    source = lines[lines.index(stock[0]) + 1]
+    assert source.startswith("  stock's picks (val-stock.msgpack): made in these timings"), source
     assert (tmp_path / "NVIDIA-H100-tiny.png").is_file()
     # What a compile gets: stock's pick against the winner, and the fastest of what the handler
     # keeps against stock's pick, recomputed here from the evaluation and the handler's rule.
@@ -192,6 +195,27 @@ def test_demo_reads_stock_picks_from_a_solution_file(h200_model: Path, h200_val_
     run_demo(DemoOptions(model=str(h200_model), data_dir=tmp_path / "data", plot_dir=tmp_path, gpu=False), lines.append)
     stock = [ln for ln in lines if ln.startswith("  against stock max-autotune:")]
     assert len(stock) == 1 and "(geomean over 5 problems)" in stock[0], lines
+    assert lines[lines.index(stock[0]) + 1].startswith("  stock's picks (val-stock-picks.json): made in these timings")
+
+
+def test_demo_prefers_stock_picks_made_in_a_run_of_their_own(
+    h200_model: Path, h200_val_small: Path, tmp_path: Path
+) -> None:
+    # val-stock.msgpack: the H200's DEFAULT candidates timed in a run of their own (session 62);
+    # beside val-stock-picks.json, the demo takes it and says how its picks were made.
+    data = tmp_path / "data" / "NVIDIA-H200"
+    data.mkdir(parents=True)
+    shutil.copy(h200_val_small, data / "val.msgpack")
+    for f in ("val-stock.msgpack", "val-stock-picks.json"):
+        shutil.copy(H200_VAL.with_name(f), data / f)
+    lines: list[str] = []
+    run_demo(DemoOptions(model=str(h200_model), data_dir=tmp_path / "data", plot_dir=tmp_path, gpu=False), lines.append)
+    stock = [ln for ln in lines if ln.startswith("  against stock max-autotune:")]
+    assert len(stock) == 1 and "(geomean over 5 problems)" in stock[0], lines
+    source = lines[lines.index(stock[0]) + 1]
+    assert (
+        source == "  stock's picks (val-stock.msgpack): made in a benchmark run of their own, scored in these timings"
+    )
 
 
 def _install_models_package(site: Path, models: list[Path]) -> None:

@@ -11,11 +11,13 @@ selection rule, :func:`torch_diode.inductor.choices.select`, with ``top_k_config
 Triton configs plus ATen) against the size of the exhaustive space measured per problem, and how
 fast the best of those choices is. Like the handler, the model ranks only the Triton configs the
 handler would consider (``max_compile_cost``, from :mod:`torch_diode.config`), while regret is
-measured against the winner of the whole measured space. When ``<hardware key>/val-stock-picks.json``
-or ``val-stock.msgpack`` (stock max-autotune's picks of the same problems) exists, the top-1 pick
-is also compared with stock max-autotune's pick, and so is what a compile gets (stock's pick
-against the fastest of what the handler has Inductor benchmark). One PNG per model shows the regret distribution and the choices
-benchmarked per problem.
+measured against the winner of the whole measured space. When ``<hardware key>/val-stock.msgpack``
+(stock's candidates of the same problems timed in a run of their own) or ``val-stock-picks.json``
+(stock's picks made in ``val.msgpack``'s own timings, which favours stock: :mod:`torch_diode.evaluate`)
+exists, the first of them in that order, the top-1 pick is also compared with stock max-autotune's
+pick, and so is what a compile gets (stock's pick against the fastest of what the handler has
+Inductor benchmark); a line says which file the picks came from and how they were made. One PNG
+per model shows the regret distribution and the choices benchmarked per problem.
 
 **On a GPU** it then compiles a small real module, a 2-layer MLP in bf16, cold (fresh caches),
 once with stock max-autotune and once with torch-diode's handler, and reports both compile times
@@ -50,9 +52,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VAL_FILE = "val.msgpack"
-#: Stock max-autotune's picks of the validation problems, first found wins: a solution file
-#: (``scripts/campaign.py stock``) or a dataset stock max-autotune measured.
-STOCK_FILES: tuple[str, ...] = ("val-stock-picks.json", "val-stock.msgpack")
+#: Stock max-autotune's picks of the validation problems, first found wins: a dataset of stock's
+#: candidates timed in a run of their own (``scripts/campaign.py run --split val-stock``), then a
+#: solution file (``scripts/campaign.py stock``: picks made in the validation set's own timings).
+STOCK_FILES: tuple[str, ...] = ("val-stock.msgpack", "val-stock-picks.json")
 TOP_KS: tuple[int, ...] = (1, 3)
 #: A pick "within 2%" of the exhaustive search's winner has regret <= this.
 CLOSE = 1.02
@@ -126,6 +129,7 @@ class ModelDemo:
     report: Mapping[str, Any]  # torch_diode.evaluate.evaluate_model's report
     problems: Sequence[ProblemDemo]
     plot: Path | None = None
+    stock_file: Path | None = None  # where stock's picks came from, when a file
 
     def regret_geomean(self, k: int) -> float:
         return float(self.report["overall"][f"regret@{k}"]["geomean"])
@@ -162,6 +166,8 @@ class ModelDemo:
         return float(np.median([p.measured for p in self.problems]))
 
     def lines(self) -> list[str]:
+        from torch_diode.evaluate import stock_picked_here
+
         n = len(self.problems)
         lines = [f"{self.name} ({self.hardware}): {n} held-out problems, {self.records:,} timings ({self.dataset})"]
         for k in TOP_KS:
@@ -190,6 +196,14 @@ class ModelDemo:
                 f"  against stock max-autotune: the top-1 pick's kernel time is {vs['geomean']:.3f}x its pick's "
                 f"(geomean over {vs['problems']} problems), no slower on {vs['no_slower_share']:.0%} of them"
             )
+            source = f"stock's picks ({self.stock_file.name})" if self.stock_file is not None else "stock's picks"
+            if stock_picked_here(vs):
+                how = (
+                    "made in these timings, where the fastest of its candidates is low by selection (it favours stock)"
+                )
+            else:
+                how = "made in a benchmark run of their own, scored in these timings"
+            lines.append(f"  {source}: {how}")
         stock = self.stock_geomeans()
         if stock is not None:
             n_stock, stock_regret, kept = stock
@@ -250,8 +264,10 @@ def evaluate_for_demo(
     name: str,
     dataset_path: Path,
     stock: Mapping[Problem, StockPick] | None = None,
+    stock_file: Path | None = None,
 ) -> ModelDemo:
-    """Evaluate ``model`` on ``dataset`` for the demo (no plot; see :func:`plot_demo`).
+    """Evaluate ``model`` on ``dataset`` for the demo (no plot; see :func:`plot_demo`);
+    ``stock_file``: the file ``stock`` was read from, named in the demo's lines.
 
     Raises:
         ValueError: the dataset holds no problem, or timings of another GPU than the model's.
@@ -291,7 +307,13 @@ def evaluate_for_demo(
             )
         )
     return ModelDemo(
-        name=name, hardware=model.hardware, dataset=dataset_path, records=len(dataset), report=report, problems=problems
+        name=name,
+        hardware=model.hardware,
+        dataset=dataset_path,
+        records=len(dataset),
+        report=report,
+        problems=problems,
+        stock_file=stock_file if stock is not None else None,
     )
 
 
@@ -555,7 +577,9 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
             missing.append(f"{name}: no validation data at {path}")
             continue
         stock = read_max_autotune_solution(stock_path) if stock_path is not None else None
-        demo = evaluate_for_demo(model, read_dataset(path), name=name, dataset_path=path, stock=stock)
+        demo = evaluate_for_demo(
+            model, read_dataset(path), name=name, dataset_path=path, stock=stock, stock_file=stock_path
+        )
         demo = dataclasses.replace(demo, plot=plot_demo(demo, options.plot_dir.resolve() / f"{name}.png"))
         shown.append(demo)
         for line in demo.lines():

@@ -501,13 +501,20 @@ def markdown_table(report: Mapping[str, Any]) -> str:
     return title + head + "\n".join(rows) + "\n" + note + _stock_time_note(o["vs_max_autotune"])
 
 
+def stock_picked_here(vs: Mapping[str, Any]) -> bool:
+    """Whether a report's ``vs_max_autotune`` block has stock's picks made in the timings they are
+    scored in: at least half of them carry the dataset's own times bit for bit (module docstring)."""
+    n = vs.get("problems", 0)
+    return bool(n) and 2 * (vs.get("stock_time") or {}).get("same_time_here", 0) >= n
+
+
 def _stock_time_note(vs: Mapping[str, Any]) -> str:
     """What the reader of ``vs max-autotune`` should know about where stock's times come from
     (``stock_time``; module docstring); empty when nothing needs saying."""
     src, n = vs.get("stock_time") or {}, vs.get("problems", 0)
     lines = []
-    same = src.get("same_time_here", 0)
-    if n and 2 * same >= n:
+    if stock_picked_here(vs):
+        same = src["same_time_here"]
         lines.append(
             f"Stock's pick carries this dataset's own time, bit for bit, on {same} of {n} problems: the picks were "
             "made in the timings they are scored in, where the fastest of stock's candidates is low by selection, "

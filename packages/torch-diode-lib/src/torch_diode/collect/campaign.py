@@ -301,6 +301,9 @@ def stock_picks_from_full_space(dataset: Any, search_space: str = "DEFAULT") -> 
     a GPU: Inductor's own ``search_space`` candidates for the problem (enumerated here, as
     ``collect.sweep.inductor_choices`` does for the sweep) looked up in the measured times; the
     fastest is what max-autotune picks when it times its candidates the way the dataset did.
+    Scored in the same timings, such a pick is low by selection (the fastest of ~20 noisy times),
+    which favours stock against a model (:mod:`torch_diode.evaluate`); the ``val-stock`` split,
+    stock's candidates timed in a run of their own, is not biased so.
 
     Returns:
         ``({problem: StockPick}, notes)``; ``notes`` names every problem left out (a DEFAULT
