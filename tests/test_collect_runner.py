@@ -31,6 +31,7 @@ from torch_diode.collect import (
 )
 from torch_diode.dataset import Dataset, DatasetWriter, read_dataset, write_dataset
 from torch_diode.errors import CollectionError
+from torch_diode.evaluate import read_max_autotune_solution
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 from torch_diode.shapes.shapeset import ShapeEntry, save_shapeset
 
@@ -415,3 +416,33 @@ def test_timings_are_not_recorded_under_another_gpus_key(tmp_path, monkeypatch):
     # so is any key on a GPU torch-diode does not know
     _as_if_on_a_gpu(monkeypatch, "ACME X1", 100)
     assert key("custom-gpu") == "custom-gpu"
+
+
+def test_collect_problems_measures_a_datasets_problems_in_a_run_of_their_own(tmp_path, capsys):
+    """``diode collect-problems --from V``: V's problems (not its choices) collected again, with
+    Inductor's own autotuning here: the file ``validate-max-autotune --max-autotune-solution``
+    reads stock's picks from. A rerun resumes; a file that is not a dataset is refused."""
+    problems = [bmm(16), bmm(24)]
+    src = tmp_path / "val.json"
+    recs = [TimingRecord(problem=p, choice=Choice.aten("bmm"), time_us=5.0, hardware="cpu-test") for p in problems]
+    fail = FailureRecord(problem=bmm(32), choice=None, reason="timeout", message="x", hardware="cpu-test")
+    write_dataset(Dataset.from_records(recs, Provenance(hardware="cpu-test"), failures=[fail]), src)
+    out = tmp_path / "stock.msgpack"
+    args = ["collect-problems", "--from", str(src), "--output", str(out), "--device", "cpu", "--hardware", "cpu-test"]
+    assert main([*args, "--no-progress"]) == 0
+    got = read_dataset(out)
+    assert set(got.problems) == set(read_dataset(src).problems) == {*problems, bmm(32)}
+    assert len(got) >= 3 and dict(got.sources[0].extra)["search_space"] == "DEFAULT"  # timed here
+    assert all(r.time_us != 5.0 for r in got.records())
+    picks = read_max_autotune_solution(out)  # stock's pick per problem: its fastest record here
+    assert set(picks) == {p for p in got.problems if any(r.problem == p for r in got.records())}
+    capsys.readouterr()
+    assert main([*args, "--no-progress"]) == 0  # everything is there: a rerun measures nothing
+    assert "0 problem(s) measured (0 failed), 3 already done" in capsys.readouterr().out
+    assert len(read_dataset(out)) == len(got)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert (
+        main(["collect-problems", "--from", str(bad), "--output", str(tmp_path / "x.msgpack"), "--device", "cpu"]) == 2
+    )
+    assert "--from:" in capsys.readouterr().err and not (tmp_path / "x.msgpack").exists()

@@ -518,8 +518,8 @@ def _stock_time_note(vs: Mapping[str, Any]) -> str:
         lines.append(
             f"Stock's pick carries this dataset's own time, bit for bit, on {same} of {n} problems: the picks were "
             "made in the timings they are scored in, where the fastest of stock's candidates is low by selection, "
-            "so `vs max-autotune` favours stock. Picks from a run of their own (the same problems collected "
-            "again in the DEFAULT search space, passed as --max-autotune-solution) are not biased so."
+            "so `vs max-autotune` favours stock. Picks from a run of their own (`diode collect-problems --from "
+            "<this dataset>` on the GPU, passed as --max-autotune-solution) are not biased so."
         )
     if src.get("from_solution"):
         lines.append(

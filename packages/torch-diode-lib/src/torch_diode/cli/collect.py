@@ -1,4 +1,5 @@
-"""``diode collect``, ``diode collect-shapeset``, ``diode create-validation`` and ``diode shapes``.
+"""``diode collect``, ``diode collect-shapeset``, ``diode collect-problems``, ``diode create-validation``
+and ``diode shapes``.
 
 Examples::
 
@@ -6,6 +7,7 @@ Examples::
         --ops mm,addmm,bmm --dtypes float16,bfloat16,float32 --search-space EXHAUSTIVE
     diode collect-shapeset --shapeset data/shapesets/real_models.json --split train --output real.msgpack
     diode create-validation --train h100.msgpack --output h100-val.msgpack --num-shapes 150 --seed 1
+    diode collect-problems --from h100-val.msgpack --output h100-val-stock.msgpack   # stock's own picks
     diode shapes --model Llama-3.1-8B --batch 1 --tokens 2048 --output llama8b.json
     diode shapes --real-models --output data/shapesets/real_models.json
     diode shapes --fit data/shapesets/real_models.json
@@ -131,6 +133,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tags", help="only entries with any of these tags (comma-separated)")
     p.add_argument("--limit", type=int, help="at most this many problems (in file order)")
     p.set_defaults(func=_cmd_collect_shapeset)
+
+    p = subparsers.add_parser(
+        "collect-problems",
+        help="collect the timings of the problems a dataset file holds (stock's picks of a validation set)",
+        description="Collect, in a run of its own, the problems a dataset file holds (every problem, in its "
+        "order). In the DEFAULT search space (the default) this measures what stock max-autotune benchmarks: "
+        "with --collector inductor its fastest record per problem is the choice stock max-autotune picks with "
+        "its own timer, with --collector sweep the same candidates under the sweep's timer. Passed to "
+        "`diode validate-max-autotune --max-autotune-solution`, those picks are scored in the validation "
+        "set's timings without the bias of picks made in them.",
+    )
+    _add_collect_args(p)
+    p.add_argument(
+        "--from", dest="source", required=True, metavar="DATASET", help="dataset file whose problems to collect"
+    )
+    p.set_defaults(func=_cmd_collect_problems)
 
     p = subparsers.add_parser("create-validation", help="collect a validation set disjoint from a training file")
     _add_collect_args(p, default_space="EXHAUSTIVE")
@@ -280,6 +298,18 @@ def _cmd_collect_shapeset(args: argparse.Namespace) -> int:
         dtypes=_csv(args.dtypes) if args.dtypes else None,
     )
     return _run(args, problems[: args.limit] if args.limit else problems, seed=None)
+
+
+def _cmd_collect_problems(args: argparse.Namespace) -> int:
+    from torch_diode.dataset import read_dataset
+
+    try:
+        ds = read_dataset(args.source)
+    except DatasetFormatError as e:
+        raise UsageError(f"--from: {e}") from None
+    if not ds.problems:
+        raise UsageError(f"--from {args.source}: the dataset holds no problem to collect")
+    return _run(args, list(ds.problems), seed=None)
 
 
 def _shape_key(p: Problem) -> tuple[Any, ...]:
