@@ -446,3 +446,5 @@ def test_collect_problems_measures_a_datasets_problems_in_a_run_of_their_own(tmp
         main(["collect-problems", "--from", str(bad), "--output", str(tmp_path / "x.msgpack"), "--device", "cpu"]) == 2
     )
     assert "--from:" in capsys.readouterr().err and not (tmp_path / "x.msgpack").exists()
+    assert main(["collect-problems", "--from", str(src), "--output", str(src), "--device", "cpu"]) == 2
+    assert "--from and --output are the same file" in capsys.readouterr().err

@@ -301,8 +301,15 @@ def _cmd_collect_shapeset(args: argparse.Namespace) -> int:
 
 
 def _cmd_collect_problems(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from torch_diode.dataset import read_dataset
 
+    if Path(args.source).resolve() == Path(args.output).resolve():
+        raise UsageError(
+            f"--from and --output are the same file ({args.source}): its problems are all there already, so "
+            "nothing would be measured; write the new run to another file"
+        )
     try:
         ds = read_dataset(args.source)
     except DatasetFormatError as e:
