@@ -1,0 +1,63 @@
+"""Session 62: how Inductor's autotuning timer differs from the sweep's, ATen against Triton.
+
+    python benchmarks/models/session62/timer_offsets.py KEY INDUCTOR_RUN.msgpack [--val data/KEY/val.msgpack]
+
+For every problem of ``INDUCTOR_RUN`` (rule 12: each problem compiled with max-autotune, the times
+Inductor's autotuning measured), each choice's Inductor time minus its time in the validation set
+(the sweep's timer: CUDA graphs, L2 flushed, literal-size kernels), in microseconds: the median
+over the problem's Triton configs and the ATen choices' own, grouped by the size of the problem's
+fastest validation time. Prints one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from torch_diode.dataset import read_dataset
+
+BINS = ((0, 10), (10, 20), (20, 50), (50, 200), (200, float("inf")))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("key")
+    ap.add_argument("run")
+    ap.add_argument("--val", default=None)
+    a = ap.parse_args()
+    val = read_dataset(a.val or f"data/{a.key}/val.msgpack")
+    run = read_dataset(a.run)
+    vmed = {pt.problem: {val.choices[c]: t for c, t in pt.median_by_choice().items()} for pt in val.by_problem()}
+    rows = {b: {"aten": [], "triton": [], "problems": 0} for b in BINS}
+    for pt in run.by_problem():
+        v = vmed.get(pt.problem)
+        if v is None:
+            continue
+        fastest = min(v.values())
+        b = next(b for b in BINS if b[0] <= fastest < b[1])
+        aten, triton = [], []
+        for c, t in pt.median_by_choice().items():
+            ch = run.choices[c]
+            if ch in v:
+                (aten if ch.is_aten else triton).append(t - v[ch])
+        if aten and triton:
+            rows[b]["problems"] += 1
+            rows[b]["aten"].append(float(np.median(aten)))
+            rows[b]["triton"].append(float(np.median(triton)))
+    print(f"{a.key}: Inductor's autotuning time minus the validation set's, per problem (us; medians over problems)")
+    print("| fastest validation time | problems | ATen | Triton (median config) | ATen minus Triton |")
+    print("|---|---|---|---|---|")
+    for b in BINS:
+        r = rows[b]
+        if not r["problems"]:
+            continue
+        at, tr = np.array(r["aten"]), np.array(r["triton"])
+        label = f"{b[0]:g}-{b[1]:g} us" if b[1] != float("inf") else f">= {b[0]:g} us"
+        print(
+            f"| {label} | {r['problems']} | {np.median(at):+.1f} | {np.median(tr):+.1f} | {np.median(at - tr):+.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
