@@ -36,6 +36,23 @@ def gm(v) -> float:
     return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan
 
 
+def choice_medians(ds) -> dict:
+    """``{problem: {choice: median time (us)}}`` of a dataset."""
+    return {pt.problem: {ds.choices[c]: t for c, t in pt.median_by_choice().items()} for pt in ds.by_problem()}
+
+
+def top1_over_stock(evals: dict, picks: dict, problems) -> np.ndarray:
+    """The model's top-1 pick's time over stock's, for each of ``problems`` (in that order) with a
+    stock time from ``picks`` (``ProblemEval.with_stock``: the validation set's measurement of the
+    pick, else the pick's own time); ``evals``: ``{problem: ProblemEval}``, predicted once."""
+    out = []
+    for p in problems:
+        e = evals[p].with_stock(picks.get(p))
+        if e.stock_us is not None:
+            out.append(float(e.measured_us[int(e.ranked()[0])]) / e.stock_us)
+    return np.array(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("key")
@@ -51,18 +68,8 @@ def main() -> None:
     common = [p for p in fresh if p in derived]
     print(f"{a.key}: {len(fresh)} problems in {a.stock_run}, {len(derived)} derived picks, {len(common)} in both")
 
-    model = load_model(a.model)
-    ev_d = {e.problem: e for e in problem_evals(model, val, stock={p: derived[p] for p in common})}
-    ev_f = {e.problem: e for e in problem_evals(model, val, stock={p: fresh[p] for p in common})}
-
-    def ratios(ev):
-        out = []
-        for p in common:
-            e = ev[p]
-            out.append(float(e.measured_us[int(e.ranked()[0])]) / e.stock_us)
-        return np.array(out)
-
-    rd, rf = ratios(ev_d), ratios(ev_f)
+    evals = {e.problem: e for e in problem_evals(load_model(a.model), val)}
+    rd, rf = top1_over_stock(evals, derived, common), top1_over_stock(evals, fresh, common)
     for name, r in (
         ("stock's pick from the validation set's timings (val-stock-picks.json)", rd),
         ("stock's pick from its own run", rf),
@@ -74,7 +81,7 @@ def main() -> None:
         )
 
     same = sum(derived[p].choice == fresh[p].choice for p in common)
-    val_med = {pt.problem: {val.choices[c]: t for c, t in pt.median_by_choice().items()} for pt in val.by_problem()}
+    val_med = choice_medians(val)
     untimed = [p for p in common if fresh[p].choice not in val_med[p]]
     print(
         f"  the same pick both ways on {same} of {len(common)}; the run's pick not timed in the validation set: {len(untimed)}"

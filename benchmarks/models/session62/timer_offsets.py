@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from stock_run import choice_medians
 
 from torch_diode.dataset import read_dataset
 
@@ -28,7 +29,7 @@ def main() -> None:
     a = ap.parse_args()
     val = read_dataset(a.val or f"data/{a.key}/val.msgpack")
     run = read_dataset(a.run)
-    vmed = {pt.problem: {val.choices[c]: t for c, t in pt.median_by_choice().items()} for pt in val.by_problem()}
+    vmed = choice_medians(val)
     rows = {b: {"aten": [], "triton": [], "problems": 0} for b in BINS}
     for pt in run.by_problem():
         v = vmed.get(pt.problem)

@@ -93,6 +93,21 @@ class ProblemEval:
         """The model's order of ``choices``: ``order``, or ascending prediction where it is None."""
         return model_order(self.predicted_log_us) if self.order is None else self.order
 
+    def with_stock(self, pick: StockPick | None) -> ProblemEval:
+        """This problem with stock max-autotune's ``pick`` (None: none known): its time is this
+        problem's measurement of the choice, else the pick's own ``time_us`` (``stock_source``
+        says which: module docstring); the predictions and order are kept."""
+        stock_us, source = None, None
+        if pick is not None:
+            if pick.choice in self.choices:
+                stock_us = float(self.measured_us[list(self.choices).index(pick.choice)])
+                source = (
+                    "same_time_here" if pick.time_us is not None and pick.time_us == stock_us else "other_time_here"
+                )
+            elif pick.time_us is not None:
+                stock_us, source = pick.time_us, "from_solution"
+        return dataclasses.replace(self, stock_us=stock_us, stock_source=source)
+
     def with_predictions(
         self, predicted: np.ndarray, diversity: float = DIVERSITY, cliff_guard: float = CLIFF_GUARD
     ) -> ProblemEval:
@@ -358,28 +373,16 @@ def problem_evals(
         pred = model.predict(pt.problem, choices)
         predicted = pred.log_time_us.astype(np.float64)
         aten = [measured[j] for j, c in enumerate(choices) if c.is_aten]
-        stock_us, stock_source = None, None
-        if stock is not None and pt.problem in stock:
-            sp = stock[pt.problem]
-            if sp.choice in choices:
-                stock_us = float(measured[choices.index(sp.choice)])
-                same = sp.time_us is not None and sp.time_us == stock_us
-                stock_source = "same_time_here" if same else "other_time_here"
-            elif sp.time_us is not None:
-                stock_us, stock_source = sp.time_us, "from_solution"
-        out.append(
-            ProblemEval(
-                pt.problem,
-                choices,
-                measured,
-                predicted,
-                stock_us=stock_us,
-                aten_us=float(min(aten)) if aten else None,
-                oracle_us=oracle_us,
-                order=order_of(pt.problem, choices, predicted, diversity=diversity, cliff_guard=cliff_guard),
-                stock_source=stock_source,
-            )
+        e = ProblemEval(
+            pt.problem,
+            choices,
+            measured,
+            predicted,
+            aten_us=float(min(aten)) if aten else None,
+            oracle_us=oracle_us,
+            order=order_of(pt.problem, choices, predicted, diversity=diversity, cliff_guard=cliff_guard),
         )
+        out.append(e.with_stock(stock.get(pt.problem)) if stock is not None else e)
     return out
 
 
