@@ -16,6 +16,12 @@ CUDA graph holding ``--graph-iters`` calls. Prints a table and writes everything
     python scripts/check_handler_gpu.py --model NVIDIA-H100-matmul --output handler_gpu.json
     python scripts/check_handler_gpu.py --model m.safetensors --mode speed --problems llm_mlp_up,odd_mm
     python scripts/check_handler_gpu.py --list        # the problems and cases, no GPU needed
+    python scripts/check_handler_gpu.py --model m.safetensors --mode speed \
+        --variant 'short={"aten_alone_below_us": 50}'  # also compiled with other handler options, same run
+
+``--variant NAME=JSON`` (repeatable) compiles each speed problem once more per variant, with the
+handler's options changed by the JSON object, right after the ``diode`` compile (``diode:NAME``
+columns; the summary gives each variant's kernel time over ``diode``'s).
 """
 
 from __future__ import annotations
@@ -213,31 +219,39 @@ def run_correctness(
 
 
 def run_speed(
-    model: str, options: dict[str, Any], problems: list[GemmProblem], *, graph_iters: int, reps: int
+    model: str,
+    options: dict[str, Any],
+    problems: list[GemmProblem],
+    *,
+    graph_iters: int,
+    reps: int,
+    variants: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
+    """``variants``: more handler option sets, each compiled after ``diode`` (``options`` updated
+    with the variant's), in row keys ``diode:NAME_...``."""
     import torch
 
     from torch_diode.inductor import install_diode_choices
 
+    runs: dict[str, dict[str, Any] | None] = {"stock": None, "diode": options}
+    runs.update({f"diode:{name}": {**options, **extra} for name, extra in (variants or {}).items()})
     warm_up_compile()
     rows = []
     for p in problems:
         fn, args = make_args(p)
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), **asdict(p)}
-        for variant in ("stock", "diode"):
+        for variant, opts in runs.items():
             try:
                 with contextlib.ExitStack() as stack:
                     handle = (
-                        stack.enter_context(install_diode_choices(model=model, **options))
-                        if variant == "diode"
-                        else None
+                        stack.enter_context(install_diode_choices(model=model, **opts)) if opts is not None else None
                     )
                     before = handle.get_stats() if handle else None
                     stack.enter_context(cold_compile_state())
                     compiled = compile_for("max-autotune", fn)
                     row[f"{variant}_compile_s"] = round(first_call_s(compiled, args), 3)
                     if handle is not None:
-                        row["diode"] = stats_delta(before, handle.get_stats())
+                        row[variant] = stats_delta(before, handle.get_stats())
                     row[f"{variant}_kernel_us"] = round(
                         kernel_time_us(compiled, args, graph_iters=graph_iters, reps=reps), 2
                     )
@@ -245,14 +259,47 @@ def run_speed(
                 row[f"{variant}_error"] = f"{type(e).__name__}: {e}"[:500]
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
+        extra = "".join(
+            f" {row.get(f'{v}_compile_s', math.nan):>8.2f} {row.get(f'{v}_kernel_us', math.nan):>9.1f}"
+            for v in runs
+            if v.startswith("diode:")
+        )
         print(
             f"{p.name:<18} {p.describe():<34} {row.get('stock_compile_s', float('nan')):>8.2f} "
             f"{row.get('diode_compile_s', float('nan')):>8.2f} {row.get('stock_kernel_us', float('nan')):>9.1f} "
-            f"{row.get('diode_kernel_us', float('nan')):>9.1f} {row['aten_kernel_us']:>9.1f}",
+            f"{row.get('diode_kernel_us', float('nan')):>9.1f} {row['aten_kernel_us']:>9.1f}{extra}",
             flush=True,
         )
         torch.cuda.empty_cache()
     return rows
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
+
+
+def summarize_variant(rows: list[dict[str, Any]], variant: str) -> dict[str, Any]:
+    """A ``--variant``'s figures against ``diode``'s on the problems both compiled."""
+    ok = [r for r in rows if f"{variant}_kernel_us" in r and "diode_kernel_us" in r]
+    if not ok:
+        return {"problems": 0}
+    ratio = {r["problem"]: r[f"{variant}_kernel_us"] / r["diode_kernel_us"] for r in ok}
+    return {
+        "problems": len(ok),
+        "median_compile_s": round(statistics.median(r[f"{variant}_compile_s"] for r in ok), 3),
+        "geomean_kernel_ratio_over_diode": round(geomean(list(ratio.values())), 4),
+        "max_kernel_ratio_over_diode": round(max(ratio.values()), 4),
+        "min_kernel_ratio_over_diode": round(min(ratio.values()), 4),
+        "geomean_kernel_ratio_over_stock": round(
+            geomean([r[f"{variant}_kernel_us"] / r["stock_kernel_us"] for r in ok if "stock_kernel_us" in r]), 4
+        )
+        if any("stock_kernel_us" in r for r in ok)
+        else None,
+        "geomean_kernel_ratio_over_aten": round(
+            geomean([r[f"{variant}_kernel_us"] / r["aten_kernel_us"] for r in ok]), 4
+        ),
+        "ratio_over_diode": {k: round(v, 4) for k, v in ratio.items()},
+    }
 
 
 def summarize_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -262,14 +309,14 @@ def summarize_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ratio = [r["diode_kernel_us"] / r["stock_kernel_us"] for r in ok]
     vs_aten = [r["diode_kernel_us"] / r["aten_kernel_us"] for r in ok]
     med_diode = statistics.median(r["diode_compile_s"] for r in ok)
-    geo = math.exp(statistics.fmean(math.log(x) for x in ratio))
+    geo = geomean(ratio)
     return {
         "problems": len(ok),
         "median_stock_compile_s": round(statistics.median(r["stock_compile_s"] for r in ok), 3),
         "median_diode_compile_s": round(med_diode, 3),
         "geomean_kernel_ratio_diode_over_stock": round(geo, 4),
         "max_kernel_ratio_diode_over_stock": round(max(ratio), 4),
-        "geomean_kernel_ratio_diode_over_aten": round(math.exp(statistics.fmean(math.log(x) for x in vs_aten)), 4),
+        "geomean_kernel_ratio_diode_over_aten": round(geomean(vs_aten), 4),
         "meets_compile_bar_1_5s": med_diode <= 1.5,
         "meets_kernel_bar_geomean_le_stock": geo <= 1.0,
     }
@@ -286,6 +333,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--aten-alone-when-best", action="store_true", help="the handler's aten_alone_when_best (default: off)"
     )
+    ap.add_argument(
+        "--aten-alone-below-us", type=float, default=None, help="the handler's aten_alone_below_us (default: its)"
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="speed: also compile with these option changes, e.g. 'short={\"aten_alone_below_us\": 50}' (repeatable)",
+    )
     ap.add_argument("--graph-iters", type=int, default=20, help="calls captured in one CUDA graph")
     ap.add_argument("--reps", type=int, default=20, help="timed graph replays (median)")
     ap.add_argument("--output", type=Path, help="write the results as JSON")
@@ -301,6 +358,35 @@ def main(argv: list[str] | None = None) -> int:
     cases = correctness_cases()
     if args.ops:
         cases = [c for c in cases if c[0] in set(args.ops.split(","))]
+    options = {
+        k: v
+        for k, v in (
+            ("top_k_configs", args.top_k),
+            ("performance_threshold", args.performance_threshold),
+            ("aten_alone_when_best", args.aten_alone_when_best or None),
+            ("aten_alone_below_us", args.aten_alone_below_us),
+        )
+        if v is not None
+    }
+    variants: dict[str, dict[str, Any]] = {}
+    for spec in args.variant:
+        name, sep, raw = spec.partition("=")
+        try:
+            extra = json.loads(raw) if sep and name else None
+        except json.JSONDecodeError as e:
+            ap.error(f"--variant {spec!r}: the options after '=' are not JSON ({e})")
+        if not isinstance(extra, dict) or name in variants:
+            ap.error(
+                f"--variant {spec!r}: expected a new NAME=JSON object, e.g. 'short={{\"aten_alone_below_us\": 50}}'"
+            )
+        variants[name] = extra
+    from torch_diode.config import DiodeOptions
+
+    for name, extra in {"": {}, **variants}.items():
+        try:
+            DiodeOptions(model="check", **{**options, **extra})
+        except (TypeError, ValueError) as e:
+            ap.error(f"{'--variant ' + name if name else 'options'}: {e}")
     if args.list:
         for p in problems:
             print(f"speed        {p.name:<18} {p.describe()}")
@@ -314,15 +400,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.model:
         ap.error("--model is required (a model file or a registered model name)")
-    options = {
-        k: v
-        for k, v in (
-            ("top_k_configs", args.top_k),
-            ("performance_threshold", args.performance_threshold),
-            ("aten_alone_when_best", args.aten_alone_when_best or None),
-        )
-        if v is not None
-    }
     from torch_diode.inductor import install_diode_choices
 
     result: dict[str, Any] = {"environment": environment(), "model": args.model, "options": options}
@@ -343,13 +420,22 @@ def main(argv: list[str] | None = None) -> int:
                 "not_exercised": [r["case"] for r in rows if not r["exercised"]],
             }
     if args.mode in ("all", "speed"):
-        print(f"== speed ({len(problems)} problems, cold compile per GEMM, stock then diode)")
+        names = ["diode"] + [f"diode:{v}" for v in variants]
+        print(f"== speed ({len(problems)} problems, cold compile per GEMM, stock then {', '.join(names)})")
+        extra = "".join(f" {v[:8] + ' s':>8} {v[:8] + ' us':>9}" for v in variants)
         print(
             f"{'problem':<18} {'shape':<34} {'stock s':>8} {'diode s':>8} {'stock us':>9} {'diode us':>9} {'aten us':>9}"
+            + extra
         )
-        rows = run_speed(args.model, options, problems, graph_iters=args.graph_iters, reps=args.reps)
-        result["speed"] = {"problems": rows, "summary": summarize_speed(rows)}
-        print(json.dumps(result["speed"]["summary"], indent=2))
+        rows = run_speed(args.model, options, problems, graph_iters=args.graph_iters, reps=args.reps, variants=variants)
+        summary = summarize_speed(rows)
+        if variants:
+            summary["variants"] = {
+                v: {"options": {**options, **extra}, **summarize_variant(rows, f"diode:{v}")}
+                for v, extra in variants.items()
+            }
+        result["speed"] = {"problems": rows, "summary": summary}
+        print(json.dumps(summary, indent=2))
     if "correctness" in result:
         c = result["correctness"]
         print(f"correctness: {c['passed']}/{len(c['cases'])} passed; failed: {c['failed'] or 'none'}")

@@ -26,6 +26,10 @@ def test_defaults() -> None:
         ("search_space", "FAST", ValueError),
         ("device_types", (), ValueError),
         ("model", 3, TypeError),
+        ("aten_alone_below_us", -1.0, ValueError),
+        ("aten_alone_below_us", float("inf"), ValueError),
+        ("aten_alone_below_us", True, ValueError),
+        ("aten_alone_below_us", "50", ValueError),
     ],
     ids=lambda v: repr(v),
 )
@@ -53,7 +57,9 @@ def test_environment_is_read_at_access_time(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TORCH_DIODE_MODEL", "NVIDIA-H100-matmul")
     monkeypatch.setenv("TORCH_DIODE_DEVICE_TYPES", "cuda, xpu")
     monkeypatch.setenv("TORCH_DIODE_DISABLE", "yes")
+    monkeypatch.setenv("TORCH_DIODE_ATEN_ALONE_BELOW_US", "40")
     o = cfg.options()
+    assert o.aten_alone_below_us == 40.0
     assert (o.top_k_configs, o.performance_threshold, o.enable_fallback) == (5, 1.25, False)
     assert (o.confidence_threshold, o.cache_predictions, o.model) == (0.5, False, "NVIDIA-H100-matmul")
     assert o.device_types == ("cuda", "xpu") and cfg.disable is True
@@ -74,6 +80,11 @@ def test_malformed_environment_names_the_variable(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("TORCH_DIODE_DISABLE", "maybe")
     with pytest.raises(ValueError, match="TORCH_DIODE_DISABLE"):
         _ = DiodeConfig().disable
+    monkeypatch.setenv("TORCH_DIODE_ATEN_ALONE_BELOW_US", "short")
+    with pytest.raises(ValueError, match="TORCH_DIODE_ATEN_ALONE_BELOW_US='short': expected a number"):
+        _ = DiodeConfig().aten_alone_below_us
+    monkeypatch.setenv("TORCH_DIODE_ATEN_ALONE_BELOW_US", "off")
+    assert DiodeConfig().aten_alone_below_us is None
 
 
 def test_unknown_names_are_refused() -> None:

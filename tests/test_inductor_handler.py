@@ -29,7 +29,7 @@ from torch._inductor.choices import InductorChoices
 
 from torch_diode.config import DiodeOptions
 from torch_diode.dataset import Dataset
-from torch_diode.inductor.choices import DiodeInductorChoices, select, top_k_count
+from torch_diode.inductor.choices import DiodeInductorChoices, Selection, select, top_k_count
 from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
 from torch_diode.lut import KernelLUT
 from torch_diode.model import load_model
@@ -214,6 +214,33 @@ def test_aten_alone_when_best() -> None:
         DiodeOptions(model="m", aten_alone_when_best="yes")
 
 
+def test_aten_alone_below_us() -> None:
+    """``aten_alone_below_us``: as ``aten_alone_when_best`` where the best (ATen) prediction is
+    also under that many microseconds (strictly); 0 and None are off; the confidence still counts."""
+    opts = DiodeOptions(model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9)
+    t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
+    zero = np.zeros(4)
+    aten = np.log([10.3, 9.8])  # bias_addmm predicted best, at 9.8 us
+    usual = select(t, zero, aten, np.zeros(2), opts, keep_one_triton=False)
+    assert usual.triton == [0, 1]
+    for below, alone in ((10.0, True), (50.0, True), (9.7, False), (0.0, False), (None, False)):
+        s = select(t, zero, aten, np.zeros(2), opts.replace(aten_alone_below_us=below), keep_one_triton=False)
+        assert s == (Selection([], [1], True, 1.0) if alone else usual), below
+    # the same at ten times the times: over 50 us, the usual selection
+    slow = opts.replace(aten_alone_below_us=50.0)
+    assert select(t + np.log(10), zero, aten + np.log(10), np.zeros(2), slow, keep_one_triton=False) == select(
+        t + np.log(10), zero, aten + np.log(10), np.zeros(2), opts, keep_one_triton=False
+    )
+    # a Triton config best: nothing changes; ATen best but unsure: the usual widened selection
+    later = np.log([10.2])
+    assert select(t, zero, later, np.zeros(1), slow, keep_one_triton=False) == select(
+        t, zero, later, np.zeros(1), opts, keep_one_triton=False
+    )
+    unsure = np.array([0.5, 0.5])
+    s = select(t, zero, aten, unsure, slow, keep_one_triton=False)
+    assert s == select(t, zero, aten, unsure, opts, keep_one_triton=False) and not s.confident
+
+
 def test_aten_alone_when_best_through_the_hook() -> None:
     """Through the real hook, with the shipped H200 model: mm fp16 1000x1000x1000 (the speed
     check's ``odd_mm``, where the model ranks ATen first) keeps ATen and Triton configs by default,
@@ -222,14 +249,21 @@ def test_aten_alone_when_best_through_the_hook() -> None:
 
     path = str(resolve("NVIDIA-H200-matmul"))
     outs = {}
-    for alone in (False, True):
-        handler = DiodeInductorChoices(DiodeOptions(model=path, aten_alone_when_best=alone))
+    for name, opts in (
+        ("default", {}),
+        ("alone", {"aten_alone_when_best": True}),
+        ("below 50 us", {"aten_alone_below_us": 50.0}),
+        ("below 5 us", {"aten_alone_below_us": 5.0}),
+    ):
+        handler = DiodeInductorChoices(DiodeOptions(model=path, **opts))
         with inductor_graph():
-            outs[alone] = [x.template.uid for x in call_hook(handler, kernel_inputs("mm", 1000, 1000, 1000), "mm")]
+            outs[name] = [x.template.uid for x in call_hook(handler, kernel_inputs("mm", 1000, 1000, 1000), "mm")]
         assert handler.get_stats()["fallbacks_total"] == 0
-    assert "aten::mm" in outs[False] and "triton::mm" in outs[False]
-    assert outs[True] == ["aten::mm"]
-    assert handler.get_stats()["single_choice"] == 1
+        assert handler.get_stats()["single_choice"] == (outs[name] == ["aten::mm"])
+    assert "aten::mm" in outs["default"] and "triton::mm" in outs["default"]
+    # the model predicts ATen's mm at 13.6 us here: alone below 50 us, not below 5 us
+    assert outs["alone"] == outs["below 50 us"] == ["aten::mm"]
+    assert outs["below 5 us"] == outs["default"]
 
 
 def test_select_triton_pick_equals_the_per_element_rule() -> None:

@@ -21,6 +21,7 @@ config field                            environment variable         ``DiodeOpti
 ``diversity`` (0 = plain order)         ``TORCH_DIODE_DIVERSITY``    ``diversity``
 ``cliff_guard`` (0 = off)               ``TORCH_DIODE_CLIFF_GUARD``  ``cliff_guard``
 ``aten_alone_when_best``                ``TORCH_DIODE_ATEN_ALONE_WHEN_BEST``   ``aten_alone_when_best``
+``aten_alone_below_us`` (0 = off)       ``TORCH_DIODE_ATEN_ALONE_BELOW_US``    ``aten_alone_below_us``
 ``disable`` (kill switch, per call)     ``TORCH_DIODE_DISABLE``      (checked by the handler)
 ======================================  ==========================  ===========================
 """
@@ -82,6 +83,11 @@ class DiodeOptions:
             and then picks, on GEMMs of a few microseconds, a Triton config 1.3-1.7x slower than
             the ATen kernel the model ranked first; the cost is the top-k benchmark's second
             chance where the model is wrong about ATen.
+        aten_alone_below_us: the same as ``aten_alone_when_best`` where the best ATen choice is
+            also predicted under this many microseconds (``None`` or 0: off): Inductor's timer
+            handicaps ATen by 13-27 us on GEMMs under 50 us and by 1-2 us above
+            (``benchmarks/models/session62/timer-offsets-H200.txt``), so on short GEMMs its
+            benchmark cannot correct the model in ATen's favour, while on long ones it can.
     """
 
     model: str | None = None
@@ -97,6 +103,7 @@ class DiodeOptions:
     diversity: float = DIVERSITY
     cliff_guard: float = CLIFF_GUARD
     aten_alone_when_best: bool = False
+    aten_alone_below_us: float | None = None
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -140,6 +147,14 @@ class DiodeOptions:
             if isinstance(mc, bool) or not isinstance(mc, (int, float)) or not mc > 0:
                 raise ValueError(f"max_compile_cost: must be a positive number or None, got {mc!r}")
             object.__setattr__(self, "max_compile_cost", float(mc))
+        us = self.aten_alone_below_us
+        if us is not None:
+            if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us < math.inf:
+                raise ValueError(
+                    f"aten_alone_below_us: must be a finite number of microseconds >= 0, or None (0 and None: off), "
+                    f"got {us!r}"
+                )
+            object.__setattr__(self, "aten_alone_below_us", float(us))
         object.__setattr__(self, "diversity", check_penalty(self.diversity, "diversity"))
         object.__setattr__(self, "cliff_guard", check_penalty(self.cliff_guard, "cliff_guard"))
 
@@ -226,6 +241,7 @@ _FIELDS: dict[str, _Field] = {
     "diversity": _Field("TORCH_DIODE_DIVERSITY", _parse_float, "diversity"),
     "cliff_guard": _Field("TORCH_DIODE_CLIFF_GUARD", _parse_float, "cliff_guard"),
     "aten_alone_when_best": _Field("TORCH_DIODE_ATEN_ALONE_WHEN_BEST", _parse_bool, "aten_alone_when_best"),
+    "aten_alone_below_us": _Field("TORCH_DIODE_ATEN_ALONE_BELOW_US", _parse_optional_float, "aten_alone_below_us"),
     "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, None),  # default False: the handler is on
 }
 

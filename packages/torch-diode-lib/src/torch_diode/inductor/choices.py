@@ -142,7 +142,9 @@ def select(
     * ``keep_one_triton``: the call has no ATen to fall back on, so keep the best Triton config
       even when none is within the threshold.
     * ``options.aten_alone_when_best``: where the best prediction is an ATen choice and confident,
-      that choice alone (Inductor's autotuning over-times ATen: :class:`~torch_diode.config.DiodeOptions`).
+      that choice alone (Inductor's autotuning over-times ATen: :class:`~torch_diode.config.DiodeOptions`);
+      ``options.aten_alone_below_us``: the same where that prediction is also under so many
+      microseconds (the predicted log times are of microseconds).
     * Several choices and no ATen left: the best-predicted ATen choice is kept after all. Inductor
       defers the pick among several choices (a ``MultiTemplateBuffer``) and, when the picked
       template's input layouts conflict with a layout frozen later, falls back to an extern
@@ -159,7 +161,9 @@ def select(
     b = int(np.argmin(all_log))
     best, std_best = float(all_log[b]), float(all_std[b])
     confident = math.exp(-std_best) >= options.confidence_threshold
-    if options.aten_alone_when_best and confident and b >= len(triton_log):
+    limit_us = options.aten_alone_below_us
+    below = limit_us is not None and math.exp(best) < limit_us  # 0: never
+    if (options.aten_alone_when_best or below) and confident and b >= len(triton_log):
         return Selection([], [b - len(triton_log)], True, math.exp(-std_best))
     k = top_k_count(options.top_k_configs, len(triton_log))
     margin = math.log(options.performance_threshold)
