@@ -21,6 +21,26 @@ from torch_diode.dataset import read_dataset
 BINS = ((0, 10), (10, 20), (20, 50), (50, 200), (200, float("inf")))
 
 
+def problem_offsets(vmed: dict, run) -> dict:
+    """``{problem: (fastest validation time, ATen offset, Triton offset)}`` (us) for each problem of
+    ``run`` (Inductor's times) that ``vmed`` (``choice_medians`` of the validation set) holds and
+    that has both ATen and Triton choices timed by both: each offset the median over those choices
+    of Inductor's time minus the validation set's."""
+    out = {}
+    for pt in run.by_problem():
+        v = vmed.get(pt.problem)
+        if v is None:
+            continue
+        aten, triton = [], []
+        for c, t in pt.median_by_choice().items():
+            ch = run.choices[c]
+            if ch in v:
+                (aten if ch.is_aten else triton).append(t - v[ch])
+        if aten and triton:
+            out[pt.problem] = (min(v.values()), float(np.median(aten)), float(np.median(triton)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("key")
@@ -29,23 +49,12 @@ def main() -> None:
     a = ap.parse_args()
     val = read_dataset(a.val or f"data/{a.key}/val.msgpack")
     run = read_dataset(a.run)
-    vmed = choice_medians(val)
     rows = {b: {"aten": [], "triton": [], "problems": 0} for b in BINS}
-    for pt in run.by_problem():
-        v = vmed.get(pt.problem)
-        if v is None:
-            continue
-        fastest = min(v.values())
+    for fastest, aten, triton in problem_offsets(choice_medians(val), run).values():
         b = next(b for b in BINS if b[0] <= fastest < b[1])
-        aten, triton = [], []
-        for c, t in pt.median_by_choice().items():
-            ch = run.choices[c]
-            if ch in v:
-                (aten if ch.is_aten else triton).append(t - v[ch])
-        if aten and triton:
-            rows[b]["problems"] += 1
-            rows[b]["aten"].append(float(np.median(aten)))
-            rows[b]["triton"].append(float(np.median(triton)))
+        rows[b]["problems"] += 1
+        rows[b]["aten"].append(aten)
+        rows[b]["triton"].append(triton)
     print(f"{a.key}: Inductor's autotuning time minus the validation set's, per problem (us; medians over problems)")
     print("| fastest validation time | problems | ATen | Triton (median config) | ATen minus Triton |")
     print("|---|---|---|---|---|")
