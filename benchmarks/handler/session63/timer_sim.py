@@ -52,6 +52,20 @@ def gm(v) -> float:
     return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan
 
 
+def kept_sets(model, val) -> tuple[list, dict]:
+    """The model's evaluations of ``val``'s problems and, per option set of ``VARIANTS``, what the
+    handler keeps of each (``{name: [{k: indices into e.choices}]}``, in the order of the evaluations)."""
+    opts = config.options()
+    _, evals = evaluate_model(
+        model, val, max_compile_cost=opts.max_compile_cost, diversity=opts.diversity, cliff_guard=opts.cliff_guard
+    )
+    keeps = {}
+    for name, changes in VARIANTS.items():
+        with config.patch(**changes):
+            keeps[name] = [handler_keeps(model, e, KS) for e in evals]
+    return evals, keeps
+
+
 def pick(e, kept: list[int], aten_handicap_us: float) -> int:
     """The kept choice Inductor lowers when its timer adds ``aten_handicap_us`` to ATen's time."""
     t = [float(e.measured_us[i]) + (aten_handicap_us if e.choices[i].is_aten else 0.0) for i in kept]
@@ -67,15 +81,7 @@ def main() -> None:
     a = ap.parse_args()
     val_path = Path(a.val or f"data/{a.key}/val.msgpack")
     val = read_dataset(val_path)
-    model = load_model(a.model)
-    opts = config.options()
-    _, evals = evaluate_model(
-        model, val, max_compile_cost=opts.max_compile_cost, diversity=opts.diversity, cliff_guard=opts.cliff_guard
-    )
-    keeps = {}
-    for name, changes in VARIANTS.items():
-        with config.patch(**changes):
-            keeps[name] = [handler_keeps(model, e, KS) for e in evals]
+    evals, keeps = kept_sets(load_model(a.model), val)
     handicap = {}
     stock_picks = {"val-stock-picks.json": read_max_autotune_solution(val_path.with_name("val-stock-picks.json"))}
     if a.inductor_run:
