@@ -15,7 +15,9 @@ speed check's ``kernel_time_us``) and eager ATen's. ``OUT`` is rewritten after e
 interrupted run keeps what it measured); ``--budget``: no problem is started after so many seconds.
 
 ``report``: short / off per problem (each variant's time the geometric mean of its compiles), the
-geomean, p95 and max, and each variant's spread between its two compiles.
+geomean, p95 and max, the same over the problems where both short compiles kept a single choice
+(the option acted: the handler's ``single_choice`` count), and each variant's spread between its
+two compiles.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def gm(v) -> float:
 
 def cmd_report(a: argparse.Namespace) -> None:
     result = json.loads(Path(a.output).read_text())
-    ratios, spreads = [], {"off": [], "short": []}
+    ratios, acted, spreads = [], [], {"off": [], "short": []}
     print("| problem | off us (2 compiles) | short us (2 compiles) | ATen us | short / off | short single choice |")
     print("|---|---|---|---|---|---|")
     for row in result["rows"]:
@@ -128,6 +130,8 @@ def cmd_report(a: argparse.Namespace) -> None:
         for v in OPTIONS:
             spreads[v].append(max(t[v]) / min(t[v]))
         single = [r["diode"]["single_choice"] for r in row["runs"] if r["variant"] == "short"]
+        if all(single):
+            acted.append(ratio)
         print(
             f"| {row['key']} | {t['off'][0]:.2f} / {t['off'][1]:.2f} | {t['short'][0]:.2f} / {t['short'][1]:.2f} | "
             f"{row['aten_kernel_us']:.2f} | {ratio:.3f} | {single} |"
@@ -136,6 +140,11 @@ def cmd_report(a: argparse.Namespace) -> None:
     print(
         f"\n{len(r)} problems: short / off geomean **{gm(r):.4f}**, p95 {np.percentile(r, 95):.3f}, max {r.max():.3f}, "
         f"min {r.min():.3f}; faster on {int((r < 1).sum())}, slower on {int((r > 1).sum())}"
+    )
+    r = np.array(acted)
+    print(
+        f"{len(r)} of them where both short compiles kept a single choice (the option acted): geomean {gm(r):.4f}, "
+        f"p95 {np.percentile(r, 95):.3f}, max {r.max():.3f}; faster on {int((r < 1).sum())}, slower on {int((r > 1).sum())}"
     )
     for v in OPTIONS:
         s = np.array(spreads[v])
