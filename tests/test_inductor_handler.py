@@ -150,11 +150,14 @@ def test_fractional_top_k_rounds_up() -> None:
 
 
 def test_select_rule_on_known_predictions() -> None:
-    opts = DiodeOptions(model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9)
+    """The rule without the ATen-alone options (the times here are under the default 50 us)."""
+    opts = DiodeOptions(
+        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+    )
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
     # ATen 2x slower, confident: dropped where one Triton config is kept, ...
-    one = DiodeOptions(model="m", top_k_configs=1, performance_threshold=1.1, confidence_threshold=0.9)
+    one = opts.replace(top_k_configs=1)
     s = select(t, zero, np.log([20.0]), np.zeros(1), one, keep_one_triton=False)
     assert (s.triton, s.aten, s.confident) == ([0], [], True)
     # ... but with the two best Triton within 10% kept, the best-predicted ATen stays as
@@ -192,7 +195,9 @@ def test_aten_alone_when_best() -> None:
     """``aten_alone_when_best``: ATen predicted best and confident -> that ATen choice alone, even
     with Triton configs within the threshold (which are kept without the option) and with a
     second ATen variant; not where ATen is not the best, nor where the best is uncertain."""
-    opts = DiodeOptions(model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9)
+    opts = DiodeOptions(
+        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+    )
     alone = opts.replace(aten_alone_when_best=True)
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
@@ -216,8 +221,12 @@ def test_aten_alone_when_best() -> None:
 
 def test_aten_alone_below_us() -> None:
     """``aten_alone_below_us``: as ``aten_alone_when_best`` where the best (ATen) prediction is
-    also under that many microseconds (strictly); 0 and None are off; the confidence still counts."""
-    opts = DiodeOptions(model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9)
+    also under that many microseconds (strictly); 0 and None are off; the confidence still counts;
+    50 us by default."""
+    opts = DiodeOptions(
+        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+    )
+    assert DiodeOptions(model="m").aten_alone_below_us == 50.0
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
     aten = np.log([10.3, 9.8])  # bias_addmm predicted best, at 9.8 us
@@ -243,16 +252,17 @@ def test_aten_alone_below_us() -> None:
 
 def test_aten_alone_when_best_through_the_hook() -> None:
     """Through the real hook, with the shipped H200 model: mm fp16 1000x1000x1000 (the speed
-    check's ``odd_mm``, where the model ranks ATen first) keeps ATen and Triton configs by default,
-    and with ``aten_alone_when_best`` ATen's mm alone (a single choice: Inductor benchmarks nothing)."""
+    check's ``odd_mm``, where the model ranks ATen first) keeps ATen and Triton configs with the
+    ATen-alone options off, and by default (``aten_alone_below_us`` 50) or with
+    ``aten_alone_when_best`` ATen's mm alone (a single choice: Inductor benchmarks nothing)."""
     from torch_diode.registry import resolve
 
     path = str(resolve("NVIDIA-H200-matmul"))
     outs = {}
     for name, opts in (
+        ("off", {"aten_alone_below_us": None}),
         ("default", {}),
-        ("alone", {"aten_alone_when_best": True}),
-        ("below 50 us", {"aten_alone_below_us": 50.0}),
+        ("alone", {"aten_alone_when_best": True, "aten_alone_below_us": 0.0}),
         ("below 5 us", {"aten_alone_below_us": 5.0}),
     ):
         handler = DiodeInductorChoices(DiodeOptions(model=path, **opts))
@@ -260,10 +270,10 @@ def test_aten_alone_when_best_through_the_hook() -> None:
             outs[name] = [x.template.uid for x in call_hook(handler, kernel_inputs("mm", 1000, 1000, 1000), "mm")]
         assert handler.get_stats()["fallbacks_total"] == 0
         assert handler.get_stats()["single_choice"] == (outs[name] == ["aten::mm"])
-    assert "aten::mm" in outs["default"] and "triton::mm" in outs["default"]
-    # the model predicts ATen's mm at 13.6 us here: alone below 50 us, not below 5 us
-    assert outs["alone"] == outs["below 50 us"] == ["aten::mm"]
-    assert outs["below 5 us"] == outs["default"]
+    assert "aten::mm" in outs["off"] and "triton::mm" in outs["off"]
+    # the model predicts ATen's mm at 13.6 us here: alone below 50 us (the default), not below 5 us
+    assert outs["alone"] == outs["default"] == ["aten::mm"]
+    assert outs["below 5 us"] == outs["off"]
 
 
 def test_select_triton_pick_equals_the_per_element_rule() -> None:
@@ -283,6 +293,7 @@ def test_select_triton_pick_equals_the_per_element_rule() -> None:
             top_k_configs=int(rng.integers(1, 6)),
             performance_threshold=float(rng.choice([1.0, 1.05, 1.1, 1.5])),
             confidence_threshold=float(rng.choice([0.0, 0.8, 1.0])),
+            aten_alone_below_us=None,  # the Triton pick; the ATen-alone branch has its own tests
         )
         s = select(t, std, a, a_std, opts, keep_one_triton=bool(trial % 3))
         all_log = np.concatenate([t, a])

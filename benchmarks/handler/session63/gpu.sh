@@ -1,8 +1,8 @@
 #!/bin/bash
 # Session 63's GPU calls (nvidia-h200), rule 1 of session63/PLAN.md, the shipped H200 file:
-#   STAGE=speed: the speed check, each GEMM compiled cold by stock, the handler's defaults ("diode":
-#                aten_alone_below_us off), "short" (aten_alone_below_us=50) and "on"
-#                (aten_alone_when_best) in the same run;
+#   STAGE=speed: the speed check, each GEMM compiled cold by stock, "diode" (aten_alone_below_us off:
+#                the default when this ran; 50 since, so it is passed as 0), "short"
+#                (aten_alone_below_us=50) and "on" (aten_alone_when_best) in the same run;
 #   STAGE=corr:  the correctness cases with aten_alone_below_us=50.
 # Everything under $OUT (gpu.txt: the machine and versions).
 set -u
@@ -11,7 +11,7 @@ M=packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetens
 { nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import torch, triton, sys; print(torch.__version__, triton.__version__, torch.version.cuda, sys.version.split()[0])"; nproc; } > $OUT/gpu.txt 2>&1
 case "${STAGE:?STAGE=speed or corr}" in
   speed)
-    timeout ${LIMIT_S:-560} python3 scripts/check_handler_gpu.py --model $M --mode speed \
+    timeout ${LIMIT_S:-560} python3 scripts/check_handler_gpu.py --model $M --mode speed --aten-alone-below-us 0 \
         --variant 'short={"aten_alone_below_us": 50}' --variant 'on={"aten_alone_when_best": true}' \
         --output $OUT/speed.json > $OUT/speed.log 2>&1
     echo "speed rc=$?" >> $OUT/gpu.txt ;;
