@@ -191,20 +191,23 @@ def test_select_rule_on_known_predictions() -> None:
     assert (s.triton, s.confident) == ([0, 1, 2], False)
 
 
-def test_aten_alone_when_best() -> None:
-    """``aten_alone_when_best``: ATen predicted best and confident -> that ATen choice alone, even
-    with Triton configs within the threshold (which are kept without the option) and with a
-    second ATen variant; not where ATen is not the best, nor where the best is uncertain."""
+@pytest.mark.parametrize(
+    "option", [{"aten_alone_when_best": True}, {"aten_alone_below_us": 50.0}], ids=["when_best", "below_50_us"]
+)
+def test_aten_alone_options(option: dict[str, Any]) -> None:
+    """``aten_alone_when_best`` and ``aten_alone_below_us`` (here ATen is predicted under 50 us):
+    ATen predicted best and confident -> that ATen choice alone, even with Triton configs within the
+    threshold (which are kept without the option) and with a second ATen variant; not where ATen is
+    not the best, nor where the best is uncertain."""
     opts = DiodeOptions(
         model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
     )
-    alone = opts.replace(aten_alone_when_best=True)
+    alone = opts.replace(**option)
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
     aten = np.log([10.3, 9.8])  # bias_addmm best, both Triton configs 0 and 1 within 10% of it
     assert select(t, zero, aten, np.zeros(2), opts, keep_one_triton=False).triton == [0, 1]
-    s = select(t, zero, aten, np.zeros(2), alone, keep_one_triton=False)
-    assert (s.triton, s.aten, s.confident) == ([], [1], True)
+    assert select(t, zero, aten, np.zeros(2), alone, keep_one_triton=False) == Selection([], [1], True, 1.0)
     # ATen second: the option changes nothing
     later = np.log([10.2])
     assert select(t, zero, later, np.zeros(1), alone, keep_one_triton=False) == select(
@@ -215,14 +218,11 @@ def test_aten_alone_when_best() -> None:
     s = select(t, zero, aten, unsure, alone, keep_one_triton=False)
     assert s == select(t, zero, aten, unsure, opts, keep_one_triton=False) and not s.confident
     assert len(s.triton) >= 2
-    with pytest.raises(TypeError, match="aten_alone_when_best: must be a bool"):
-        DiodeOptions(model="m", aten_alone_when_best="yes")
 
 
-def test_aten_alone_below_us() -> None:
-    """``aten_alone_below_us``: as ``aten_alone_when_best`` where the best (ATen) prediction is
-    also under that many microseconds (strictly); 0 and None are off; the confidence still counts;
-    50 us by default."""
+def test_aten_alone_below_us_threshold() -> None:
+    """``aten_alone_below_us`` acts only where the best (ATen) prediction is under that many
+    microseconds; 0 and None are off; 50 us by default. ``aten_alone_when_best`` must be a bool."""
     opts = DiodeOptions(
         model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
     )
@@ -237,17 +237,12 @@ def test_aten_alone_below_us() -> None:
         assert s == (Selection([], [1], True, 1.0) if alone else usual), below
     # the same at ten times the times: over 50 us, the usual selection
     slow = opts.replace(aten_alone_below_us=50.0)
-    assert select(t + np.log(10), zero, aten + np.log(10), np.zeros(2), slow, keep_one_triton=False) == select(
-        t + np.log(10), zero, aten + np.log(10), np.zeros(2), opts, keep_one_triton=False
+    t10, aten10 = t + np.log(10), aten + np.log(10)
+    assert select(t10, zero, aten10, np.zeros(2), slow, keep_one_triton=False) == select(
+        t10, zero, aten10, np.zeros(2), opts, keep_one_triton=False
     )
-    # a Triton config best: nothing changes; ATen best but unsure: the usual widened selection
-    later = np.log([10.2])
-    assert select(t, zero, later, np.zeros(1), slow, keep_one_triton=False) == select(
-        t, zero, later, np.zeros(1), opts, keep_one_triton=False
-    )
-    unsure = np.array([0.5, 0.5])
-    s = select(t, zero, aten, unsure, slow, keep_one_triton=False)
-    assert s == select(t, zero, aten, unsure, opts, keep_one_triton=False) and not s.confident
+    with pytest.raises(TypeError, match="aten_alone_when_best: must be a bool"):
+        DiodeOptions(model="m", aten_alone_when_best="yes")
 
 
 def test_aten_alone_when_best_through_the_hook() -> None:
