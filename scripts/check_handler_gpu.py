@@ -334,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
         "--aten-alone-when-best", action="store_true", help="the handler's aten_alone_when_best (default: off)"
     )
     ap.add_argument(
-        "--aten-alone-below-us", type=float, default=None, help="the handler's aten_alone_below_us (default: its)"
+        "--aten-alone-below-us",
+        type=float,
+        default=None,
+        help="the handler's aten_alone_below_us (default: the handler's, 50 us; 0 turns it off)",
     )
     ap.add_argument(
         "--variant",
@@ -378,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(extra, dict) or name in variants:
             ap.error(
                 f"--variant {spec!r}: expected a new NAME=JSON object, e.g. 'short={{\"aten_alone_below_us\": 50}}'"
+            )
+        nulls = sorted(k for k, v in extra.items() if v is None)
+        if nulls:
+            ap.error(
+                f"--variant {name}: null for {', '.join(nulls)} would keep the handler's configured value; "
+                "give the value itself (0 turns aten_alone_below_us off)"
             )
         variants[name] = extra
     from torch_diode.config import DiodeOptions
