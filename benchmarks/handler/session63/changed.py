@@ -1,28 +1,35 @@
-"""Session 63, rule 2: ``aten_alone_below_us=50`` against the defaults where it changes what is kept.
+"""Session 63, rules 2 and 3: handler settings and stock compiled on a GPU, problem by problem.
 
     python benchmarks/handler/session63/changed.py list KEY MODEL OUT.json     # offline, any machine
-    python benchmarks/handler/session63/changed.py time LIST.json MODEL OUT.json [--budget S]   # a GPU
-    python benchmarks/handler/session63/changed.py report OUT.json
+    python benchmarks/handler/session63/changed.py sample KEY N OUT.json [--seed S]   # offline
+    python benchmarks/handler/session63/changed.py time LIST.json MODEL OUT.json [--budget S]
+        [--order off,short,off,short] [--shard I/N]                                 # a GPU
+    python benchmarks/handler/session63/changed.py report OUT.json [OUT2.json ...]
 
 ``list``: the validation problems of ``data/KEY/val.msgpack`` whose top-3 kept set (the handler's
 real selection, ``timer_sim.kept_sets``) differs between ``off`` (the option off) and ``short``
-(``aten_alone_below_us=50``), written as JSON.
+(``aten_alone_below_us=50``), written as JSON. ``sample``: N validation problems drawn at random
+(seeded), in the same format.
 
 ``time``: for each listed problem, its tensors (``torch_diode.collect.inductor.make_inputs``: the
-problem's shapes, strides and dtype), compiled cold with ``max-autotune`` and the handler installed,
-in the order off, short, off, short; each compiled function's kernel time (CUDA graph replays, the
+problem's shapes, strides and dtype), compiled cold with ``max-autotune`` in the variants of
+``--order`` (``VARIANTS``: the handler with the option off, with it at 50 us, with its defaults, or
+stock Inductor without the handler); each compiled function's kernel time (CUDA graph replays, the
 speed check's ``kernel_time_us``) and eager ATen's. ``OUT`` is rewritten after every problem (an
-interrupted run keeps what it measured); ``--budget``: no problem is started after so many seconds.
+interrupted run keeps what it measured); ``--budget``: no problem is started after so many seconds;
+``--shard I/N``: only the listed problems I, I + N, ... (one process per GPU).
 
-``report``: short / off per problem (each variant's time the geometric mean of its compiles), the
-geomean, p95 and max, the same over the problems where both short compiles kept a single choice
-(the option acted: the handler's ``single_choice`` count), and each variant's spread between its
-two compiles.
+``report``: the second variant of the run's order over the first (``short / off``, ``default /
+stock``) per problem (each variant's time the geometric mean of its compiles), the geomean, p95 and
+max, the same over the problems where every compile of the second variant kept a single choice
+(the handler's ``single_choice`` count), and each variant's spread between its compiles when it has
+several. Several OUT files (a run's shards) are reported as one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -36,9 +43,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[2] / "scripts"))
 
-ORDER = ("off", "short", "off", "short")
-# "off" was the defaults when rule 2 ran ({} in its JSON); 0 turns the option off now that 50 is the default
-OPTIONS = {"off": {"aten_alone_below_us": 0.0}, "short": {"aten_alone_below_us": 50.0}}
+# handler options per variant (None: stock Inductor, no handler). "off" was the defaults when rule 2
+# ran ({} in its JSON); 0 turns the option off now that 50 is the default
+VARIANTS: dict[str, dict | None] = {
+    "off": {"aten_alone_below_us": 0.0},
+    "short": {"aten_alone_below_us": 50.0},
+    "default": {},
+    "stock": None,
+}
 
 
 def problem_from_json(d: dict):
@@ -69,6 +81,16 @@ def cmd_list(a: argparse.Namespace) -> None:
     print(f"{a.key}: {len(out)} of {len(evals)} validation problems keep another set with short; wrote {a.output}")
 
 
+def cmd_sample(a: argparse.Namespace) -> None:
+    from torch_diode.dataset import read_dataset
+
+    problems = [pt.problem for pt in read_dataset(f"data/{a.key}/val.msgpack").by_problem()]
+    pick = np.random.default_rng(a.seed).choice(len(problems), size=min(a.n, len(problems)), replace=False)
+    out = [{"problem": dataclasses.asdict(problems[int(i)])} for i in sorted(pick)]
+    Path(a.output).write_text(json.dumps({"key": a.key, "seed": a.seed, "problems": out}, indent=1))
+    print(f"{a.key}: {len(out)} of {len(problems)} validation problems (seed {a.seed}); wrote {a.output}")
+
+
 def cmd_time(a: argparse.Namespace) -> None:
     import torch
     from check_handler_gpu import cold_compile_state, kernel_time_us, stats_delta, warm_up_compile
@@ -77,9 +99,15 @@ def cmd_time(a: argparse.Namespace) -> None:
     from torch_diode.collect.inductor import gemm_function, make_inputs
     from torch_diode.inductor import install_diode_choices
 
-    listed = json.loads(Path(a.list).read_text())["problems"]
+    order = a.order.split(",")
+    unknown = sorted(set(order) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"--order: unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
+    shard, shards = (int(x) for x in a.shard.split("/"))
+    listed = json.loads(Path(a.list).read_text())["problems"][shard::shards]
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as the training timings: IEEE
-    result: dict = {"environment": environment(), "model": a.model, "order": ORDER, "options": OPTIONS, "rows": []}
+    options = {v: VARIANTS[v] for v in order}
+    result: dict = {"environment": environment(), "model": a.model, "order": order, "options": options, "rows": []}
     t0 = time.monotonic()
     warm_up_compile()
     for entry in listed:
@@ -88,15 +116,20 @@ def cmd_time(a: argparse.Namespace) -> None:
         p = problem_from_json(entry["problem"])
         fn, args = gemm_function(p.op), make_inputs(p, "cuda")
         row: dict = {"problem": entry["problem"], "key": p.key(), "runs": []}
-        for variant in ORDER:
+        for variant in order:
             run: dict = {"variant": variant}
+            opts = VARIANTS[variant]
             try:
-                with install_diode_choices(model=a.model, **OPTIONS[variant]) as handle:
-                    before = handle.get_stats()
+                with contextlib.ExitStack() as stack:
+                    handle = install_diode_choices(model=a.model, **opts) if opts is not None else None
+                    if handle is not None:
+                        stack.enter_context(handle)
+                        before = handle.get_stats()
                     with cold_compile_state():
                         compiled = compile_for("max-autotune", fn)
                         run["compile_s"] = round(first_call_s(compiled, args), 3)
-                        run["diode"] = stats_delta(before, handle.get_stats())
+                        if handle is not None:
+                            run["diode"] = stats_delta(before, handle.get_stats())
                         run["kernel_us"] = round(kernel_time_us(compiled, args, graph_iters=20, reps=20), 3)
             except Exception as e:  # reported per run; the problem's other runs go on
                 run["error"] = f"{type(e).__name__}: {e}"[:500]
@@ -116,40 +149,62 @@ def gm(v) -> float:
     return float(np.exp(np.mean(np.log(v))))
 
 
+def geomean_ci(r: np.ndarray) -> str:
+    from torch_diode.evaluate import geomean_ci95
+
+    lo, hi = geomean_ci95(r)
+    return f"{lo:.4f}-{hi:.4f}"
+
+
 def cmd_report(a: argparse.Namespace) -> None:
-    result = json.loads(Path(a.output).read_text())
-    ratios, acted, spreads = [], [], {"off": [], "short": []}
-    print("| problem | off us (2 compiles) | short us (2 compiles) | ATen us | short / off | short single choice |")
+    results = [json.loads(Path(f).read_text()) for f in a.outputs]
+    order = results[0]["order"]
+    if any(r["order"] != order for r in results):
+        raise SystemExit("report: the files were run with different --order")
+    first, second = list(dict.fromkeys(order))[:2]
+    n = {v: order.count(v) for v in (first, second)}
+    ratios, acted, spreads = [], [], {first: [], second: []}
+    print(
+        f"| problem | {first} us ({n[first]} compiles) | {second} us ({n[second]} compiles) | ATen us | "
+        f"{second} / {first} | {second} single choice |"
+    )
     print("|---|---|---|---|---|---|")
-    for row in result["rows"]:
-        t = {v: [r["kernel_us"] for r in row["runs"] if r["variant"] == v and "kernel_us" in r] for v in OPTIONS}
-        if not all(len(x) == 2 for x in t.values()):
+    for row in (row for r in results for row in r["rows"]):
+        t = {v: [r["kernel_us"] for r in row["runs"] if r["variant"] == v and "kernel_us" in r] for v in n}
+        if not all(len(t[v]) == n[v] for v in n):
             print(f"| {row['key']} | incomplete: {[r.get('error') for r in row['runs'] if 'error' in r]} |")
             continue
-        ratio = gm(t["short"]) / gm(t["off"])
+        ratio = gm(t[second]) / gm(t[first])
         ratios.append(ratio)
-        for v in OPTIONS:
+        for v in n:
             spreads[v].append(max(t[v]) / min(t[v]))
-        single = [r["diode"]["single_choice"] for r in row["runs"] if r["variant"] == "short"]
-        if all(single):
+        single = [r["diode"]["single_choice"] for r in row["runs"] if r["variant"] == second and "diode" in r]
+        if single and all(single):
             acted.append(ratio)
-        print(
-            f"| {row['key']} | {t['off'][0]:.2f} / {t['off'][1]:.2f} | {t['short'][0]:.2f} / {t['short'][1]:.2f} | "
-            f"{row['aten_kernel_us']:.2f} | {ratio:.3f} | {single} |"
-        )
+        cells = " | ".join(" / ".join(f"{x:.2f}" for x in t[v]) for v in (first, second))
+        print(f"| {row['key']} | {cells} | {row['aten_kernel_us']:.2f} | {ratio:.3f} | {single} |")
     r = np.array(ratios)
     print(
-        f"\n{len(r)} problems: short / off geomean **{gm(r):.4f}**, p95 {np.percentile(r, 95):.3f}, max {r.max():.3f}, "
+        f"\n{len(r)} problems: {second} / {first} geomean **{gm(r):.4f}** (95% {geomean_ci(r)}), "
+        f"p95 {np.percentile(r, 95):.3f}, max {r.max():.3f}, "
         f"min {r.min():.3f}; faster on {int((r < 1).sum())}, slower on {int((r > 1).sum())}"
     )
-    r = np.array(acted)
-    print(
-        f"{len(r)} of them where both short compiles kept a single choice (the option acted): geomean {gm(r):.4f}, "
-        f"p95 {np.percentile(r, 95):.3f}, max {r.max():.3f}; faster on {int((r < 1).sum())}, slower on {int((r > 1).sum())}"
-    )
-    for v in OPTIONS:
-        s = np.array(spreads[v])
-        print(f"{v}: slower / faster of its two compiles, median {np.median(s):.3f}, max {s.max():.3f}")
+    if acted:
+        r = np.array(acted)
+        print(
+            f"{len(r)} of them where every {second} compile kept a single choice: geomean {gm(r):.4f}, "
+            f"p95 {np.percentile(r, 95):.3f}, max {r.max():.3f}; faster on {int((r < 1).sum())}, "
+            f"slower on {int((r > 1).sum())}"
+        )
+    rows = [row for r in results for row in r["rows"]]
+    comp = {
+        v: [x["compile_s"] for row in rows for x in row["runs"] if x["variant"] == v and "compile_s" in x] for v in n
+    }
+    print("cold compile (first call), median: " + ", ".join(f"{v} {np.median(comp[v]):.2f} s" for v in n))
+    for v in n:
+        if n[v] > 1:
+            s = np.array(spreads[v])
+            print(f"{v}: slowest / fastest of its {n[v]} compiles, median {np.median(s):.3f}, max {s.max():.3f}")
 
 
 def main() -> None:
@@ -164,10 +219,17 @@ def main() -> None:
     p.add_argument("model")
     p.add_argument("output")
     p.add_argument("--budget", type=float, default=None)
-    p = sub.add_parser("report")
+    p.add_argument("--order", default="off,short,off,short")
+    p.add_argument("--shard", default="0/1")
+    p = sub.add_parser("sample")
+    p.add_argument("key")
+    p.add_argument("n", type=int)
     p.add_argument("output")
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("report")
+    p.add_argument("outputs", nargs="+")
     a = ap.parse_args()
-    {"list": cmd_list, "time": cmd_time, "report": cmd_report}[a.cmd](a)
+    {"list": cmd_list, "sample": cmd_sample, "time": cmd_time, "report": cmd_report}[a.cmd](a)
 
 
 if __name__ == "__main__":
