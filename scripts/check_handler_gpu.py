@@ -218,6 +218,38 @@ def run_correctness(
     return rows
 
 
+def compile_and_time(
+    model: str,
+    options: dict[str, Any] | None,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    graph_iters: int,
+    reps: int,
+    kernel_digits: int = 2,
+) -> dict[str, Any]:
+    """One cold ``max-autotune`` compile of ``fn`` (stock Inductor when ``options`` is None, else
+    with torch-diode's handler installed with those options) and its kernel time: ``compile_s``
+    (the first call), ``diode`` (the handler's stats over the compile), ``kernel_us`` (rounded to
+    ``kernel_digits``), in that order; ``error`` instead of what a failure left unmeasured."""
+    from torch_diode.inductor import install_diode_choices
+
+    out: dict[str, Any] = {}
+    try:
+        with contextlib.ExitStack() as stack:
+            handle = stack.enter_context(install_diode_choices(model=model, **options)) if options is not None else None
+            before = handle.get_stats() if handle else None
+            stack.enter_context(cold_compile_state())
+            compiled = compile_for("max-autotune", fn)
+            out["compile_s"] = round(first_call_s(compiled, args), 3)
+            if handle is not None:
+                out["diode"] = stats_delta(before, handle.get_stats())
+            out["kernel_us"] = round(kernel_time_us(compiled, args, graph_iters=graph_iters, reps=reps), kernel_digits)
+    except Exception as e:  # reported with the result; the caller's other compiles go on
+        out["error"] = f"{type(e).__name__}: {e}"[:500]
+    return out
+
+
 def run_speed(
     model: str,
     options: dict[str, Any],
@@ -231,8 +263,6 @@ def run_speed(
     with the variant's), in row keys ``diode:NAME_...``."""
     import torch
 
-    from torch_diode.inductor import install_diode_choices
-
     runs: dict[str, dict[str, Any] | None] = {"stock": None, "diode": options}
     runs.update({f"diode:{name}": {**options, **extra} for name, extra in (variants or {}).items()})
     warm_up_compile()
@@ -241,22 +271,9 @@ def run_speed(
         fn, args = make_args(p)
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), **asdict(p)}
         for variant, opts in runs.items():
-            try:
-                with contextlib.ExitStack() as stack:
-                    handle = (
-                        stack.enter_context(install_diode_choices(model=model, **opts)) if opts is not None else None
-                    )
-                    before = handle.get_stats() if handle else None
-                    stack.enter_context(cold_compile_state())
-                    compiled = compile_for("max-autotune", fn)
-                    row[f"{variant}_compile_s"] = round(first_call_s(compiled, args), 3)
-                    if handle is not None:
-                        row[variant] = stats_delta(before, handle.get_stats())
-                    row[f"{variant}_kernel_us"] = round(
-                        kernel_time_us(compiled, args, graph_iters=graph_iters, reps=reps), 2
-                    )
-            except Exception as e:
-                row[f"{variant}_error"] = f"{type(e).__name__}: {e}"[:500]
+            result = compile_and_time(model, opts, fn, args, graph_iters=graph_iters, reps=reps)
+            # row keys: VARIANT_compile_s, VARIANT (the handler's stats), VARIANT_kernel_us, VARIANT_error
+            row.update({variant if k == "diode" else f"{variant}_{k}": v for k, v in result.items()})
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
         extra = "".join(

@@ -29,8 +29,6 @@ several. Several OUT files (a run's shards) are reported as one.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import json
 import math
 import sys
@@ -38,6 +36,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from torch_diode.records import Problem
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -53,12 +53,6 @@ VARIANTS: dict[str, dict | None] = {
 }
 
 
-def problem_from_json(d: dict):
-    from torch_diode.records import Problem
-
-    return Problem(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-
-
 def cmd_list(a: argparse.Namespace) -> None:
     from timer_sim import kept_sets
 
@@ -72,7 +66,7 @@ def cmd_list(a: argparse.Namespace) -> None:
         if sorted(off) != sorted(short):
             out.append(
                 {
-                    "problem": dataclasses.asdict(e.problem),
+                    "problem": e.problem.to_dict(),
                     "off": [e.choices[j].key() for j in off],
                     "short": [e.choices[j].key() for j in short],
                 }
@@ -86,18 +80,17 @@ def cmd_sample(a: argparse.Namespace) -> None:
 
     problems = [pt.problem for pt in read_dataset(f"data/{a.key}/val.msgpack").by_problem()]
     pick = np.random.default_rng(a.seed).choice(len(problems), size=min(a.n, len(problems)), replace=False)
-    out = [{"problem": dataclasses.asdict(problems[int(i)])} for i in sorted(pick)]
+    out = [{"problem": problems[int(i)].to_dict()} for i in sorted(pick)]
     Path(a.output).write_text(json.dumps({"key": a.key, "seed": a.seed, "problems": out}, indent=1))
     print(f"{a.key}: {len(out)} of {len(problems)} validation problems (seed {a.seed}); wrote {a.output}")
 
 
 def cmd_time(a: argparse.Namespace) -> None:
     import torch
-    from check_handler_gpu import cold_compile_state, kernel_time_us, stats_delta, warm_up_compile
+    from check_handler_gpu import compile_and_time, kernel_time_us, warm_up_compile
 
-    from torch_diode.bench.measure import compile_for, environment, first_call_s
+    from torch_diode.bench.measure import environment
     from torch_diode.collect.inductor import gemm_function, make_inputs
-    from torch_diode.inductor import install_diode_choices
 
     order = a.order.split(",")
     unknown = sorted(set(order) - set(VARIANTS))
@@ -113,27 +106,12 @@ def cmd_time(a: argparse.Namespace) -> None:
     for entry in listed:
         if a.budget and time.monotonic() - t0 > a.budget:
             break
-        p = problem_from_json(entry["problem"])
+        p = Problem.from_dict(entry["problem"])
         fn, args = gemm_function(p.op), make_inputs(p, "cuda")
         row: dict = {"problem": entry["problem"], "key": p.key(), "runs": []}
         for variant in order:
-            run: dict = {"variant": variant}
-            opts = VARIANTS[variant]
-            try:
-                with contextlib.ExitStack() as stack:
-                    handle = install_diode_choices(model=a.model, **opts) if opts is not None else None
-                    if handle is not None:
-                        stack.enter_context(handle)
-                        before = handle.get_stats()
-                    with cold_compile_state():
-                        compiled = compile_for("max-autotune", fn)
-                        run["compile_s"] = round(first_call_s(compiled, args), 3)
-                        if handle is not None:
-                            run["diode"] = stats_delta(before, handle.get_stats())
-                        run["kernel_us"] = round(kernel_time_us(compiled, args, graph_iters=20, reps=20), 3)
-            except Exception as e:  # reported per run; the problem's other runs go on
-                run["error"] = f"{type(e).__name__}: {e}"[:500]
-            row["runs"].append(run)
+            run = compile_and_time(a.model, VARIANTS[variant], fn, args, graph_iters=20, reps=20, kernel_digits=3)
+            row["runs"].append({"variant": variant, **run})
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=20, reps=20), 3)
         result["rows"].append(row)
         Path(a.output).write_text(json.dumps(result, indent=1))

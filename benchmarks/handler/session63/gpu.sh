@@ -3,7 +3,8 @@
 #   STAGE=speed: the speed check, each GEMM compiled cold by stock, "diode" (aten_alone_below_us off:
 #                the default when this ran; 50 since, so it is passed as 0), "short"
 #                (aten_alone_below_us=50) and "on" (aten_alone_when_best) in the same run;
-#   STAGE=corr:  the correctness cases with aten_alone_below_us=50.
+#   STAGE=corr:  the correctness cases with aten_alone_below_us=50;
+#   STAGE=vs-stock: rule 3, below.
 # Everything under $OUT (gpu.txt: the machine and versions).
 set -u
 export PYTHONPATH=$PWD/packages/torch-diode-lib/src:$PWD/packages/torch-diode-models/src
@@ -19,15 +20,12 @@ case "${STAGE:?STAGE=speed, corr or vs-stock}" in
     timeout ${LIMIT_S:-560} python3 scripts/check_handler_gpu.py --model $M --mode correctness \
         --aten-alone-below-us 50 --output $OUT/corr.json > $OUT/corr.log 2>&1
     echo "corr rc=$?" >> $OUT/gpu.txt ;;
+  vs-stock)  # rule 3 (nvidia-h200-x2): stock and the handler's defaults on sample-H200.json, one process per GPU
+    for i in 0 1; do
+      CUDA_VISIBLE_DEVICES=$i timeout ${LIMIT_S:-560} python3 benchmarks/handler/session63/changed.py time \
+          benchmarks/handler/session63/sample-H200.json $M $OUT/vs-stock-$i.json --order stock,default \
+          --shard $i/2 --budget ${BUDGET_S:-420} > $OUT/vs-stock-$i.log 2>&1 &
+    done
+    wait
+    echo "vs-stock done" >> $OUT/gpu.txt ;;
 esac
-# STAGE=vs-stock (rule 3, nvidia-h200-x2): stock and the handler's defaults on sample-H200.json,
-# one process per GPU.
-if [ "$STAGE" = vs-stock ]; then
-  for i in 0 1; do
-    CUDA_VISIBLE_DEVICES=$i timeout ${LIMIT_S:-560} python3 benchmarks/handler/session63/changed.py time \
-        benchmarks/handler/session63/sample-H200.json $M $OUT/vs-stock-$i.json --order stock,default \
-        --shard $i/2 --budget ${BUDGET_S:-420} > $OUT/vs-stock-$i.log 2>&1 &
-  done
-  wait
-  echo "vs-stock done" >> $OUT/gpu.txt
-fi
