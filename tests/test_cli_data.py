@@ -205,11 +205,14 @@ def test_unreadable_inputs(run_diode, tmp_path: Path, sub: str) -> None:
     empty.write_bytes(b"")
     newer = tmp_path / "newer.json"
     newer.write_text('{"format": "torch-diode-dataset", "schema_version": 99}\n')
+    document = tmp_path / "plan.json"  # valid JSON, over several lines: not a dataset's JSON lines
+    document.write_text('{\n  "format": "torch-diode-dataset",\n  "schema_version": 1\n}\n')
     out = str(tmp_path / "out.json")
     for bad, expect in (
         (tmp_path / "missing.msgpack", "no such file"),
         (garbage, "not a torch-diode dataset"),
         (empty, "file is empty"),
+        (document, "not a torch-diode dataset (a JSON document over several lines"),
         (newer, "schema version 99 is not supported"),
         (tmp_path / "notes.txt", "cannot tell the format"),
     ):

@@ -383,7 +383,11 @@ def test_other_schema_version(tmp_path: Path, fmt: str, version: Any) -> None:
         ("empty.json", b"", "file is empty"),
         ("garbage.json", b"\x00\xffhello\n", "line 1 is not valid JSON"),
         ("text.json", b"hello world\n", "line 1 is not valid JSON"),
-        ("pretty.json", b'{\n "format": "torch-diode-dataset"\n}\n', "line 1 is not valid JSON"),
+        (
+            "pretty.json",
+            b'{\n "format": "torch-diode-dataset"\n}\n',
+            "not a torch-diode dataset (a JSON document over several lines",
+        ),
         ("garbage.msgpack", b"\xc1\xc1\xc1\xc1", "not a valid msgpack stream"),
         ("int.msgpack", b"\x01\x02\x03", "not a torch-diode dataset"),
         ("json-as-msgpack.msgpack", json.dumps(_header()).encode() + b"\n", "not a torch-diode dataset"),

@@ -10,6 +10,8 @@ import dataclasses
 import json
 import math
 import os
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -353,7 +355,7 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
         "--num-epochs", "3", "--learning-rate", "1e-3", "--seed", "1", "--ensemble-size", "2", "--threads", "1",
         "--screen-hidden", "8", "--report", str(tmp_path / "train.json"), check=True, env=ENV,
     )  # fmt: skip
-    assert "wrote" in r.stdout and "held out: regret@1" in r.stdout
+    assert "wrote" in r.stdout and "held out (the finished model): regret@1" in r.stdout
     assert load_model(model).arch.model_type == "base" and load_model(model).memory is not None
     assert load_model(model).screen.arch.hidden == 8 and load_model(model).screen.arch.model_type == "base"
     assert json.loads((tmp_path / "train.json").read_text())["epochs_run"] == 3
@@ -400,6 +402,8 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
         "validate-model", "--model", str(model), "--dataset", str(DATA), "--top-n-worst", "3", check=True, env=ENV
     )
     assert "RMSE(exp)" in r.stdout and r.stdout.count(" measured ") == 3
+    worst = [line for line in r.stdout.splitlines() if " measured " in line]
+    assert all(re.search(r"\(\d[\d,]*\.\d\dx too (high|low)\)$", line) for line in worst), worst
 
     # stock max-autotune's pick: here the fastest ATen-or-first-Triton choice per problem
     picks = {
@@ -440,6 +444,15 @@ def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:
     assert r.returncode == 2 and "no such model file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = run_diode("train", "--data-dir", str(tmp_path), "--model", str(tmp_path / "m.safetensors"), env=ENV)
     assert r.returncode == 2 and "no files with extension" in r.stderr
+    # a JSON file below --data-dir that is no dataset (a plan, a solution): named, with what to do
+    (tmp_path / "d" / "logs").mkdir(parents=True)
+    shutil.copy(DATA, tmp_path / "d" / "train.msgpack")
+    plan = tmp_path / "d" / "logs" / "plan.json"
+    plan.write_text(json.dumps({"problems": [1, 2]}, indent=2))
+    r = run_diode("train", "--data-dir", str(tmp_path / "d"), "--model", str(tmp_path / "m.safetensors"), env=ENV)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"{plan}: not a torch-diode dataset (a JSON document over several lines" in r.stderr
+    assert "narrow --file-extensions" in r.stderr and not (tmp_path / "m.safetensors").exists()
     r = run_diode(
         "train", "--dataset", str(DATA), "--model", str(tmp_path / "m.safetensors"), "--neighbours", "-1", env=ENV
     )

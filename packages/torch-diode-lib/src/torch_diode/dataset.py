@@ -560,9 +560,22 @@ def _iter_objects(path: Path, data: bytes, fmt: Format) -> Iterator[tuple[Any, i
                 # JSON (a hand-edited file whose editor dropped the final newline).
                 if not line.endswith(b"\n"):
                     raise _Truncated(pos, "the last line is incomplete") from None
+                if i == 0 and _is_json_document(data):
+                    raise DatasetFormatError(
+                        f"{path}: not a torch-diode dataset (a JSON document over several lines; a dataset in JSON "
+                        f'holds one object per line, the first a header with "format": "{FORMAT_NAME}")'
+                    ) from None
                 raise DatasetFormatError(f"{path}: line {i + 1} is not valid JSON: {e}") from None
             yield obj, end, i
             pos = end
+
+
+def _is_json_document(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return True
 
 
 class _Truncated(Exception):

@@ -282,7 +282,7 @@ def _add_dataset_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_dataset(args: argparse.Namespace) -> Any:
-    from torch_diode.dataset import find_dataset_files
+    from torch_diode.dataset import DatasetFormatError, TruncatedFileError, find_dataset_files
 
     if args.dataset:
         files = [Path(f) for f in args.dataset]
@@ -294,6 +294,15 @@ def _load_dataset(args: argparse.Namespace) -> Any:
         files = find_dataset_files(d, exts)
         if not files:
             raise UsageError(f"--data-dir {d}: no files with extension(s) {', '.join(exts)}")
+        try:
+            return _read_files(files)
+        except DatasetFormatError as e:
+            if isinstance(e, TruncatedFileError):  # a dataset cut short: its message says how to recover it
+                raise
+            raise UsageError(
+                f"{e}; --data-dir reads every {'/'.join(exts)} file below {d}: move the files that are not "
+                "datasets out of it, narrow --file-extensions, or name the datasets with --dataset"
+            ) from None
     return _read_files(files)
 
 
@@ -383,7 +392,7 @@ def _train(args: argparse.Namespace) -> int:
         f"{report.epochs_run} epochs (best {report.best_epoch}) in {report.seconds:.1f} s on {report.device}",
     ]
     if o:
-        src = f" ({o['problems']} problems of --held-out-dataset)" if held_out is not None else ""
+        src = f" ({o['problems']} problems of --held-out-dataset)" if held_out is not None else " (the finished model)"
         lines.append(
             f"  held out{src}: regret@1 geomean {o['regret@1']['geomean']:.4f} p95 {o['regret@1']['p95']:.4f}, "
             f"regret@5 geomean {o['regret@5']['geomean']:.4f} p95 {o['regret@5']['p95']:.4f}, recall@5 {o['recall@5']:.3f}"
@@ -400,7 +409,8 @@ def _log_epoch(e: dict[str, float]) -> None:
     msg = f"epoch {int(e['epoch'])}: loss {e['loss']:.4f}"
     if "val_log_regret1" in e:
         msg += (
-            f", val regret@1 {math.exp(e['val_log_regret1']):.4f}, regret@5 {math.exp(e['val_log_regret5']):.4f}, "
+            f", the networks alone on the validation problems: regret@1 {math.exp(e['val_log_regret1']):.4f}, "
+            f"regret@5 {math.exp(e['val_log_regret5']):.4f}, "
             f"recall@1 {e['val_recall1']:.3f}, rmse {math.sqrt(e['val_mse']):.4f}"
         )
     log.info(msg)
@@ -444,9 +454,11 @@ def _validate_model(args: argparse.Namespace) -> int:
     if st.worst:
         print(f"{len(st.worst)} worst predictions:")
         for w in st.worst:
+            off = w["ratio"]  # predicted / measured
+            how = f"{off:,.2f}x too high" if off >= 1 else f"{1 / off:,.2f}x too low"
             print(
                 f"  {w['problem']} | {w['choice']} | predicted {w['predicted_us']:.2f} us, "
-                f"measured {w['measured_us']:.2f} us (x{w['ratio']:.3f})"
+                f"measured {w['measured_us']:.2f} us ({how})"
             )
     return 0
 
