@@ -165,6 +165,32 @@ def test_write_report_writes_json_and_markdown(tmp_path: Path) -> None:
         assert written[2].suffix == ".png" and written[2].stat().st_size > 0
 
 
+@pytest.mark.parametrize(
+    ("lo", "hi", "expect"),
+    [(1.0, 1.83, ["1", "1.1", "1.2", "1.3", "1.5"]), (0.9, 100.0, ["1", "2", "5", "10", "20", "50", "100"])],
+)
+def test_regret_axes_are_labelled_in_plain_numbers(lo: float, hi: float, expect: list[str]) -> None:
+    """Regret axes read 1.1, 1.2, 2, not matplotlib's default 1.2 x 10^0; ticks thin out over
+    wide ranges so labels do not overlap, and a narrow range still gets several."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from torch_diode.evaluate import ratio_axis
+
+    fig, ax = plt.subplots()
+    ax.plot([lo, hi], [0, 1])
+    ax.set_xscale("log")
+    ratio_axis(ax.xaxis)
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == expect
+    ax.set_xlim(1.0, 1.01)
+    fig.canvas.draw()
+    narrow = [float(t.get_text()) for t in ax.get_xticklabels()]
+    assert len(narrow) >= 3 and narrow == sorted(narrow)
+    plt.close(fig)
+
+
 def test_regret_against_a_wider_oracle() -> None:
     """With ``oracle_us`` (the best of the whole space when some choices are not ranked) regret
     counts the loss of leaving the fastest choice out, and recall is 0 for that problem."""

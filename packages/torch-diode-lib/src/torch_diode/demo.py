@@ -330,6 +330,8 @@ def plot_demo(demo: ModelDemo, path: str | os.PathLike[str]) -> Path | None:
     except ImportError:
         log.warning("matplotlib is not installed, so no plot was written; pip install 'torch-diode-lib[plot]'")
         return None
+    from torch_diode.evaluate import ratio_axis
+
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     n = len(demo.problems)
     share = np.arange(1, n + 1) / n
@@ -341,6 +343,7 @@ def plot_demo(demo: ModelDemo, path: str | os.PathLike[str]) -> Path | None:
         ax1.step(np.sort(values), share, where="post", label=label)
     ax1.axvline(CLOSE, color="grey", ls="--", lw=1, label="within 2%")
     ax1.set_xscale("log")
+    ratio_axis(ax1.xaxis)
     ax1.set_xlabel("kernel time / exhaustive search's winner")
     ax1.set_ylabel("share of problems")
     ax1.set_title("how close the picks come to the winner")

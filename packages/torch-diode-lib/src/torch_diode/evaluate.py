@@ -571,6 +571,37 @@ def write_report(report: Mapping[str, Any], evals: Sequence[ProblemEval], path: 
     return written
 
 
+RATIO_TICKS = (1, 1.02, 1.05, 1.1, 1.2, 1.3, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+
+def ratio_axis(axis: Any) -> None:
+    """Label a log-scaled matplotlib axis of time ratios (regret) with plain numbers (1.05, 1.2, 2)
+    instead of matplotlib's ``1.2 x 10^0``, thinned so that labels do not overlap at any range."""
+    import matplotlib.ticker
+
+    class RatioLocator(matplotlib.ticker.Locator):
+        def __call__(self) -> Sequence[float]:
+            if self.axis is None:  # not attached to an axis yet
+                return []
+            lo, hi = self.axis.get_view_interval()
+            return self.tick_values(lo, hi)
+
+        def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+            lo, hi = sorted((max(vmin, 1e-12), max(vmax, 1e-12)))
+            span = math.log(hi / lo) or 1.0
+            ticks: list[float] = []
+            for t in RATIO_TICKS:
+                if lo <= t <= hi and (not ticks or math.log(t / ticks[-1]) >= 0.08 * span):
+                    ticks.append(t)
+            if len(ticks) < 2:  # a narrow range: evenly spaced plain values instead
+                return [float(t) for t in matplotlib.ticker.MaxNLocator(4).tick_values(lo, hi)]
+            return ticks
+
+    axis.set_major_locator(RatioLocator())
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def plot_report(evals: Sequence[ProblemEval], path: str | os.PathLike[str], *, title: str = "") -> Path | None:
     """Predicted vs measured time (log-log) and the CDF of regret@1/@5. Needs matplotlib (the
     ``plot`` extra); without it, logs how to install it and returns None."""
@@ -607,6 +638,7 @@ def plot_report(evals: Sequence[ProblemEval], path: str | os.PathLike[str], *, t
         )
         ax2.plot(r, np.arange(1, len(r) + 1) / max(len(r), 1), label=f"regret@{k}")
     ax2.set_xscale("log")
+    ratio_axis(ax2.xaxis)
     ax2.set_xlabel("regret (time of best in top-k / oracle)")
     ax2.set_ylabel("share of problems")
     ax2.set_title("regret distribution (CDF)")
