@@ -252,6 +252,7 @@ def _memory_file(tmp_path: Path, name: str, *, meta: dict | None = None, tensors
     ("change", "match"),
     [
         ({"tensors": {"memory.rel_flat": torch.tensor([0, 3, 10_000], dtype=torch.int32)}}, "out of range"),
+        ({"tensors": {"memory.rel_flat": torch.tensor([0, 3, 3], dtype=torch.int32)}}, "an index twice"),
         ({"tensors": {"memory.rel_value": torch.tensor([0.0, -0.4, 0.1])}}, "negative"),
         ({"tensors": {"memory.rel_flat": torch.tensor([0.0, 3.0, 16.0])}}, "not int32"),
         ({"tensors": {"memory.configs": None}}, "malformed"),
@@ -274,7 +275,15 @@ def _memory_file(tmp_path: Path, name: str, *, meta: dict | None = None, tensors
             "signature",
         ),
     ],
-    ids=["index-out-of-range", "negative-rel", "float-index", "missing-tensor", "missing-metadata", "other-signature"],
+    ids=[
+        "index-out-of-range",
+        "index-twice",
+        "negative-rel",
+        "float-index",
+        "missing-tensor",
+        "missing-metadata",
+        "other-signature",
+    ],
 )
 def test_a_corrupt_memory_is_refused(tmp_path: Path, change: dict, match: str) -> None:
     bad = _memory_file(tmp_path, "bad.safetensors", **change)
