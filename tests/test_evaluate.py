@@ -1,4 +1,4 @@
-"""Metric definitions (DESIGN.md) against hand-computed examples."""
+"""Metric definitions (README.md, Metrics) against hand-computed examples."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_summary_by_hand() -> None:
     assert bmm_r1 == pytest.approx({"geomean": 3.0, "p95": 3.0, "max": 3.0})
     assert rep["per_op"]["bmm"]["vs_max_autotune"]["problems"] == 0
     assert -1.0 <= o["kendall_tau"]["mean"] <= 1.0
-    # the JSON keys are the DESIGN.md names; NaN becomes null
+    # the JSON keys are the names of the README's Metrics; NaN becomes null
     js = json.loads(report_json(rep))
     assert js["overall"]["recall@5"] == 1.0 and js["per_op"]["bmm"]["vs_max_autotune"]["geomean"] is None
     lo, hi = o["regret@1"]["geomean_ci95"]

@@ -4,7 +4,7 @@
 ``--model`` with its ``--dataset``, is evaluated on its GPU's held-out validation set,
 ``<data dir>/<hardware key>/val.msgpack``: the measured times of the exhaustive Triton space plus
 ATen for problems the model never trained on. The metrics are :mod:`torch_diode.evaluate`'s
-(DESIGN.md): how close the model's top-1 and top-3 picks come to the exhaustive search's winner
+(README.md, Metrics): how close the model's top-1 and top-3 picks come to the exhaustive search's winner
 (``regret@k``, geomean, and the share of problems within 2% of the winner), and how much
 autotuning it saves: the choices Inductor still benchmarks with torch-diode's handler (its own
 selection rule, :func:`torch_diode.inductor.choices.select`, with ``top_k_configs`` 1 and 3:

@@ -1,4 +1,4 @@
-"""Ranking metrics of a kernel-time model against measured timings, as defined in DESIGN.md.
+"""Ranking metrics of a kernel-time model against measured timings, as defined in the README's Metrics section.
 
 For one problem, ``oracle`` is the fastest measured choice (the exhaustive Triton space plus ATen,
 as far as the dataset measured it). With the model's order (:func:`torch_diode.ranking.order_of`:
@@ -408,7 +408,7 @@ def evaluate_model(
             **({"screen": model.screen.arch.to_dict()} if model.screen is not None else {}),
         },
         "dataset": {"records": len(dataset), "problems": len(evals), "hardware": dataset.hardware_keys},
-        "definitions": "DESIGN.md#metrics; p95 = numpy linear-interpolation percentile",
+        "definitions": "README.md#metrics (the torch-diode repository) and torch_diode.evaluate; p95 = numpy linear-interpolation percentile",
         "candidates": {"max_compile_cost": max_compile_cost},
         "order": {"diversity": diversity, "cliff_guard": cliff_guard},
         **summarize(evals),

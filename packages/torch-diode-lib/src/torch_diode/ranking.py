@@ -1,7 +1,7 @@
 """The model's order of a problem's candidates: by predicted time, with one kernel shape's
 ``num_stages`` variants spread out and one-warp configs held back on misaligned operands.
 
-``regret@k`` (DESIGN.md) and the choices handler's ``top_k_configs`` take the fastest of the model's
+``regret@k`` (README.md, Metrics) and the choices handler's ``top_k_configs`` take the fastest of the model's
 first k candidates. Triton configs that differ only in ``num_stages`` run within a few percent of
 each other on most problems, and the model's errors on them are shared: when its first five places
 are five stage variants of one tile, a mistake on that tile costs all five. So each place after

@@ -63,7 +63,7 @@ ENTRY_POINT_GROUP = "torch_diode.models"
 #: The import name of the models package torch-diode ships; found on ``sys.path`` even without
 #: its distribution's entry point (a source checkout on ``PYTHONPATH``).
 OWN_MODELS_PACKAGE = "torch_diode_models"
-#: Held-out metric used to pick among several models for one GPU (lower is better; DESIGN.md's
+#: Held-out metric used to pick among several models for one GPU (lower is better; the README's
 #: regret@1 geomean). Models that do not record it rank after those that do, then by name.
 RANKING_METRIC = "regret_at_1_geomean"
 _NONE_INSTALLED = (

@@ -1,7 +1,7 @@
 """GPU measurements shared by ``diode bench`` and ``diode demo``: the cold compile time and the
 kernel (or step) time of one function in one mode.
 
-* **Cold compile** (DESIGN.md's metric): ``torch._dynamo.reset()``, fresh Inductor and Triton
+* **Cold compile** (the README's metric): ``torch._dynamo.reset()``, fresh Inductor and Triton
   cache directories with Inductor's in-memory caches cleared (``torch._inductor.utils.fresh_cache``)
   and ``torch._inductor.config.force_disable_caches=True``; the wall time of the first call of the
   compiled function (tracing, lowering, autotuning, kernel compilation and one run), with the GPU

@@ -21,10 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t = subparsers.add_parser(
         "train",
         help="train a kernel-time model on one GPU's dataset",
-        description="Train a kernel-time model (an MLP ensemble predicting log kernel time per "
-        "(problem, choice)) on the timings of one GPU. Problems are split into training and "
-        "validation sets; early stopping keeps the best validation epoch. The same --seed gives "
-        "the same model, bit for bit, on the same machine.",
+        description="Train a kernel-time model on the timings of one GPU: an MLP ensemble predicting log "
+        "kernel time per (problem, choice), ATen included, with a neighbour memory of the training problems, "
+        "an ATen head and a ranking forest that re-ranks the networks' shortlist (each optional, below). "
+        "Problems, never rows, are split into training and validation sets; early stopping keeps the best "
+        "validation epoch. The same --seed gives the same model, bit for bit, on the same machine and "
+        "thread count.",
     )
     _add_dataset_args(t)
     t.add_argument("--model", required=True, metavar="OUT", help="model file to write (.safetensors)")
@@ -47,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--num-epochs", type=int, default=160, help="maximum epochs (default: 160)")
     t.add_argument("--learning-rate", type=float, default=1e-3, help="AdamW learning rate (default: 1e-3)")
-    t.add_argument("--weight-decay", type=float, default=1e-5)
+    t.add_argument("--weight-decay", type=float, default=1e-5, help="AdamW weight decay (default: 1e-5)")
     t.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and sampling (default: 0)")
     t.add_argument("--val-fraction", type=float, default=0.1, help="share of problems held out (default: 0.1)")
     t.add_argument("--patience", type=int, default=20, help="epochs without improvement before stopping (default: 20)")
@@ -203,7 +205,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="ranking quality of a model: regret@k, recall@k, Kendall's tau, vs max-autotune and ATen",
         description="Rank every problem's measured choices with the model and report, per op and "
         "overall, regret@k (k = 1, 3, 5, 10: geomean, p95, max), recall@k, Kendall's tau, and the "
-        "model's pick against stock max-autotune's pick and against ATen (definitions: DESIGN.md).",
+        "model's pick against stock max-autotune's pick and against ATen (definitions: the Metrics section of the torch-diode README).",
     )
     a.add_argument("--model", required=True, help="model file (.safetensors)")
     _add_dataset_args(a)

@@ -13,7 +13,7 @@ included, from the feedback saver registered with
 * **Choices without a KTC are skipped and counted.** CUTLASS, CK, NVGEMM and CPU C++ GEMM choices
   are appended outside Inductor's choices hook, so they carry no ``ktc``, no config a model could
   reproduce, and the choices handler can never pick them. They are not part of the oracle (the
-  exhaustive Triton space plus ATen, see DESIGN.md), so the collector leaves them out and reports
+  exhaustive Triton space plus ATen, see the README's Metrics), so the collector leaves them out and reports
   how many it skipped per backend (``FeedbackRecorder.skipped``, ``CollectSummary.skipped_choices``).
 * A failed choice (Inductor reports ``inf``) becomes a ``FailureRecord`` for that choice; a failed
   problem (out of memory, compile error, nothing benchmarked) becomes a ``FailureRecord`` for the
