@@ -1,0 +1,103 @@
+"""Session 64, offline: what keeping one choice on GEMMs predicted short would cost in kernel time
+and save in benchmarking.
+
+    python benchmarks/handler/session64/single_sim.py KEY MODEL [--inductor-run R.msgpack] [--below 20,50,100]
+
+Session 64's profile (``report.py``): Inductor's autotuning costs ~0.24-0.37 s per benchmarked
+choice on GEMMs of 5-20 us (0.03 s on a 190 us one), and session 62 found its timer least
+trustworthy there (ATen timed 13-27 us slow under 50 us). For each validation problem this takes
+what the handler keeps with its defaults at top-3 (``torch_diode.demo.handler_keeps``) and, for a
+variant ``one<T>``, keeps only the model's first choice (ATen or Triton, by predicted time) where
+that prediction is under T us, so Inductor lowers it without a benchmark. The pick of each kept
+set is simulated with the exact timer and, with ``--inductor-run`` (session 62's own-timer run of
+the validation problems on the same GPU), with Inductor's measured ATen handicap, as
+``session63/timer_sim.py`` does; regret is against the best measured time. Also: how many
+problems each variant keeps one choice on and how many choices Inductor benchmarks in all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "session63"))
+sys.path.insert(0, str(HERE.parents[1] / "models" / "session62"))
+from stock_run import choice_medians
+from timer_offsets import problem_offsets
+from timer_sim import pick
+
+from torch_diode.config import config
+from torch_diode.dataset import read_dataset
+from torch_diode.demo import best_measured_us, handler_keeps
+from torch_diode.evaluate import evaluate_model, geomean_ci95
+from torch_diode.model import load_model
+
+
+def gm(v: np.ndarray) -> float:
+    return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("key")
+    ap.add_argument("model")
+    ap.add_argument("--inductor-run", default=None)
+    ap.add_argument("--below", default="20,50,100", help="thresholds T in us (comma-separated)")
+    a = ap.parse_args()
+    thresholds = [float(x) for x in a.below.split(",")]
+    val = read_dataset(Path(f"data/{a.key}/val.msgpack"))
+    model = load_model(a.model)
+    opts = config.options()  # the handler's defaults (aten_alone_below_us 50 since session 63)
+    _, evals = evaluate_model(
+        model, val, max_compile_cost=opts.max_compile_cost, diversity=opts.diversity, cliff_guard=opts.cliff_guard
+    )
+    default = [handler_keeps(model, e, (3,))[3] for e in evals]
+    first, first_us = [], []
+    for e in evals:
+        log_t = np.asarray(model.predict(e.problem, e.choices).log_time_us, dtype=np.float64)
+        i = int(np.argmin(log_t))
+        first.append(i)
+        first_us.append(float(np.exp(log_t[i])))
+    variants = {"default": default}
+    for t in thresholds:
+        variants[f"one<{t:g}"] = [[first[i]] if first_us[i] < t else default[i] for i in range(len(evals))]
+
+    handicap: dict = {}
+    if a.inductor_run:
+        run = read_dataset(a.inductor_run)
+        handicap = {p: at - tr for p, (_, at, tr) in problem_offsets(choice_medians(val), run).items()}
+    print(f"{a.key}: {len(evals)} validation problems, {a.model}; handler defaults at top-3")
+    timers = [("exact timer", list(range(len(evals))), lambda e: 0.0)]
+    if handicap:
+        idx = [i for i, e in enumerate(evals) if e.problem in handicap]
+        timers.append(("Inductor's measured timer", idx, lambda e: handicap[e.problem]))
+    for label, idx, hc in timers:
+        print(f"\n{label}, {len(idx)} problems")
+        print(
+            "| variant | regret (geomean) | 95% | p95 | max | / default's pick | one choice kept on | "
+            "choices benchmarked (sum) | of them on the changed problems |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        base = None
+        for name, keeps in variants.items():
+            r = np.array([float(evals[i].measured_us[pick(evals[i], keeps[i], hc(evals[i]))]) for i in idx])
+            r = r / np.array([best_measured_us(evals[i]) for i in idx])
+            base = r if base is None else base
+            single = sum(len(keeps[i]) == 1 for i in idx)
+            bench = sum(len(keeps[i]) for i in idx if len(keeps[i]) > 1)
+            changed = [i for i in idx if keeps[i] != default[i]]
+            bench_changed = sum(len(default[i]) for i in changed if len(default[i]) > 1)
+            lo, hi = geomean_ci95(r)
+            print(
+                f"| {name} | {gm(r):.4f} | {lo:.4f}-{hi:.4f} | {np.percentile(r, 95):.3f} | {r.max():.3f} | "
+                f"{gm(r / base):.4f} | {single} | {bench} | {bench_changed} saved on {len(changed)} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
