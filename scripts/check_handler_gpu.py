@@ -357,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the handler's aten_alone_below_us (default: the handler's, 50 us; 0 turns it off)",
     )
     ap.add_argument(
+        "--one-below-us",
+        type=float,
+        default=None,
+        help="the handler's one_below_us (default: the handler's, off)",
+    )
+    ap.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -385,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             ("performance_threshold", args.performance_threshold),
             ("aten_alone_when_best", args.aten_alone_when_best or None),
             ("aten_alone_below_us", args.aten_alone_below_us),
+            ("one_below_us", args.one_below_us),
         )
         if v is not None
     }

@@ -11,7 +11,7 @@ def test_defaults() -> None:
     o = DiodeOptions()
     assert (o.top_k_configs, o.performance_threshold, o.enable_fallback, o.cache_predictions) == (3, 1.1, True, True)
     assert (o.search_space, o.device_types, o.model, o.lut) == ("EXHAUSTIVE", ("cuda",), None, None)
-    assert (o.aten_alone_when_best, o.aten_alone_below_us) == (False, 50.0)
+    assert (o.aten_alone_when_best, o.aten_alone_below_us, o.one_below_us) == (False, 50.0, None)
 
 
 @pytest.mark.parametrize(
@@ -31,6 +31,9 @@ def test_defaults() -> None:
         ("aten_alone_below_us", float("inf"), ValueError),
         ("aten_alone_below_us", True, ValueError),
         ("aten_alone_below_us", "50", ValueError),
+        ("one_below_us", -1.0, ValueError),
+        ("one_below_us", float("nan"), ValueError),
+        ("one_below_us", False, ValueError),
     ],
     ids=lambda v: repr(v),
 )
@@ -59,8 +62,9 @@ def test_environment_is_read_at_access_time(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TORCH_DIODE_DEVICE_TYPES", "cuda, xpu")
     monkeypatch.setenv("TORCH_DIODE_DISABLE", "yes")
     monkeypatch.setenv("TORCH_DIODE_ATEN_ALONE_BELOW_US", "40")
+    monkeypatch.setenv("TORCH_DIODE_ONE_BELOW_US", "20")
     o = cfg.options()
-    assert o.aten_alone_below_us == 40.0
+    assert (o.aten_alone_below_us, o.one_below_us) == (40.0, 20.0)
     assert (o.top_k_configs, o.performance_threshold, o.enable_fallback) == (5, 1.25, False)
     assert (o.confidence_threshold, o.cache_predictions, o.model) == (0.5, False, "NVIDIA-H100-matmul")
     assert o.device_types == ("cuda", "xpu") and cfg.disable is True

@@ -245,6 +245,39 @@ def test_aten_alone_below_us_threshold() -> None:
         DiodeOptions(model="m", aten_alone_when_best="yes")
 
 
+def test_one_below_us_keeps_the_best_choice_alone() -> None:
+    """``one_below_us``: where the best prediction, ATen or Triton, is confident and under that
+    many microseconds, that one choice alone (a Triton best: the first of the model's order);
+    over the limit, unsure, 0 or None (the default): the usual selection."""
+    opts = DiodeOptions(
+        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+    )
+    assert DiodeOptions(model="m").one_below_us is None
+    t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
+    zero = np.zeros(4)
+    aten = np.log([10.3, 12.0])
+    usual = select(t, zero, aten, np.zeros(2), opts, keep_one_triton=False)
+    assert usual == Selection([0, 1], [0], True, 1.0)  # the ATen choice within the threshold kept
+    for limit, alone in ((20.0, True), (10.01, True), (9.99, False), (0.0, False), (None, False)):
+        s = select(t, zero, aten, np.zeros(2), opts.replace(one_below_us=limit), keep_one_triton=False)
+        assert s == (Selection([0], [], True, 1.0) if alone else usual), limit
+    one = opts.replace(one_below_us=20.0)
+    # a Triton best: the first of the model's order, not the lowest prediction
+    s = select(t, zero, aten, np.zeros(2), one, keep_one_triton=False, triton_order=np.array([1, 0, 2, 3]))
+    assert s == Selection([1], [], True, 1.0)
+    # an ATen best: that ATen choice alone
+    fast_aten = np.log([12.0, 9.0])
+    assert select(t, zero, fast_aten, np.zeros(2), one, keep_one_triton=False) == Selection([], [1], True, 1.0)
+    # the best unsure (std 0.5 -> confidence 0.61 < 0.9): the usual widened selection
+    unsure = np.full(4, 0.5)
+    s = select(t, unsure, aten, np.zeros(2), one, keep_one_triton=False)
+    assert s == select(t, unsure, aten, np.zeros(2), opts, keep_one_triton=False) and not s.confident
+    # ten times slower, over 20 us: the usual selection
+    assert select(t + np.log(10), zero, aten + np.log(10), np.zeros(2), one, keep_one_triton=False) == select(
+        t + np.log(10), zero, aten + np.log(10), np.zeros(2), opts, keep_one_triton=False
+    )
+
+
 def test_aten_alone_when_best_through_the_hook() -> None:
     """Through the real hook, with the shipped H200 model: mm fp16 1000x1000x1000 (the speed
     check's ``odd_mm``, where the model ranks ATen first) keeps ATen and Triton configs with the

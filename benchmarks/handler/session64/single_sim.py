@@ -2,13 +2,16 @@
 and save in benchmarking.
 
     python benchmarks/handler/session64/single_sim.py KEY MODEL [--inductor-run R.msgpack] [--below 20,50,100]
+        [--ungated] [--list OUT.json]
 
 Session 64's profile (``report.py``): Inductor's autotuning costs ~0.24-0.37 s per benchmarked
 choice on GEMMs of 5-20 us (0.03 s on a 190 us one), and session 62 found its timer least
 trustworthy there (ATen timed 13-27 us slow under 50 us). For each validation problem this takes
 what the handler keeps with its defaults at top-3 (``torch_diode.demo.handler_keeps``) and, for a
-variant ``one<T>``, keeps only the model's first choice (ATen or Triton, by predicted time) where
-that prediction is under T us, so Inductor lowers it without a benchmark. The pick of each kept
+variant ``one<T>``, what it keeps with the handler's ``one_below_us=T`` (the model's first choice
+alone, ATen or Triton, where that prediction is confident and under T us, so Inductor lowers it
+without a benchmark; ``--ungated``: the lowest prediction alone whatever its confidence, PLAN rule
+3's figures). ``--list``: the problems whose kept set the first T changes, for ``changed64.py time``. The pick of each kept
 set is simulated with the exact timer and, with ``--inductor-run`` (session 62's own-timer run of
 the validation problems on the same GPU), with Inductor's measured ATen handicap, as
 ``session63/timer_sim.py`` does; regret is against the best measured time. Also: how many
@@ -18,15 +21,15 @@ problems each variant keeps one choice on and how many choices Inductor benchmar
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "session63"))
-sys.path.insert(0, str(HERE.parents[1] / "models" / "session62"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session63"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models" / "session62"))
 from stock_run import choice_medians
 from timer_offsets import problem_offsets
 from timer_sim import pick
@@ -48,6 +51,8 @@ def main() -> None:
     ap.add_argument("model")
     ap.add_argument("--inductor-run", default=None)
     ap.add_argument("--below", default="20,50,100", help="thresholds T in us (comma-separated)")
+    ap.add_argument("--ungated", action="store_true", help="the lowest prediction alone, whatever its confidence")
+    ap.add_argument("--list", default=None, help="write the problems whose kept set the first T changes (JSON)")
     a = ap.parse_args()
     thresholds = [float(x) for x in a.below.split(",")]
     val = read_dataset(Path(f"data/{a.key}/val.msgpack"))
@@ -57,15 +62,36 @@ def main() -> None:
         model, val, max_compile_cost=opts.max_compile_cost, diversity=opts.diversity, cliff_guard=opts.cliff_guard
     )
     default = [handler_keeps(model, e, (3,))[3] for e in evals]
-    first, first_us = [], []
-    for e in evals:
-        log_t = np.asarray(model.predict(e.problem, e.choices).log_time_us, dtype=np.float64)
-        i = int(np.argmin(log_t))
-        first.append(i)
-        first_us.append(float(np.exp(log_t[i])))
     variants = {"default": default}
-    for t in thresholds:
-        variants[f"one<{t:g}"] = [[first[i]] if first_us[i] < t else default[i] for i in range(len(evals))]
+    if a.ungated:  # PLAN rule 3's figures: the lowest prediction alone, whatever its confidence
+        first, first_us = [], []
+        for e in evals:
+            log_t = np.asarray(model.predict(e.problem, e.choices).log_time_us, dtype=np.float64)
+            i = int(np.argmin(log_t))
+            first.append(i)
+            first_us.append(float(np.exp(log_t[i])))
+        for t in thresholds:
+            variants[f"one<{t:g}"] = [[first[i]] if first_us[i] < t else default[i] for i in range(len(evals))]
+    else:  # the handler's option, its real selection rule (confidence gate included)
+        for t in thresholds:
+            with config.patch(one_below_us=t):
+                variants[f"one<{t:g}"] = [handler_keeps(model, e, (3,))[3] for e in evals]
+    if a.list:
+        t = thresholds[0]
+        name = f"one<{t:g}"
+        out = [
+            {
+                "problem": e.problem.to_dict(),
+                "default": [e.choices[j].key() for j in default[i]],
+                name: [e.choices[j].key() for j in variants[name][i]],
+            }
+            for i, e in enumerate(evals)
+            if sorted(variants[name][i]) != sorted(default[i])
+        ]
+        Path(a.list).write_text(
+            json.dumps({"key": a.key, "model": a.model, "one_below_us": t, "problems": out}, indent=1)
+        )
+        print(f"{len(out)} of {len(evals)} problems keep another set with one_below_us={t:g}; wrote {a.list}")
 
     handicap: dict = {}
     if a.inductor_run:

@@ -22,6 +22,7 @@ config field                            environment variable         ``DiodeOpti
 ``cliff_guard`` (0 = off)               ``TORCH_DIODE_CLIFF_GUARD``  ``cliff_guard``
 ``aten_alone_when_best``                ``TORCH_DIODE_ATEN_ALONE_WHEN_BEST``   ``aten_alone_when_best``
 ``aten_alone_below_us`` (0 = off)       ``TORCH_DIODE_ATEN_ALONE_BELOW_US``    ``aten_alone_below_us``
+``one_below_us`` (0 = off)              ``TORCH_DIODE_ONE_BELOW_US``           ``one_below_us``
 ``disable`` (kill switch, per call)     ``TORCH_DIODE_DISABLE``      (checked by the handler)
 ======================================  ==========================  ===========================
 """
@@ -90,6 +91,13 @@ class DiodeOptions:
             its benchmark passes over the faster ATen kernel, on long ones it can still correct
             the model. On an H200, where it changes what is kept, it made the compiled kernels
             0.922x as long (geomean, 24 validation problems, ``benchmarks/handler/session63.md``).
+        one_below_us: where the best prediction, ATen or Triton, is confident and under this many
+            microseconds, keep that one choice alone (a Triton best: the first of the model's
+            order), so that Inductor lowers it without benchmarking (``None`` or 0: off, the
+            default). On short GEMMs Inductor's autotuning costs the most compile time per
+            benchmarked choice (0.24-0.37 s on 5-20 us GEMMs against 0.03 s on a 190 us one; an
+            H200, torch 2.11: ``benchmarks/handler/session64.md``) and its timer is least
+            trustworthy; the cost is the benchmark's second chance where the model is wrong.
     """
 
     model: str | None = None
@@ -106,6 +114,7 @@ class DiodeOptions:
     cliff_guard: float = CLIFF_GUARD
     aten_alone_when_best: bool = False
     aten_alone_below_us: float | None = 50.0
+    one_below_us: float | None = None
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -149,14 +158,14 @@ class DiodeOptions:
             if isinstance(mc, bool) or not isinstance(mc, (int, float)) or not mc > 0:
                 raise ValueError(f"max_compile_cost: must be a positive number or None, got {mc!r}")
             object.__setattr__(self, "max_compile_cost", float(mc))
-        us = self.aten_alone_below_us
-        if us is not None:
-            if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us < math.inf:
-                raise ValueError(
-                    f"aten_alone_below_us: must be a finite number of microseconds >= 0, or None (0 and None: off), "
-                    f"got {us!r}"
-                )
-            object.__setattr__(self, "aten_alone_below_us", float(us))
+        for name in ("aten_alone_below_us", "one_below_us"):
+            us = getattr(self, name)
+            if us is not None:
+                if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us < math.inf:
+                    raise ValueError(
+                        f"{name}: must be a finite number of microseconds >= 0, or None (0 and None: off), got {us!r}"
+                    )
+                object.__setattr__(self, name, float(us))
         object.__setattr__(self, "diversity", check_penalty(self.diversity, "diversity"))
         object.__setattr__(self, "cliff_guard", check_penalty(self.cliff_guard, "cliff_guard"))
 
@@ -244,6 +253,7 @@ _FIELDS: dict[str, _Field] = {
     "cliff_guard": _Field("TORCH_DIODE_CLIFF_GUARD", _parse_float, "cliff_guard"),
     "aten_alone_when_best": _Field("TORCH_DIODE_ATEN_ALONE_WHEN_BEST", _parse_bool, "aten_alone_when_best"),
     "aten_alone_below_us": _Field("TORCH_DIODE_ATEN_ALONE_BELOW_US", _parse_optional_float, "aten_alone_below_us"),
+    "one_below_us": _Field("TORCH_DIODE_ONE_BELOW_US", _parse_optional_float, "one_below_us"),
     "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, None),  # default False: the handler is on
 }
 

@@ -145,6 +145,9 @@ def select(
       that choice alone (Inductor's autotuning over-times ATen: :class:`~torch_diode.config.DiodeOptions`);
       ``options.aten_alone_below_us``: the same where that prediction is also under so many
       microseconds (the predicted log times are of microseconds).
+    * ``options.one_below_us``: where the best prediction is confident and under so many
+      microseconds, that one choice alone, ATen or Triton (a Triton best: the first of
+      ``triton_order``, the choice the Triton configs' selection would keep first).
     * Several choices and no ATen left: the best-predicted ATen choice is kept after all. Inductor
       defers the pick among several choices (a ``MultiTemplateBuffer``) and, when the picked
       template's input layouts conflict with a layout frozen later, falls back to an extern
@@ -165,13 +168,18 @@ def select(
     below = limit_us is not None and math.exp(best) < limit_us  # 0: never
     if (options.aten_alone_when_best or below) and confident and b >= len(triton_log):
         return Selection([], [b - len(triton_log)], True, math.exp(-std_best))
+    triton64 = np.asarray(triton_log, dtype=np.float64)  # float(x) - best, vectorised: same doubles
+    order = np.argsort(triton64, kind="stable") if triton_order is None else np.asarray(triton_order)
+    one_us = options.one_below_us
+    if one_us is not None and confident and math.exp(best) < one_us:  # 0: never
+        if b >= len(triton_log):
+            return Selection([], [b - len(triton_log)], True, math.exp(-std_best))
+        return Selection([int(order[0])], [], True, math.exp(-std_best))
     k = top_k_count(options.top_k_configs, len(triton_log))
     margin = math.log(options.performance_threshold)
     if not confident:
         k *= 2
         margin += std_best
-    triton64 = np.asarray(triton_log, dtype=np.float64)  # float(x) - best, vectorised: same doubles
-    order = np.argsort(triton64, kind="stable") if triton_order is None else np.asarray(triton_order)
     kept = [int(i) for i in order[(triton64[order] - best) <= margin + 1e-9][:k]]
     if not kept and keep_one_triton and len(order):
         kept = [int(order[0])]
