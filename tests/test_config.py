@@ -11,7 +11,7 @@ def test_defaults() -> None:
     o = DiodeOptions()
     assert (o.top_k_configs, o.performance_threshold, o.enable_fallback, o.cache_predictions) == (3, 1.1, True, True)
     assert (o.search_space, o.device_types, o.model, o.lut) == ("EXHAUSTIVE", ("cuda",), None, None)
-    assert (o.aten_alone_when_best, o.aten_alone_below_us, o.one_below_us) == (False, 50.0, None)
+    assert (o.aten_alone_when_best, o.aten_alone_below_us, o.one_below_us) == (False, 50.0, 20.0)
 
 
 @pytest.mark.parametrize(

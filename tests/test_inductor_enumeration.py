@@ -150,13 +150,15 @@ def test_a_heuristic_with_its_own_conversion_is_enumerated_by_inductor() -> None
 @pytest.mark.parametrize("op", OPS)
 def test_hook_keeps_the_selection_of_the_full_enumeration(op: str, user_space: str, model_path: Path) -> None:
     # Any predicted gap keeps the top 5 Triton configs, so the comparison below always covers
-    # Triton kwargs, whatever the small test model predicts for ATen (not kept alone either).
+    # Triton kwargs, whatever the small test model predicts for ATen (not kept alone either, nor
+    # any one choice alone).
     options = DiodeOptions(
         model=str(model_path),
         top_k_configs=5,
         confidence_threshold=0.0,
         performance_threshold=1e6,
         aten_alone_below_us=None,
+        one_below_us=None,
     )
     fast = DiodeInductorChoices(options)
     full = FullEnumerationChoices(options)

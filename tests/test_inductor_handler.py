@@ -99,7 +99,9 @@ def test_hook_keeps_the_models_order(model_path: Path) -> None:
     handler's ``diversity`` and ``cliff_guard``): K = 1001 leaves A's rows misaligned, so with a
     large guard no one-warp config is kept among 90% of the candidates, where without it some are
     (the test model predicts them slow: the last tenth holds most of them)."""
-    wide = DiodeOptions(model=str(model_path), top_k_configs=0.9, performance_threshold=1e9, confidence_threshold=0.0)
+    wide = DiodeOptions(
+        model=str(model_path), top_k_configs=0.9, performance_threshold=1e9, confidence_threshold=0.0, one_below_us=None
+    )
     with inductor_graph():
         ki = kernel_inputs("mm", *SHAPE)
         model = load_model(model_path)
@@ -150,9 +152,15 @@ def test_fractional_top_k_rounds_up() -> None:
 
 
 def test_select_rule_on_known_predictions() -> None:
-    """The rule without the ATen-alone options (the times here are under the default 50 us)."""
+    """The rule without the ATen-alone and one-choice options (the times here are under their
+    defaults, 50 and 20 us)."""
     opts = DiodeOptions(
-        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+        model="m",
+        top_k_configs=2,
+        performance_threshold=1.1,
+        confidence_threshold=0.9,
+        aten_alone_below_us=None,
+        one_below_us=None,
     )
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
@@ -200,7 +208,12 @@ def test_aten_alone_options(option: dict[str, Any]) -> None:
     threshold (which are kept without the option) and with a second ATen variant; not where ATen is
     not the best, nor where the best is uncertain."""
     opts = DiodeOptions(
-        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+        model="m",
+        top_k_configs=2,
+        performance_threshold=1.1,
+        confidence_threshold=0.9,
+        aten_alone_below_us=None,
+        one_below_us=None,
     )
     alone = opts.replace(**option)
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
@@ -224,7 +237,12 @@ def test_aten_alone_below_us_threshold() -> None:
     """``aten_alone_below_us`` acts only where the best (ATen) prediction is under that many
     microseconds; 0 and None are off; 50 us by default. ``aten_alone_when_best`` must be a bool."""
     opts = DiodeOptions(
-        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+        model="m",
+        top_k_configs=2,
+        performance_threshold=1.1,
+        confidence_threshold=0.9,
+        aten_alone_below_us=None,
+        one_below_us=None,
     )
     assert DiodeOptions(model="m").aten_alone_below_us == 50.0
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
@@ -248,11 +266,16 @@ def test_aten_alone_below_us_threshold() -> None:
 def test_one_below_us_keeps_the_best_choice_alone() -> None:
     """``one_below_us``: where the best prediction, ATen or Triton, is confident and under that
     many microseconds, that one choice alone (a Triton best: the first of the model's order);
-    over the limit, unsure, 0 or None (the default): the usual selection."""
+    over the limit, unsure, 0 or None: the usual selection. 20 us by default."""
     opts = DiodeOptions(
-        model="m", top_k_configs=2, performance_threshold=1.1, confidence_threshold=0.9, aten_alone_below_us=None
+        model="m",
+        top_k_configs=2,
+        performance_threshold=1.1,
+        confidence_threshold=0.9,
+        aten_alone_below_us=None,
+        one_below_us=None,
     )
-    assert DiodeOptions(model="m").one_below_us is None
+    assert DiodeOptions(model="m").one_below_us == 20.0
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
     aten = np.log([10.3, 12.0])
@@ -288,10 +311,10 @@ def test_aten_alone_when_best_through_the_hook() -> None:
     path = str(resolve("NVIDIA-H200-matmul"))
     outs = {}
     for name, opts in (
-        ("off", {"aten_alone_below_us": None}),
+        ("off", {"aten_alone_below_us": None, "one_below_us": None}),
         ("default", {}),
-        ("alone", {"aten_alone_when_best": True, "aten_alone_below_us": 0.0}),
-        ("below 5 us", {"aten_alone_below_us": 5.0}),
+        ("alone", {"aten_alone_when_best": True, "aten_alone_below_us": 0.0, "one_below_us": None}),
+        ("below 5 us", {"aten_alone_below_us": 5.0, "one_below_us": None}),
     ):
         handler = DiodeInductorChoices(DiodeOptions(model=path, **opts))
         with inductor_graph():
@@ -302,6 +325,27 @@ def test_aten_alone_when_best_through_the_hook() -> None:
     # the model predicts ATen's mm at 13.6 us here: alone below 50 us (the default), not below 5 us
     assert outs["alone"] == outs["default"] == ["aten::mm"]
     assert outs["below 5 us"] == outs["off"]
+
+
+def test_one_below_us_through_the_hook() -> None:
+    """Through the real hook, with the shipped H200 model: mm fp16 127x255x383 (the speed check's
+    ``odd_small``, predicted a few microseconds, a Triton config best) keeps ATen and three Triton
+    configs with ``one_below_us`` off, and by default (20 us) the first of those Triton configs
+    alone, its kwargs as Inductor made them (a single choice: Inductor benchmarks nothing)."""
+    from torch_diode.registry import resolve
+
+    path = str(resolve("NVIDIA-H200-matmul"))
+    outs, handlers = {}, {}
+    for name, opts in (("off", {"one_below_us": None}), ("default", {})):
+        handlers[name] = DiodeInductorChoices(DiodeOptions(model=path, **opts))
+        with inductor_graph():
+            outs[name] = call_hook(handlers[name], kernel_inputs("mm", 127, 255, 383), "mm")
+        assert handlers[name].get_stats()["fallbacks_total"] == 0
+    assert sorted(x.template.uid for x in outs["off"]) == ["aten::mm", "triton::mm", "triton::mm", "triton::mm"]
+    first = next(x for x in outs["off"] if x.template.uid == "triton::mm")
+    assert [x.template.uid for x in outs["default"]] == ["triton::mm"]
+    assert kw(outs["default"][0]) == kw(first)
+    assert handlers["default"].get_stats()["single_choice"] == 1 and handlers["off"].get_stats()["single_choice"] == 0
 
 
 def test_select_triton_pick_equals_the_per_element_rule() -> None:
@@ -321,7 +365,8 @@ def test_select_triton_pick_equals_the_per_element_rule() -> None:
             top_k_configs=int(rng.integers(1, 6)),
             performance_threshold=float(rng.choice([1.0, 1.05, 1.1, 1.5])),
             confidence_threshold=float(rng.choice([0.0, 0.8, 1.0])),
-            aten_alone_below_us=None,  # the Triton pick; the ATen-alone branch has its own tests
+            aten_alone_below_us=None,  # the Triton pick; the ATen-alone and one-choice branches have
+            one_below_us=None,  # their own tests
         )
         s = select(t, std, a, a_std, opts, keep_one_triton=bool(trial % 3))
         all_log = np.concatenate([t, a])
