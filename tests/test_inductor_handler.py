@@ -147,6 +147,19 @@ def test_aten_dropped_when_confidently_slower_and_kept_otherwise(op: str, model_
     assert sum(x.template.uid.startswith("triton::") for x in out_unsure) <= 6
 
 
+def rule_options(**changes: Any) -> DiodeOptions:
+    """The selection tests' options: top-2 within 10%, confidence 0.9, and both one-choice rules
+    (``aten_alone_below_us``, ``one_below_us``) off, so that each test turns on what it tests."""
+    return DiodeOptions(
+        model="m",
+        top_k_configs=2,
+        performance_threshold=1.1,
+        confidence_threshold=0.9,
+        aten_alone_below_us=None,
+        one_below_us=None,
+    ).replace(**changes)
+
+
 def test_fractional_top_k_rounds_up() -> None:
     assert top_k_count(0.0001, 1400) == 1 and top_k_count(0.01, 1400) == 14 and top_k_count(3, 5) == 3
 
@@ -154,14 +167,7 @@ def test_fractional_top_k_rounds_up() -> None:
 def test_select_rule_on_known_predictions() -> None:
     """The rule without the ATen-alone and one-choice options (the times here are under their
     defaults, 50 and 20 us)."""
-    opts = DiodeOptions(
-        model="m",
-        top_k_configs=2,
-        performance_threshold=1.1,
-        confidence_threshold=0.9,
-        aten_alone_below_us=None,
-        one_below_us=None,
-    )
+    opts = rule_options()
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
     # ATen 2x slower, confident: dropped where one Triton config is kept, ...
@@ -207,14 +213,7 @@ def test_aten_alone_options(option: dict[str, Any]) -> None:
     ATen predicted best and confident -> that ATen choice alone, even with Triton configs within the
     threshold (which are kept without the option) and with a second ATen variant; not where ATen is
     not the best, nor where the best is uncertain."""
-    opts = DiodeOptions(
-        model="m",
-        top_k_configs=2,
-        performance_threshold=1.1,
-        confidence_threshold=0.9,
-        aten_alone_below_us=None,
-        one_below_us=None,
-    )
+    opts = rule_options()
     alone = opts.replace(**option)
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
@@ -236,14 +235,7 @@ def test_aten_alone_options(option: dict[str, Any]) -> None:
 def test_aten_alone_below_us_threshold() -> None:
     """``aten_alone_below_us`` acts only where the best (ATen) prediction is under that many
     microseconds; 0 and None are off; 50 us by default. ``aten_alone_when_best`` must be a bool."""
-    opts = DiodeOptions(
-        model="m",
-        top_k_configs=2,
-        performance_threshold=1.1,
-        confidence_threshold=0.9,
-        aten_alone_below_us=None,
-        one_below_us=None,
-    )
+    opts = rule_options()
     assert DiodeOptions(model="m").aten_alone_below_us == 50.0
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)
@@ -267,14 +259,7 @@ def test_one_below_us_keeps_the_best_choice_alone() -> None:
     """``one_below_us``: where the best prediction, ATen or Triton, is confident and under that
     many microseconds, that one choice alone (a Triton best: the first of the model's order);
     over the limit, unsure, 0 or None: the usual selection. 20 us by default."""
-    opts = DiodeOptions(
-        model="m",
-        top_k_configs=2,
-        performance_threshold=1.1,
-        confidence_threshold=0.9,
-        aten_alone_below_us=None,
-        one_below_us=None,
-    )
+    opts = rule_options()
     assert DiodeOptions(model="m").one_below_us == 20.0
     t = np.log(np.array([10.0, 10.5, 10.8, 30.0]))
     zero = np.zeros(4)

@@ -136,7 +136,7 @@ def test_select_keeps_the_first_top_k_of_the_order_within_the_threshold() -> Non
     t = np.log([1.0, 1.01, 1.02, 1.05, 1.3])  # three stage variants of one tile, then two other tiles
     groups = np.array([0, 0, 0, 1, 2])
     zero = np.zeros(5)
-    opts = DiodeOptions(top_k_configs=2, performance_threshold=1.1)
+    opts = DiodeOptions(top_k_configs=2, performance_threshold=1.1, one_below_us=None)  # times of 1 us: not one alone
     aten = np.log([2.0])
     order = model_order(t, groups, 0.2)
     assert select(t, zero, aten, np.zeros(1), opts, keep_one_triton=False, triton_order=order).triton == [0, 3]
