@@ -1,7 +1,8 @@
 """Session 64's compile-time breakdown from ``profile_compile.py``'s ``profile.json``: per cold
 compile, its seconds, the choices kept, and Inductor's own phase timers (autotuning = the
 benchmark of the kept choices, precompiling = compiling them for it, async_compile.wait = the
-final kernels' compile), the rest being everything else (tracing, lowering, the handler).
+final kernels' compile), the rest being everything else (tracing, lowering, the handler). Stock's number of choices is
+read from the run's ``profile.log.gz`` beside the JSON.
 
     python benchmarks/handler/session64/report.py benchmarks/handler/NVIDIA-H200/session64/call2/profile.json.gz
 """
@@ -36,6 +37,7 @@ def main() -> int:
     path = Path(sys.argv[1])
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     rows = [r for r in json.loads(raw)["rows"] if not r["profiled"]]
+    stock_n = stock_choices(path.with_name("profile.log.gz"))
     print(
         "| problem | setting | choices kept | compile s | autotuning s | per choice s | precompiling s | final kernels s | rest s |"
     )
@@ -43,7 +45,7 @@ def main() -> int:
     for r in rows:
         ph = phases(r["inductor_compile_times"])
         kept = r.get("diode", {}).get("candidates_kept")
-        n = kept if kept is not None else _stock_choices(r)
+        n = kept if kept is not None else stock_n[r["problem"]]
         rest = r["compile_s"] - sum(ph.values())
         per = f"{ph['autotune'] / n:.3f}" if n and ph["autotune"] else "-"
         print(
@@ -53,11 +55,19 @@ def main() -> int:
     return 0
 
 
-STOCK_CHOICES = {"llm_lm_head": 20, "odd_small": 21, "resnet_im2col": 20, "vit_b_mlp": 22}  # from the run's log
-
-
-def _stock_choices(row: dict) -> int:
-    return STOCK_CHOICES[row["problem"]]
+def stock_choices(log: Path) -> dict[str, int]:
+    """Per problem, how many choices stock max-autotune benchmarked: the ``... for N choices`` line
+    of Inductor's AUTOTUNE log that comes last before the run's ``PROBLEM stock time`` line."""
+    out: dict[str, int] = {}
+    last = None
+    for line in gzip.decompress(log.read_bytes()).decode().splitlines():
+        m = re.search(r"AUTOTUNE benchmarking takes .* for (\d+) choices", line)
+        if m:
+            last = int(m.group(1))
+        parts = line.split()
+        if len(parts) >= 3 and parts[1:3] == ["stock", "time"] and last is not None:
+            out[parts[0]] = last
+    return out
 
 
 if __name__ == "__main__":
