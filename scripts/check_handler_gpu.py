@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         if nulls:
             ap.error(
                 f"--variant {name}: null for {', '.join(nulls)} would keep the handler's configured value; "
-                "give the value itself (0 turns aten_alone_below_us off)"
+                "give the value itself (0 turns aten_alone_below_us or one_below_us off)"
             )
         variants[name] = extra
     from torch_diode.config import DiodeOptions
