@@ -116,16 +116,19 @@ def test_demo_with_model_and_dataset(run_diode, h200_model: Path, tmp_path: Path
         assert (m[2], m[3]) == (f"{lo:.3f}", f"{hi:.3f}") and float(m[2]) <= float(m[1]) <= float(m[3])
         assert 0 <= int(m[4]) <= n
     m = re.fullmatch(
-        r"  autotuning: with torch-diode, Inductor benchmarks (\d+) \(top-1\) or (\d+) \(top-3\) choices per problem, "
-        r"ATen included, instead of the ([\d,]+) of the exhaustive space \(medians\): ([\d,]+)x / ([\d,]+)x fewer; "
+        r"  autotuning: with torch-diode, Inductor is left (\d+) \(top-1\) or (\d+) \(top-3\) choices per problem, "
+        r"ATen included, instead of the ([\d,]+) of the exhaustive space \(medians\): ([\d,]+)x / ([\d,]+)x fewer, "
+        r"and benchmarks nothing \(a single choice\) on (\d+)% / (\d+)% of the problems; "
         r"the fastest of them is (\d+\.\d+)x / (\d+\.\d+)x the winner \(geomean\)",
         lines[3],
     )
     assert m, lines[3]
     top1, top3, space = int(m[1]), int(m[2]), int(m[3].replace(",", ""))
     assert 1 <= top1 <= top3 < space
+    # a larger top-k never leaves a single choice on more problems
+    assert 0 <= int(m[7]) <= int(m[6]) <= 100
     # Benchmarking more choices never gives a slower best one; both are at least the winner.
-    assert 1.0 <= float(m[7]) <= float(m[6])
+    assert 1.0 <= float(m[9]) <= float(m[8])
     assert lines[4] == f"  plot: {tmp_path / 'plots' / 'NVIDIA-H200-tiny.png'}"
     assert (tmp_path / "plots" / "NVIDIA-H200-tiny.png").read_bytes().startswith(PNG_MAGIC)
     assert len(lines) == 5

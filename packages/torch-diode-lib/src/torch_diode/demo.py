@@ -181,12 +181,15 @@ class ModelDemo:
             )
         space = self.median_measured()
         counts = [self.median_benchmarked(k) for k in TOP_KS]
+        single = [sum(p.benchmarked[k] == 1 for p in self.problems) / n for k in TOP_KS]
         lines.append(
-            "  autotuning: with torch-diode, Inductor benchmarks "
+            "  autotuning: with torch-diode, Inductor is left "
             + " or ".join(f"{c:,.0f} (top-{k})" for k, c in zip(TOP_KS, counts))
             + f" choices per problem, ATen included, instead of the {space:,.0f} of the exhaustive space (medians): "
             + " / ".join(f"{space / c:,.0f}x" for c in counts)
-            + " fewer; the fastest of them is "
+            + " fewer, and benchmarks nothing (a single choice) on "
+            + " / ".join(f"{x:.0%}" for x in single)
+            + " of the problems; the fastest of them is "
             + " / ".join(f"{self.kept_regret_geomean(k):.3f}x" for k in TOP_KS)
             + " the winner (geomean)"
         )
