@@ -44,10 +44,12 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[2] / "scripts"))
 
 # handler options per variant (None: stock Inductor, no handler). "off" was the defaults when rule 2
-# ran ({} in its JSON); 0 turns the option off now that 50 is the default
+# ran ({} in its JSON); 0 turns an option off now that its default is on (aten_alone_below_us 50
+# since session 63, one_below_us 20 since session 64, off in "off" and "short" as when they ran).
+# "default": the handler's defaults of the day (session 63's rule 3, session 64's rule 4).
 VARIANTS: dict[str, dict | None] = {
-    "off": {"aten_alone_below_us": 0.0},
-    "short": {"aten_alone_below_us": 50.0},
+    "off": {"aten_alone_below_us": 0.0, "one_below_us": 0.0},
+    "short": {"aten_alone_below_us": 50.0, "one_below_us": 0.0},
     "default": {},
     "stock": None,
 }

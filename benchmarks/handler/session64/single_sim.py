@@ -7,7 +7,7 @@ and save in benchmarking.
 Session 64's profile (``report.py``): Inductor's autotuning costs ~0.24-0.37 s per benchmarked
 choice on GEMMs of 5-20 us (0.03 s on a 190 us one), and session 62 found its timer least
 trustworthy there (ATen timed 13-27 us slow under 50 us). For each validation problem this takes
-what the handler keeps with its defaults at top-3 (``torch_diode.demo.handler_keeps``) and, for a
+what the handler keeps with its defaults of before session 64 at top-3 (``one_below_us`` off) (``torch_diode.demo.handler_keeps``) and, for a
 variant ``one<T>``, what it keeps with the handler's ``one_below_us=T`` (the model's first choice
 alone, ATen or Triton, where that prediction is confident and under T us, so Inductor lowers it
 without a benchmark; ``--ungated``: the lowest prediction alone whatever its confidence, PLAN rule
@@ -22,27 +22,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session63"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models" / "session62"))
-from stock_run import choice_medians
-from timer_offsets import problem_offsets
-from timer_sim import pick
+from timer_sim import gm, pick, timers
 
 from torch_diode.config import config
 from torch_diode.dataset import read_dataset
 from torch_diode.demo import best_measured_us, handler_keeps
 from torch_diode.evaluate import evaluate_model, geomean_ci95
 from torch_diode.model import load_model
-
-
-def gm(v: np.ndarray) -> float:
-    return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan
 
 
 def main() -> None:
@@ -61,7 +53,8 @@ def main() -> None:
     _, evals = evaluate_model(
         model, val, max_compile_cost=opts.max_compile_cost, diversity=opts.diversity, cliff_guard=opts.cliff_guard
     )
-    default = [handler_keeps(model, e, (3,))[3] for e in evals]
+    with config.patch(one_below_us=None):  # the defaults before session 64's one_below_us 20, as when this ran
+        default = [handler_keeps(model, e, (3,))[3] for e in evals]
     variants = {"default": default}
     if a.ungated:  # PLAN rule 3's figures: the lowest prediction alone, whatever its confidence
         first, first_us = [], []
@@ -93,16 +86,9 @@ def main() -> None:
         )
         print(f"{len(out)} of {len(evals)} problems keep another set with one_below_us={t:g}; wrote {a.list}")
 
-    handicap: dict = {}
-    if a.inductor_run:
-        run = read_dataset(a.inductor_run)
-        handicap = {p: at - tr for p, (_, at, tr) in problem_offsets(choice_medians(val), run).items()}
+    run = read_dataset(a.inductor_run) if a.inductor_run else None
     print(f"{a.key}: {len(evals)} validation problems, {a.model}; handler defaults at top-3")
-    timers = [("exact timer", list(range(len(evals))), lambda e: 0.0)]
-    if handicap:
-        idx = [i for i, e in enumerate(evals) if e.problem in handicap]
-        timers.append(("Inductor's measured timer", idx, lambda e: handicap[e.problem]))
-    for label, idx, hc in timers:
+    for label, idx, hc in timers(evals, val, run):
         print(f"\n{label}, {len(idx)} problems")
         print(
             "| variant | regret (geomean) | 95% | p95 | max | / default's pick | one choice kept on | "

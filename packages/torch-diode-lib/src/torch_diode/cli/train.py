@@ -287,25 +287,23 @@ def _load_dataset(args: argparse.Namespace) -> Any:
     from torch_diode.dataset import DatasetFormatError, TruncatedFileError, find_dataset_files
 
     if args.dataset:
-        files = [Path(f) for f in args.dataset]
-    else:
-        d = Path(args.data_dir)
-        if not d.is_dir():
-            raise UsageError(f"--data-dir {d}: not a directory")
-        exts = [e.strip() for e in args.file_extensions.split(",") if e.strip()]
-        files = find_dataset_files(d, exts)
-        if not files:
-            raise UsageError(f"--data-dir {d}: no files with extension(s) {', '.join(exts)}")
-        try:
-            return _read_files(files)
-        except DatasetFormatError as e:
-            if isinstance(e, TruncatedFileError):  # a dataset cut short: its message says how to recover it
-                raise
-            raise UsageError(
-                f"{e}; --data-dir reads every {'/'.join(exts)} file below {d}: move the files that are not "
-                "datasets out of it, narrow --file-extensions, or name the datasets with --dataset"
-            ) from None
-    return _read_files(files)
+        return _read_files([Path(f) for f in args.dataset])
+    d = Path(args.data_dir)
+    if not d.is_dir():
+        raise UsageError(f"--data-dir {d}: not a directory")
+    exts = [e.strip() for e in args.file_extensions.split(",") if e.strip()]
+    files = find_dataset_files(d, exts)
+    if not files:
+        raise UsageError(f"--data-dir {d}: no files with extension(s) {', '.join(exts)}")
+    try:
+        return _read_files(files)
+    except TruncatedFileError:  # a dataset cut short: its message says how to recover it
+        raise
+    except DatasetFormatError as e:
+        raise UsageError(
+            f"{e}; --data-dir reads every {'/'.join(exts)} file below {d}: move the files that are not "
+            "datasets out of it, narrow --file-extensions, or name the datasets with --dataset"
+        ) from None
 
 
 def _read_files(files: list[Any], *, what: str = "the dataset") -> Any:

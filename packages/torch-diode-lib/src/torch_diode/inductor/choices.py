@@ -163,23 +163,30 @@ def select(
         raise HandlerError("model_error", "the model predicted non-finite times or uncertainties")
     b = int(np.argmin(all_log))
     best, std_best = float(all_log[b]), float(all_std[b])
-    confident = math.exp(-std_best) >= options.confidence_threshold
-    limit_us = options.aten_alone_below_us
-    below = limit_us is not None and math.exp(best) < limit_us  # 0: never
-    if (options.aten_alone_when_best or below) and confident and b >= len(triton_log):
-        return Selection([], [b - len(triton_log)], True, math.exp(-std_best))
-    triton64 = np.asarray(triton_log, dtype=np.float64)  # float(x) - best, vectorised: same doubles
-    order = np.argsort(triton64, kind="stable") if triton_order is None else np.asarray(triton_order)
-    one_us = options.one_below_us
-    if one_us is not None and confident and math.exp(best) < one_us:  # 0: never
-        if b >= len(triton_log):
-            return Selection([], [b - len(triton_log)], True, math.exp(-std_best))
-        return Selection([int(order[0])], [], True, math.exp(-std_best))
+    confidence = math.exp(-std_best)
+    confident = confidence >= options.confidence_threshold
+    best_us, aten_best = math.exp(best), b >= len(triton_log)
+
+    def below(limit_us: float | None) -> bool:
+        return limit_us is not None and best_us < limit_us  # 0: never
+
+    # the best choice alone: an ATen best (aten_alone_when_best, aten_alone_below_us) or any best
+    # (one_below_us), where confident; a Triton best is the first of the model's order (without
+    # one, the lowest prediction: b, as the stable argsort below would put first)
+    if confident and (
+        below(options.one_below_us)
+        or (aten_best and (options.aten_alone_when_best or below(options.aten_alone_below_us)))
+    ):
+        if aten_best:
+            return Selection([], [b - len(triton_log)], True, confidence)
+        return Selection([b if triton_order is None else int(triton_order[0])], [], True, confidence)
     k = top_k_count(options.top_k_configs, len(triton_log))
     margin = math.log(options.performance_threshold)
     if not confident:
         k *= 2
         margin += std_best
+    triton64 = np.asarray(triton_log, dtype=np.float64)  # float(x) - best, vectorised: same doubles
+    order = np.argsort(triton64, kind="stable") if triton_order is None else np.asarray(triton_order)
     kept = [int(i) for i in order[(triton64[order] - best) <= margin + 1e-9][:k]]
     if not kept and keep_one_triton and len(order):
         kept = [int(order[0])]
@@ -191,7 +198,7 @@ def select(
             aten_kept.append(i)
     if len(kept) > 1 and not aten_kept and len(aten_log):
         aten_kept.append(int(np.argmin(aten_log)))
-    return Selection(kept, aten_kept, confident, math.exp(-std_best))
+    return Selection(kept, aten_kept, confident, confidence)
 
 
 class _Stats:
