@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         "--one-below-us",
         type=float,
         default=None,
-        help="the handler's one_below_us (default: the handler's, off)",
+        help="the handler's one_below_us (default: the handler's, 20 us; 0 turns it off)",
     )
     ap.add_argument(
         "--variant",
