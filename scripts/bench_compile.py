@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from torch_diode.bench.measure import environment
+from torch_diode.bench.measure import cpu_model, environment
 from torch_diode.collect import precompile as pc
 from torch_diode.collect import sweep
 from torch_diode.records import Problem
@@ -61,13 +61,7 @@ def machine() -> dict[str, Any]:
         if os.path.exists(path):
             info["cgroup_cpu"] = Path(path).read_text().strip()
             break
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    info["cpu"] = cpu_model()
     return info
 
 

@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 
 import torch
 
+from torch_diode.bench.measure import cpu_model
 from torch_diode.model import load_model
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> int:
@@ -61,7 +50,7 @@ def main() -> int:
             {"model": path, "median_ms": round(1e3 * statistics.median(times), 2), "min_ms": round(1e3 * min(times), 2)}
         )
     env = {
-        "cpu": _cpu_name(),
+        "cpu": cpu_model(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }

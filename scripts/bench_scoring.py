@@ -40,6 +40,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from torch_diode.bench.measure import cpu_model
 from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
 from torch_diode.model import (
     ARCH_PRESETS,
@@ -156,6 +157,7 @@ def main() -> None:
         "architecture": model.arch.to_dict(),
         "screen": model.screen.arch.to_dict() if model.screen is not None else None,
         "scoring": model.scoring.to_dict(),
+        "cpu": cpu_model(),
         "cpus": sorted(os.sched_getaffinity(0)),
         "threads": torch.get_num_threads(),
         "busy_processes": args.busy,

@@ -254,6 +254,19 @@ def warm_up(modes: Sequence[str], *, model: Any = None) -> None:
         log.info("warm-up compile (%s): %.1f s, not counted", mode, time.perf_counter() - t0)
 
 
+def cpu_model() -> str:
+    """The host CPU's model name (``/proc/cpuinfo``), or ``platform.processor()`` where there is
+    none: what a CPU timing (scoring, model loading, compile workers) depends on most."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def environment() -> dict[str, Any]:
     """What the results were measured on: GPU, hardware key, driver, torch, CUDA, triton, torch-diode."""
     import torch
