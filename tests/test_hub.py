@@ -327,6 +327,20 @@ def test_refused_connection_is_bounded(hf_env: Path, monkeypatch: pytest.MonkeyP
     assert time.monotonic() - start < 5
 
 
+def test_a_host_that_does_not_resolve_fails_at_once_saying_so(
+    hf_env: Path, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes
+) -> None:
+    """No DNS (offline without HF_HUB_OFFLINE): said as such, not a timeout after huggingface_hub's
+    retries (``.invalid`` never resolves, RFC 2606)."""
+    monkeypatch.setenv("HF_ENDPOINT", "http://torch-diode-test.invalid")
+    with pytest.raises(
+        HubUnavailableError, match=r"cannot resolve the host of http://torch-diode-test\.invalid .*HF_HUB_OFFLINE=1"
+    ) as info:
+        fetch_model_file(entry_for(model_bytes), timeout_s=60)
+    assert not isinstance(info.value, HubTimeoutError)
+    assert not any(hf_env.rglob("*.safetensors"))
+
+
 def test_endpoint_that_is_not_a_hub(hub: FakeHub, model_bytes: bytes) -> None:
     hub.omit_commit_header = True
     with pytest.raises(HubUnavailableError, match="could not download") as info:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from safetensors.torch import save_file
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
 from torch_diode.model import (
+    _PLAIN_META,
     ARCH_PRESETS,
     PREDICT_THREADS_WAIT_S,
     Architecture,
@@ -289,11 +293,9 @@ def _rewrite(
     data = src.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8 : 8 + n])
-    md = {
-        k: (v if k in ("format", "format_version", "hardware", "tensors_sha256") else json.loads(v))
-        for k, v in header["__metadata__"].items()
-    }
+    md = {k: (v if k in _PLAIN_META else json.loads(v)) for k, v in header["__metadata__"].items()}
     md.pop("tensors_sha256")
+    md.pop("metadata_sha256", None)
     md.update(meta or {})
     for k in drop:
         md.pop(k)
@@ -334,6 +336,26 @@ def test_refuses_other_feature_names(model_file: Path, tmp_path: Path) -> None:
     )
     with pytest.raises(ModelFormatError, match="differs from this torch-diode"):
         load_model(bad)
+    transforms = list(FEATURE_SPEC.transforms)
+    transforms[2] = "log2(K + 1)"
+    bad = _rewrite(
+        model_file,
+        tmp_path / "t.safetensors",
+        meta={"feature_spec": FEATURE_SPEC.to_dict() | {"transforms": transforms}},
+    )
+    with pytest.raises(
+        ModelFormatError,
+        match=re.escape(
+            f"first differences: {FEATURE_SPEC.names[2]!r} computed as 'log2(K + 1)' vs {FEATURE_SPEC.transforms[2]!r}"
+        ),
+    ):
+        load_model(bad)
+    norm = load_model(model_file).normalization.to_dict()
+    bad = _rewrite(
+        model_file, tmp_path / "x.safetensors", meta={"normalization": norm | {"x_mean": norm["x_mean"][:-1]}}
+    )
+    with pytest.raises(ModelFormatError, match=f"x_mean {len(FEATURE_SPEC) - 1} and x_std {len(FEATURE_SPEC)} values"):
+        load_model(bad)
 
 
 def test_refuses_weights_that_do_not_fit_the_architecture(model_file: Path, tmp_path: Path) -> None:
@@ -349,6 +371,94 @@ def test_refuses_corrupt_tensor_bytes(model_file: Path, tmp_path: Path) -> None:
     bad.write_bytes(bytes(data))
     with pytest.raises(ModelFormatError, match="sha256; the file is corrupt"):
         load_model(bad)
+
+
+def _edit_header(src: Path, dst: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """``src`` with ``edit`` applied to its parsed header, the tensor bytes unchanged and no
+    checksum recomputed: what a corruption or a hand edit of the header does."""
+    data = src.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    edit(header)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    dst.write_bytes(struct.pack("<Q", len(h)) + h + data[8 + n :])
+    return dst
+
+
+def test_a_changed_metadata_byte_is_refused_and_a_file_without_its_checksum_loads(
+    model_file: Path, tmp_path: Path
+) -> None:
+    """The metadata's own sha256 catches what the tensor checksum cannot: a digit of the
+    normalisation or the hardware figures changed loads with different predictions otherwise."""
+
+    def sm_count(h: dict[str, Any]) -> None:
+        gpu = h["__metadata__"]["gpu_constants"]
+        assert '"sm_count": 132' in gpu
+        h["__metadata__"]["gpu_constants"] = gpu.replace('"sm_count": 132', '"sm_count": 932')
+
+    bad = _edit_header(model_file, tmp_path / "sm.safetensors", sm_count)
+    with pytest.raises(ModelFormatError, match=r"metadata does not match its recorded sha256 .*re-download it"):
+        load_model(bad)
+
+    def drop(h: dict[str, Any]) -> None:
+        del h["__metadata__"]["metadata_sha256"]
+
+    old = load_model(_edit_header(model_file, tmp_path / "old.safetensors", drop))  # before session 65
+    np.testing.assert_array_equal(
+        old.predict(PROBLEM, CHOICES).log_time_us, load_model(model_file).predict(PROBLEM, CHOICES).log_time_us
+    )
+
+
+@pytest.mark.parametrize(
+    ("meta", "why"),
+    [
+        ({"y_std": 0.0}, "y_std 0.0 is not finite with y_std > 0"),
+        ({"y_std": -1.0}, "y_std -1.0"),
+        ({"y_std": 1e39}, "y_std inf"),
+        ({"y_mean": 1e39}, "y_mean inf"),
+        ({"y_std": None}, "y_std nan"),
+    ],
+    ids=["y_std-0", "y_std-negative", "y_std-inf", "y_mean-inf", "y_std-null"],
+)
+def test_refuses_a_target_normalisation_that_is_not_finite_and_positive(
+    model_file: Path, tmp_path: Path, meta: dict[str, Any], why: str
+) -> None:
+    norm = load_model(model_file).normalization.to_dict() | meta
+    bad = _rewrite(model_file, tmp_path / "n.safetensors", meta={"normalization": norm})
+    with pytest.raises(ModelFormatError, match=re.escape(why)):
+        load_model(bad)
+
+
+@pytest.mark.parametrize(
+    ("meta", "why"),
+    [
+        ({"gpu_constants": {"sm_count": 0}}, "sm_count: must be finite and positive, got 0"),
+        ({"gpu_constants": {"sm_count": "132"}}, "sm_count: must be an integer, got '132'"),
+        ({"gpu_constants": {"mem_bandwidth_gbs": -4800.0}}, "mem_bandwidth_gbs: must be finite and positive"),
+        ({"gpu_constants": {"key": "NVIDIA-A100"}}, "hardware 'NVIDIA-H100' is not a hardware key, or not the key of its gpu_constants ('NVIDIA-A100')"),
+        ({"hardware": "../../etc/passwd"}, "hardware '../../etc/passwd' is not a hardware key"),
+        ({"hardware": ""}, "hardware '' is not a hardware key"),
+        ({"architecture": {"activation": "gelu"}}, "activation 'gelu' is not what a 'deep' network has ('relu')"),
+        ({"architecture": {"residual": False}}, "residual False is not what a 'deep' network has (True)"),
+    ],
+    ids=["sm_count-0", "sm_count-str", "bandwidth-negative", "key-mismatch", "hardware-path", "hardware-empty", "activation", "residual"],
+)  # fmt: skip
+def test_refuses_hardware_figures_and_architecture_that_do_not_hold(
+    model_file: Path, tmp_path: Path, meta: dict[str, Any], why: str
+) -> None:
+    m = load_model(model_file)
+    current = {"gpu_constants": m.gpu.to_dict(), "architecture": m.arch.to_dict(), "hardware": m.hardware}
+    change = {k: (current[k] | v if isinstance(v, dict) else v) for k, v in meta.items()}
+    with pytest.raises(ModelFormatError, match=re.escape(why)):
+        load_model(_rewrite(model_file, tmp_path / "g.safetensors", meta=change))
+
+
+def test_refuses_a_header_over_the_cap_as_such(tmp_path: Path) -> None:
+    huge = tmp_path / "h.safetensors"
+    huge.write_bytes(struct.pack("<Q", 200_000_000) + b"{}" + b" " * 100)
+    with pytest.raises(ModelFormatError, match="header claims 200,000,000 bytes, over the 100 MB"):
+        load_model(huge)
 
 
 @pytest.mark.parametrize("keep", [0, 5, 100, -100], ids=["empty", "5-bytes", "inside-header", "inside-data"])

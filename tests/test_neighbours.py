@@ -256,6 +256,7 @@ def _memory_file(tmp_path: Path, name: str, *, meta: dict | None = None, tensors
         ({"tensors": {"memory.rel_value": torch.tensor([0.0, -0.4, 0.1])}}, "negative"),
         ({"tensors": {"memory.rel_flat": torch.tensor([0.0, 3.0, 16.0])}}, "not int32"),
         ({"tensors": {"memory.configs": None}}, "malformed"),
+        ({"tensors": {"memory.extra": torch.zeros(2)}}, r"\['memory.extra'\] missing or unexpected"),
         ({"meta": {"neighbour_memory": None}}, "malformed"),
         (
             {
@@ -281,6 +282,7 @@ def _memory_file(tmp_path: Path, name: str, *, meta: dict | None = None, tensors
         "negative-rel",
         "float-index",
         "missing-tensor",
+        "extra-tensor",
         "missing-metadata",
         "other-signature",
     ],

@@ -22,7 +22,7 @@ import pytest
 from test_hub import COMMIT, REPO_ID, FakeHub, SilentServer, tiny_model_bytes
 
 from torch_diode import registry
-from torch_diode.errors import ModelNotFoundError
+from torch_diode.errors import ModelFormatError, ModelNotFoundError
 from torch_diode.hub import HubOfflineError
 from torch_diode.weights import ChecksumMismatchError, ModelEntry, write_manifest
 
@@ -122,7 +122,7 @@ def test_discovery_reads_manifests_without_importing(site: Path) -> None:
 _UNINSTALLED_CHILD = """
 import sys
 from torch_diode import registry
-from torch_diode.errors import ModelNotFoundError
+from torch_diode.errors import ModelFormatError, ModelNotFoundError
 print("NAMES", sorted(e.name for e in registry.list_available_models()))
 try:
     print("RESOLVED", registry.resolve("TESTGPU-A-matmul"))
@@ -199,6 +199,27 @@ def test_explicit_paths(site: Path, tmp_path: Path) -> None:
         registry.resolve(tmp_path / "missing.safetensors")
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         registry.resolve("missing.safetensors")
+    with pytest.raises(ModelNotFoundError, match=r"is a directory; pass a \.safetensors model file or a model name"):
+        registry.resolve(tmp_path)
+    for bad in (None, "", 3):
+        with pytest.raises(TypeError, match=r"expected a registered model name .* got"):
+            registry.resolve(bad)  # type: ignore[arg-type]
+
+
+def test_names_are_exact_but_a_near_miss_is_named(site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    for wrong in ("testgpu-a-matmul", "TESTGPU-A-matmull"):
+        with pytest.raises(ModelNotFoundError, match=rf"unknown model {wrong!r} \(did you mean 'TESTGPU-A-matmul'\?\)"):
+            registry.resolve(wrong)
+    with pytest.raises(ModelNotFoundError) as info:
+        registry.resolve("NVIDIA-H999-matmul")
+    assert "did you mean" not in str(info.value)
+    monkeypatch.chdir(tmp_path)  # the file name of a registered model, not in the current directory
+    with pytest.raises(
+        ModelNotFoundError,
+        match=r"'TESTGPU-A-matmul.safetensors' does not exist \(to use the registered model of that name, pass 'TESTGPU-A-matmul'",
+    ):
+        registry.resolve("TESTGPU-A-matmul.safetensors")
 
 
 def test_broken_packages_are_skipped_and_reported(site: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -295,6 +316,24 @@ def test_autoregister_unknown_gpu_warns_once(site: Path, monkeypatch: pytest.Mon
     assert "no installed model for NOMODEL-GPU" in message and "TESTGPU-A" in message
 
 
+def test_autoregister_with_a_malformed_option_variable_warns(
+    site: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    """A bad TORCH_DIODE_* handler variable must not make ``import torch_diode_models`` fail: one
+    warning, nothing registered."""
+    pytest.importorskip("torch._inductor.choices")
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "custom:TESTGPU-A")
+    monkeypatch.setenv("TORCH_DIODE_TOP_K", "abc")
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        assert registry.autoregister() is None
+    [record] = [r for r in diode_records(caplog) if r.levelno >= logging.WARNING]
+    assert (
+        "stock Inductor autotuning is used" in record.getMessage() and "TORCH_DIODE_TOP_K='abc'" in record.getMessage()
+    )
+    assert registry.current_registration() is None
+
+
 def test_autoregister_bad_hardware_override_warns(site: Path, monkeypatch: pytest.MonkeyPatch, caplog) -> None:
     monkeypatch.setenv("TORCH_DIODE_HARDWARE", "NVIDIA-H999")
     with caplog.at_level(logging.INFO, logger="torch_diode"):
@@ -349,9 +388,19 @@ def test_register_model_by_path_and_failures_install_nothing(site: Path, tmp_pat
     own = tmp_path / "TESTGPU-A-mine.safetensors"
     own.write_bytes(model_bytes("TESTGPU-A"))
     registration = registry.register_model(own, top_k_configs=2)
-    assert registration.name == "TESTGPU-A-mine" and registration.hardware is None
+    assert registration.name == "TESTGPU-A-mine" and registration.hardware == "TESTGPU-A"  # read from the file
     assert installed_handler().options.top_k_configs == 2
+    assert installed_handler().options.model == str(own) and installed_handler()._model is None  # loads lazily
     registry.unregister_model()
+    # a file given by path is checked at registration: a bad one installs nothing
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    truncated = tmp_path / "TESTGPU-A-cut.safetensors"
+    truncated.write_bytes(model_bytes("TESTGPU-A")[:5000])
+    for bad in (text, truncated):
+        with pytest.raises(ModelFormatError, match=str(bad)):
+            registry.register_model(bad)
+        assert installed_handler() is None and registry.current_registration() is None
     with pytest.raises(ModelNotFoundError, match="unknown model"):
         registry.register_model("NVIDIA-H999-matmul")
     assert installed_handler() is None and registry.current_registration() is None
@@ -423,3 +472,24 @@ def test_import_order_does_not_matter(site: Path, tmp_path: Path) -> None:
         assert err.count("torch-diode registered model TESTGPU-A-matmul") == 1, (order, err)
         assert "HARDWARE TESTGPU-A" in out and "'TESTGPU-A-matmul'" in out
         assert "PROFILE 0 0" in out and "LEVEL 10" in out and "UNREGISTERED True None" in out
+
+
+def test_a_bad_hardware_override_is_reported_not_raised(tmp_path: Path) -> None:
+    """``import torch_diode_models`` and ``get_detected_hardware()`` with an unknown
+    ``TORCH_DIODE_HARDWARE``: the import registers nothing (one warning) and the call says why in
+    ``reason``, as documented, instead of raising."""
+    child = "import torch_diode_models as tdm; h = tdm.get_detected_hardware(); print('KEY', h.key); print('REASON', h.reason)"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(map(str, SRC_DIRS)),
+        "TORCH_DIODE_HARDWARE": "bogus",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+    }
+    env.pop("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", None)
+    proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "KEY None" in proc.stdout and "REASON TORCH_DIODE_HARDWARE='bogus' is not a known hardware key" in proc.stdout
+    )
+    assert "torch-diode registered no model" in proc.stderr

@@ -74,6 +74,19 @@ class GpuConstants:
     peak_tflops_fp8: float
     max_warps_per_sm: int = 64
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key.strip():
+            raise ValueError(f"key: must be a hardware key such as 'NVIDIA-H100', got {self.key!r}")
+        for f in fields(self):
+            if f.name == "key":
+                continue
+            v = getattr(self, f.name)
+            integral = f.type in ("int", int)
+            if isinstance(v, bool) or not isinstance(v, int if integral else (int, float)):
+                raise ValueError(f"{f.name}: must be {'an integer' if integral else 'a number'}, got {v!r}")
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{f.name}: must be finite and positive, got {v!r}")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -160,6 +160,12 @@ def gpu_key(name: str, *, compute_capability: tuple[int, int] | None = None, sm_
     return resolve_gpu(name, compute_capability=compute_capability, sm_count=sm_count)[0]
 
 
+def valid_key(key: object) -> bool:
+    """Whether ``key`` is well formed for a hardware key (a known one, or a custom one without its
+    ``custom:`` prefix): 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit."""
+    return isinstance(key, str) and _CUSTOM_RE.fullmatch(key) is not None
+
+
 def _from_env(value: str) -> HardwareInfo:
     value = value.strip()
     if value.lower() == "none":

@@ -17,7 +17,7 @@
 
 Failures are kept apart, each with what to do next: :class:`HubOfflineError` (offline and not
 cached), :class:`HubFileNotFoundError` (the Hub has no such repository, revision or file),
-:class:`HubUnavailableError` (network down, server error) and its subclass
+:class:`HubUnavailableError` (network down, a host that does not resolve, server error) and its subclass
 :class:`HubTimeoutError` (no answer within the deadline), and
 :class:`torch_diode.weights.ChecksumMismatchError`. All but the last derive from :class:`HubError`.
 
@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from torch_diode.errors import DiodeError
 from torch_diode.weights import ModelEntry, verify_file
@@ -169,6 +171,11 @@ def _download_with_deadline(
 
     def work() -> None:
         try:
+            # A host that does not resolve (no network, no DNS) fails here at once; huggingface_hub
+            # would retry it with back-off until the deadline and report only a timeout.
+            url = urlsplit(endpoint or "https://huggingface.co")
+            if url.hostname:
+                socket.getaddrinfo(url.hostname, url.port or (443 if url.scheme == "https" else 80))
             outcome["path"] = hf_hub_download(
                 entry.hub_repo,  # type: ignore[arg-type]
                 entry.file,
@@ -217,7 +224,13 @@ def _classify(exc: BaseException, entry: ModelEntry, *, where: str, endpoint: st
         chain.append(chain[-1].__cause__)  # type: ignore[arg-type]
     host = endpoint or "huggingface.co"
     error: HubError
-    if any(isinstance(e, OfflineModeIsEnabled) for e in chain):
+    if isinstance(exc, socket.gaierror):
+        error = HubUnavailableError(
+            f"model {entry.name!r}: cannot resolve the host of {host} ({exc}): no network or no DNS. Connect, or "
+            f"set HF_HUB_OFFLINE=1 to use the Hugging Face cache only, or download it ahead of time: "
+            f"`hf download {entry.hub_repo} {entry.file} --revision {entry.hub_revision}`."
+        )
+    elif any(isinstance(e, OfflineModeIsEnabled) for e in chain):
         error = HubOfflineError(
             f"model {entry.name!r} ({where}) is not cached and huggingface_hub is in offline mode "
             "(HF_HUB_OFFLINE was set when it was imported); unset HF_HUB_OFFLINE and restart, or fetch the file "

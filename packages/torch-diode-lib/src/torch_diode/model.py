@@ -21,7 +21,9 @@ ATen head (``aten_head.*``, float32, :mod:`torch_diode.aten_head`) and a ranking
 network (``screen.*``, float32, the network's tensor names under the prefix), and
 whose ``__metadata__`` (str -> str, JSON-encoded values) holds the hardware key and figures, the
 feature spec, normalisation statistics, architecture, training-data hash, torch/triton versions,
-training options and held-out metrics, plus ``tensors_sha256`` over the tensor bytes, and
+training options and held-out metrics, plus ``tensors_sha256`` over the tensor bytes and
+``metadata_sha256`` over the other metadata entries (since session 65; older files have none and
+load as before; older torch-diode releases ignore the key), and
 ``neighbour_memory`` (its options and sizes) when the file has a memory, ``aten_head`` (its
 options and input count) when it has a head, ``forest`` (its options) when it has a forest,
 ``screen`` (``{"architecture": ...}``) when it has a screening network, and
@@ -59,6 +61,7 @@ from torch import nn
 
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize_split_indexed
+from torch_diode.hardware import valid_key
 from torch_diode.neighbours import NeighbourMemory
 from torch_diode.records import Choice, Problem
 
@@ -92,7 +95,7 @@ ARCH_PRESETS: Mapping[str, Mapping[str, int]] = {
     "deep": {"hidden": 32, "depth": 2},
 }
 # Metadata stored as plain strings; every other value is JSON.
-_PLAIN_META = frozenset({"format", "format_version", "hardware", "tensors_sha256"})
+_PLAIN_META = frozenset({"format", "format_version", "hardware", "tensors_sha256", "metadata_sha256"})
 _REQUIRED_META = (
     "format",
     "format_version",
@@ -183,13 +186,20 @@ class Architecture:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Architecture:
-        return cls(
+        arch = cls(
             model_type=d["model_type"],
             input_dim=d["input_dim"],
             hidden=d["hidden"],
             depth=d["depth"],
             members=d["members"],
         )
+        # Written for the reader; a file that records another network than its model type runs is corrupt.
+        for key in ("activation", "residual"):
+            if key in d and d[key] != arch.to_dict()[key]:
+                raise ValueError(
+                    f"{key} {d[key]!r} is not what a {arch.model_type!r} network has ({arch.to_dict()[key]!r})"
+                )
+        return arch
 
 
 class EnsembleMLP(nn.Module):
@@ -364,12 +374,13 @@ class Normalization:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Normalization:
-        return cls(
-            x_mean=np.asarray(d["x_mean"], dtype=np.float32),
-            x_std=np.asarray(d["x_std"], dtype=np.float32),
-            y_mean=float(np.float32(d["y_mean"])),
-            y_std=float(np.float32(d["y_std"])),
-        )
+        with np.errstate(over="ignore"):  # a value past float32's range becomes inf, which loading refuses
+            return cls(
+                x_mean=np.asarray(d["x_mean"], dtype=np.float32),
+                x_std=np.asarray(d["x_std"], dtype=np.float32),
+                y_mean=float(np.float32(d["y_mean"])),
+                y_std=float(np.float32(d["y_std"])),
+            )
 
     @classmethod
     def fit(cls, x: np.ndarray, y: np.ndarray) -> Normalization:
@@ -678,6 +689,8 @@ def _encode_safetensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[s
     blobs = [tensors[n].numpy().astype(kinds[n][1], copy=False).tobytes() for n in names]
     data = b"".join(blobs)
     meta_str["tensors_sha256"] = hashlib.sha256(data).hexdigest()
+    meta_str.pop("metadata_sha256", None)
+    meta_str["metadata_sha256"] = _metadata_sha256(meta_str)
     header: dict[str, Any] = {"__metadata__": dict(sorted(meta_str.items()))}
     off = 0
     for n, b in zip(names, blobs):
@@ -686,6 +699,14 @@ def _encode_safetensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[s
     hbytes = json.dumps(header, separators=(",", ":"), sort_keys=False).encode()
     hbytes += b" " * (-len(hbytes) % 8)
     return struct.pack("<Q", len(hbytes)) + hbytes + data
+
+
+def _metadata_sha256(meta_str: Mapping[str, str]) -> str:
+    """sha256 of a file's ``__metadata__`` (every entry but ``metadata_sha256`` itself, as sorted
+    compact JSON): with ``tensors_sha256`` it makes a changed byte anywhere in a model file's
+    contents detectable, the normalisation statistics and hardware figures included."""
+    canon = {k: v for k, v in meta_str.items() if k != "metadata_sha256"}
+    return hashlib.sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _weights(net: nn.Module, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -726,7 +747,9 @@ def _read_header(path: object, data: bytes) -> dict[str, Any]:
     if len(data) < 8:
         raise _bad(path, f"file is {len(data)} bytes, too short for a safetensors model (truncated or not a model)")
     (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8 or n > 100_000_000:
+    if n > 100_000_000:
+        raise _bad(path, f"header claims {n:,} bytes, over the 100 MB a model header may have (corrupt or not a model)")
+    if n > len(data) - 8:
         raise _bad(
             path, f"header claims {n} bytes but the file has {len(data) - 8} after it (truncated or not a model)"
         )
@@ -757,6 +780,15 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     missing = [k for k in _REQUIRED_META if k not in meta_raw]
     if missing:
         raise _bad(source, f"model metadata lacks {', '.join(missing)}; the file is incomplete or corrupt")
+    if not all(isinstance(v, str) for v in meta_raw.values()):
+        raise _bad(source, "safetensors metadata holds a value that is not a string; the file is corrupt")
+    # Files written before session 65 have no metadata_sha256 and load as they always did.
+    if "metadata_sha256" in meta_raw and meta_raw["metadata_sha256"] != _metadata_sha256(meta_raw):
+        raise _bad(
+            source,
+            "metadata does not match its recorded sha256 (metadata_sha256); the file is corrupt or was edited by "
+            "hand: re-download it, or retrain the model",
+        )
     meta: dict[str, Any] = {}
     for k, v in meta_raw.items():
         try:
@@ -774,7 +806,11 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
             f"{FEATURE_SPEC.version}; install the torch-diode-lib release the model was trained with, or retrain it",
         )
     if spec != FEATURE_SPEC:
-        diff = [f"{a!r} vs {b!r}" for a, b in zip(spec.names, FEATURE_SPEC.names) if a != b][:3]
+        diff = [
+            f"{a!r} vs {b!r}" if a != b else f"{a!r} computed as {ta!r} vs {tb!r}"
+            for a, b, ta, tb in zip(spec.names, FEATURE_SPEC.names, spec.transforms, FEATURE_SPEC.transforms)
+            if (a, ta) != (b, tb)
+        ][:3]
         raise _bad(
             source,
             f"model's feature spec (version {spec.version}, {len(spec)} features) differs from this torch-diode's "
@@ -798,10 +834,21 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     ):
         raise _bad(
             source,
-            f"architecture input_dim {arch.input_dim} / normalisation size do not match {len(FEATURE_SPEC)} features",
+            f"architecture input_dim {arch.input_dim}, normalisation x_mean {norm.x_mean.size} and x_std "
+            f"{norm.x_std.size} values: each must be the {len(FEATURE_SPEC)} features; the file is corrupt",
         )
     if not (np.isfinite(norm.x_mean).all() and np.isfinite(norm.x_std).all() and (norm.x_std > 0).all()):
         raise _bad(source, "normalisation statistics are not finite and positive")
+    if not (math.isfinite(norm.y_mean) and math.isfinite(norm.y_std) and norm.y_std > 0):
+        raise _bad(
+            source, f"target normalisation y_mean {norm.y_mean!r} / y_std {norm.y_std!r} is not finite with y_std > 0"
+        )
+    if not (valid_key(meta["hardware"]) and meta["hardware"] == gpu.key):
+        raise _bad(
+            source,
+            f"hardware {meta['hardware']!r} is not a hardware key, or not the key of its gpu_constants ({gpu.key!r}); "
+            "the file is corrupt",
+        )
     try:
         tensors = st_load(data)
     except (SafetensorError, ValueError, RuntimeError) as e:
@@ -895,7 +942,8 @@ def load_model(path: str | os.PathLike[str]) -> DiodeModel:
 
     Raises:
         ModelFormatError: the file is missing, not a torch-diode model, of another format version or
-            feature spec, truncated, or its contents do not match their checksums or architecture.
+            feature spec, truncated, or its contents do not match their checksums or architecture, or
+            its normalisation, hardware key or hardware figures are not finite, positive and consistent.
     """
     p = Path(path)
     try:

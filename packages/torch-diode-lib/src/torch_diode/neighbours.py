@@ -279,6 +279,9 @@ class NeighbourMemory:
             prior_weight=meta["prior_weight"],
             alignment_weight=0.0 if legacy else meta["alignment_weight"],
         )
+        expected = {"memory.problems", "memory.configs", "memory.rel_flat", "memory.rel_value"}
+        if set(tensors) != expected:
+            raise ValueError(f"tensors {sorted(set(tensors) ^ expected)} missing or unexpected")
         problems, configs = tensors["memory.problems"], tensors["memory.configs"]
         flat, value = tensors["memory.rel_flat"], tensors["memory.rel_value"]
         n_p, n_c = meta["problems"], meta["configs"]

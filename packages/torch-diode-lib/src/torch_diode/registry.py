@@ -193,10 +193,20 @@ def get_model_entry(name: str) -> ModelEntry:
         available = ", ".join(sorted(catalog.models)) or _NONE_INSTALLED
         skipped = "".join(f"; skipped {s}" for s in catalog.skipped)
         raise ModelNotFoundError(
-            f"unknown model {name!r}; available models: {available}{skipped}. Pass a registered name or the path "
-            "of a .safetensors model file"
+            f"unknown model {name!r}{_did_you_mean(name, catalog.models)}; available models: {available}{skipped}. "
+            "Pass a registered name or the path of a .safetensors model file"
         )
     return entry
+
+
+def _did_you_mean(name: str, names: Mapping[str, Any]) -> str:
+    """`` (did you mean 'X'?)`` for the closest registered name (the same but for case, or a close
+    spelling), else nothing. Names are matched exactly: this only helps to find the right one."""
+    import difflib
+
+    same = [n for n in names if n.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, list(names), n=1, cutoff=0.9)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def models_for_hardware(key: str) -> list[ModelEntry]:
@@ -219,6 +229,16 @@ def _looks_like_path(value: str | os.PathLike[str]) -> bool:
     return os.sep in value or "/" in value or value.endswith(".safetensors") or os.path.isfile(value)
 
 
+def _check_name_or_path(value: object) -> None:
+    if isinstance(value, os.PathLike):
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(
+            f"expected a registered model name (e.g. 'NVIDIA-H100-matmul') or the path of a .safetensors model "
+            f"file, got {value!r}"
+        )
+
+
 def resolve(
     name_or_path: str | os.PathLike[str], *, local_files_only: bool | None = None, timeout_s: float | None = None
 ) -> Path:
@@ -235,12 +255,17 @@ def resolve(
         ChecksumMismatchError: the file's size or sha256 differs from its manifest entry.
         torch_diode.hub.HubError: the Hub fetch failed (offline, not found, unreachable, timeout).
     """
+    _check_name_or_path(name_or_path)
     if _looks_like_path(name_or_path):
         path = Path(name_or_path).expanduser()
+        if path.is_dir():
+            raise ModelNotFoundError(f"{str(path)!r} is a directory; pass a .safetensors model file or a model name")
         if not path.is_file():
-            raise ModelNotFoundError(
-                f"model file {str(path)!r} does not exist (pass a registered model name or a file path)"
-            )
+            hint = "pass a registered model name or a file path"
+            stem = path.name.removesuffix(".safetensors")
+            if path.name != stem and str(name_or_path) == path.name and stem in _get_catalog().models:
+                hint = f"to use the registered model of that name, pass {stem!r} (no .safetensors)"
+            raise ModelNotFoundError(f"model file {str(path)!r} does not exist ({hint})")
         return path
     entry = get_model_entry(str(name_or_path))
     packaged = entry.packaged_path
@@ -266,8 +291,10 @@ def register_model(
 ) -> Registration:
     """Resolve a model and install torch-diode's Inductor choices handler with it (process-wide).
 
-    Replaces the model registered before, if any. The weights are loaded lazily by the handler,
-    at the first GEMM that needs them.
+    Replaces the model registered before, if any. A model file given by path is read and checked
+    here (a corrupt or foreign file raises :class:`~torch_diode.errors.ModelFormatError` and installs
+    nothing); a registered name's file was verified against its manifest. Either way the handler
+    loads the weights itself, at the first GEMM that needs them.
 
     Args:
         name_or_path: a registered model name or the path of a model file.
@@ -277,6 +304,8 @@ def register_model(
 
     Raises:
         Everything :func:`resolve` raises; nothing is installed then.
+        ModelFormatError: a file given by path is not a model this torch-diode can use.
+        TypeError: ``name_or_path`` is neither a string nor a path.
         HandlerNotInstalledError: the installer declined (torch < 2.10, ``TORCH_DIODE_DISABLE=1``).
     """
     return _register(name_or_path, timeout_s=timeout_s, options=options, why="")
@@ -289,13 +318,21 @@ def _register(
     path = resolve(name_or_path, timeout_s=timeout_s)
     from torch_diode.inductor.install import install_diode_choices
 
+    if _looks_like_path(name_or_path):
+        # A file no manifest vouches for: checked now (ModelFormatError), not at the first GEMM,
+        # where a bad file could only make that compile fall back to stock autotuning. The handler
+        # still gets the path and loads it itself (once per process, ~25 ms), as for a registered name.
+        from torch_diode.model import load_model
+
+        name, hardware = path.name.removesuffix(".safetensors"), load_model(path).hardware
+    else:
+        name = str(name_or_path)
+        hardware = get_model_entry(name).hardware
     with _lock:
         handle = install_diode_choices(model=str(path), **options)
         if not handle.installed:
             raise HandlerNotInstalledError(f"torch-diode's choices handler was not installed: {handle.reason}")
-        name = path.name.removesuffix(".safetensors") if _looks_like_path(name_or_path) else str(name_or_path)
-        entry = _get_catalog().models.get(name)
-        _registration = Registration(name=name, path=path, hardware=entry.hardware if entry else None, handle=handle)
+        _registration = Registration(name=name, path=path, hardware=hardware, handle=handle)
     logger.info("torch-diode registered model %s%s: %s", name, why, path)
     return _registration
 
@@ -362,7 +399,7 @@ def autoregister(*, timeout_s: float | None = None) -> Registration | None:
         best = candidates[0]
         try:
             return _register(best.name, timeout_s=timeout_s, options={}, why=f" for {info.key} ({info.reason})")
-        except DiodeError as exc:
+        except (DiodeError, ValueError, TypeError) as exc:  # ValueError: e.g. a malformed TORCH_DIODE_* variable
             logger.warning("torch-diode registered no model (stock Inductor autotuning is used): %s", exc)
             return None
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torch_diode import plugin_autoload_disabled
+from torch_diode.errors import HardwareError
 from torch_diode.hardware import HardwareInfo, detect
 from torch_diode.registry import (
     PredictionStats,
@@ -76,8 +77,12 @@ _LOGGERS = ("torch_diode", "torch_diode_models")
 
 
 def get_detected_hardware() -> HardwareInfo:
-    """The GPU torch-diode sees (``key`` is None when there is no usable known GPU; ``reason`` says why)."""
-    return detect()
+    """The GPU torch-diode sees (``key`` is None when there is no usable known GPU, or when
+    ``TORCH_DIODE_HARDWARE`` is not a valid override; ``reason`` says why)."""
+    try:
+        return detect()
+    except HardwareError as exc:
+        return HardwareInfo(None, "", None, None, None, None, str(exc), source="env")
 
 
 def set_log_level(level: int | str) -> None:
