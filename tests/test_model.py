@@ -498,3 +498,15 @@ def test_pickles_as_its_file_bytes() -> None:
     clone = pickle.loads(pickle.dumps(m))
     assert clone.model_hash == m.model_hash
     assert np.array_equal(clone.predict(PROBLEM, CHOICES).log_time_us, m.predict(PROBLEM, CHOICES).log_time_us)
+
+
+def test_a_model_whose_hardware_and_figures_differ_is_not_built_or_saved(tmp_path: Path) -> None:
+    m = make_model()
+    with pytest.raises(ValueError, match="hardware 'NVIDIA-H200' and the hardware figures' key 'NVIDIA-H100' differ"):
+        build_model(m.arch, hardware="NVIDIA-H200", gpu=m.gpu, normalization=m.normalization, seed=0)
+    m.hardware = "NVIDIA-H200"
+    with pytest.raises(ValueError, match=r"set \.gpu to gpu_constants\('NVIDIA-H200'\) too"):
+        save_model(m, tmp_path / "m.safetensors")
+    assert not (tmp_path / "m.safetensors").exists()
+    m.gpu = gpu_constants("NVIDIA-H200")
+    assert load_model(save_model(m, tmp_path / "m.safetensors")).hardware == "NVIDIA-H200"

@@ -25,6 +25,7 @@ from torch_diode.evaluate import (
     problem_evals,
     write_max_autotune_solution,
 )
+from torch_diode.features import gpu_constants
 from torch_diode.model import load_model, save_model
 from torch_diode.train import TrainOptions, _sample_choices, _validate, dataset_hash, split_problems, train
 
@@ -206,7 +207,7 @@ def test_init_from_starts_from_the_files_networks_and_normalisation(ds, tmp_path
 
     opts = TrainOptions(seed=3, hidden=16, screen_hidden=8, **FAST | {"num_epochs": 2, "forest_trees": 0})
     src, _ = train(ds, opts)
-    src.hardware = "NVIDIA-H200"  # a start trained on another GPU's timings
+    src.hardware, src.gpu = "NVIDIA-H200", gpu_constants("NVIDIA-H200")  # a start trained on another GPU's timings
     path = save_model(src, tmp_path / "src.safetensors")
     tuned, _ = train(ds, dataclasses.replace(opts, seed=4, init_from=str(path), learning_rate=1e-6))
     for got, want in ((tuned.net, src.net), (tuned.screen, src.screen)):
@@ -270,7 +271,7 @@ def test_init_forest_from_continues_a_files_forest_whatever_the_networks_start_f
 
     opts = TrainOptions(seed=3, hidden=16, **FAST | {"num_epochs": 1, "forest_trees": 6, "forest_depth": 4})
     src, _ = train(ds, opts)
-    src.hardware = "NVIDIA-H200"  # a forest of another GPU's timings may be the start
+    src.hardware, src.gpu = "NVIDIA-H200", gpu_constants("NVIDIA-H200")  # a forest of another GPU's timings may start
     path = save_model(src, tmp_path / "src.safetensors")
     tune = dataclasses.replace(opts, seed=4, init_from=str(path), learning_rate=1e-6, forest_trees=4)
     tuned, _ = train(ds, dataclasses.replace(tune, init_forest=True))
@@ -441,7 +442,9 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
 
 def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:
     r = run_diode("validate-model", "--model", str(tmp_path / "nope.safetensors"), "--dataset", str(DATA), env=ENV)
-    assert r.returncode == 2 and "no such model file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (
+        r.returncode == 2 and "nope.safetensors' does not exist" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    )
     r = run_diode("train", "--data-dir", str(tmp_path), "--model", str(tmp_path / "m.safetensors"), env=ENV)
     assert r.returncode == 2 and "no files with extension" in r.stderr
     # a JSON file below --data-dir that is no dataset (a plan, a solution): named, with what to do

@@ -723,6 +723,11 @@ def _check_header(path: Path, fmt: Format, obj: Any) -> int:
             f'{path}: not a torch-diode dataset (the first object has no "format": "{FORMAT_NAME}")'
         )
     version = obj.get("schema_version")
+    if "schema_version" not in obj:
+        raise DatasetFormatError(
+            f'{path}: its header has "format": "{FORMAT_NAME}" but no schema_version: a damaged or hand-made '
+            "file, not one torch-diode wrote"
+        )
     readable = READABLE_SCHEMA_VERSIONS[fmt]
     if isinstance(version, bool) or version not in readable:
         raise SchemaVersionError(str(path), version, readable if len(readable) > 1 else readable[0])
@@ -751,7 +756,9 @@ def _read_state(path: Path, fmt: Format, *, recover: bool) -> _ReadState:
             st.good_bytes = end
     except _Truncated as t:
         if st.good_bytes == 0:
-            raise DatasetFormatError(f"{path}: file is truncated inside its header ({t.detail})") from None
+            raise DatasetFormatError(
+                f"{path}: not a torch-diode dataset, or one truncated inside its header ({t.detail})"
+            ) from None
         if not recover:
             raise TruncatedFileError(str(path), st.chunks, st.records, t.detail) from None
     return st

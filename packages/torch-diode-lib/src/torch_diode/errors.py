@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class DiodeError(Exception):
     """Base class of every torch-diode error."""
@@ -40,11 +42,19 @@ class TruncatedFileError(DatasetFormatError):
         self.path = path
         self.complete_chunks = complete_chunks
         self.complete_records = complete_records
-        super().__init__(
-            f"{path}: file is truncated after {complete_chunks} complete chunk(s) holding "
-            f"{complete_records} record(s) ({detail}); read it with recover=True or run "
-            f"`diode data recover {path}` to keep the complete part"
-        )
+        if complete_chunks == 0:
+            what = (
+                f"{path}: file is truncated ({detail}) inside its first chunk of records: no record of it is "
+                "complete, so there is nothing to recover; collect it again (a collector resumes its own "
+                "interrupted output by itself)"
+            )
+        else:
+            what = (
+                f"{path}: file is truncated after {complete_chunks} complete chunk(s) holding {complete_records} "
+                f"record(s) ({detail}); `diode data recover {path} --output FIXED{Path(path).suffix}` writes the "
+                "complete part to a new file (in Python: read_dataset(path, recover=True))"
+            )
+        super().__init__(what)
 
 
 class ModelFormatError(DiodeError, ValueError):

@@ -263,17 +263,29 @@ class StockPick:
     time_us: float | None
 
 
-def read_max_autotune_solution(path: str | os.PathLike[str]) -> dict[Problem, StockPick]:
+def read_max_autotune_solution(
+    path: str | os.PathLike[str], *, hardware: str | None = None
+) -> dict[Problem, StockPick]:
     """Stock max-autotune's pick per problem, from a solution JSON file or a dataset file.
 
+    Args:
+        hardware: the GPU the picks will be scored on; a file of another GPU is refused (stock's
+            picks on one GPU say nothing about another's). None: not checked.
+
     Raises:
-        ValueError: the file is neither (the message names the file and what is wrong).
+        ValueError: the file is neither, or of another GPU (the message names the file and what is wrong).
     """
     p = Path(path)
+    text = None
     try:
         text = p.read_text()
         obj = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if text is not None and f'"{SOLUTION_FORMAT}"' in text[:4096]:
+            raise ValueError(
+                f"{p}: a max-autotune solution that is not valid JSON ({e}); it is truncated or damaged: write it "
+                "again (scripts/campaign.py writes the validation set's)"
+            ) from None
         obj = None
     except OSError as e:
         raise ValueError(f"{p}: cannot read the max-autotune solution: {e.strerror or e}") from None
@@ -282,6 +294,7 @@ def read_max_autotune_solution(path: str | os.PathLike[str]) -> dict[Problem, St
             raise ValueError(
                 f"{p}: solution version {obj.get('version')!r} is not supported (this torch-diode reads {SOLUTION_VERSION})"
             )
+        _check_solution_hardware(p, obj.get("hardware"), hardware)
         out: dict[Problem, StockPick] = {}
         for i, s in enumerate(obj.get("solutions", [])):
             try:
@@ -289,7 +302,9 @@ def read_max_autotune_solution(path: str | os.PathLike[str]) -> dict[Problem, St
                 out[Problem.from_dict(s["problem"])] = StockPick(
                     Choice.from_dict(s["choice"]), None if t is None else float(t)
                 )
-            except (KeyError, TypeError, ValueError) as e:
+            except KeyError as e:
+                raise ValueError(f"{p}: solutions[{i}] is malformed: it has no {e}") from None
+            except (AttributeError, TypeError, ValueError) as e:
                 raise ValueError(f"{p}: solutions[{i}] is malformed: {e}") from None
         return out
     from torch_diode.dataset import read_dataset
@@ -300,7 +315,16 @@ def read_max_autotune_solution(path: str | os.PathLike[str]) -> dict[Problem, St
         raise ValueError(
             f'{p}: not a max-autotune solution (no "format": "{SOLUTION_FORMAT}") and not a dataset ({e})'
         ) from None
+    _check_solution_hardware(p, ds.hardware if len(ds.hardware_keys) == 1 else ds.hardware_keys, hardware)
     return max_autotune_solution_from_dataset(ds)
+
+
+def _check_solution_hardware(path: Path, theirs: object, ours: str | None) -> None:
+    if ours is not None and theirs is not None and theirs != ours:
+        raise ValueError(
+            f"{path}: stock max-autotune's picks of {theirs}, but the dataset is of {ours}: a pick is compared "
+            "with the timings of the GPU it was made on; give that GPU's solution"
+        )
 
 
 def max_autotune_solution_from_dataset(ds: Dataset) -> dict[Problem, StockPick]:

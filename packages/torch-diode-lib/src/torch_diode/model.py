@@ -449,6 +449,8 @@ class DiodeModel:
         scoring: ScoringOptions | None = None,
         screen: EnsembleMLP | None = None,
     ) -> None:
+        if gpu.key != hardware:
+            raise ValueError(f"hardware {hardware!r} and the hardware figures' key {gpu.key!r} differ")
         self.net = net.eval()
         self._scoring = scoring or ScoringOptions()
         self._memory = memory
@@ -616,6 +618,11 @@ class DiodeModel:
     def to_bytes(self) -> bytes:
         """The model file's bytes (deterministic for a given model)."""
         if self._bytes is None:
+            if self.gpu.key != self.hardware:  # both attributes may be set: a file must agree with itself
+                raise ValueError(
+                    f"model hardware {self.hardware!r} but its hardware figures are {self.gpu.key!r}'s; set .gpu to "
+                    f"gpu_constants({self.hardware!r}) too"
+                )
             tensors = _weights(self.net)
             meta = dict(self.metadata)
             meta.pop("neighbour_memory", None)

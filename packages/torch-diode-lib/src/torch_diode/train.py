@@ -232,6 +232,8 @@ class TrainOptions:
                 raise ValueError(f"{name}: must be a positive integer or None, got {v!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed: must be an integer, got {self.seed!r}")
+        if not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed: must be from 0 to 2^63-1, got {self.seed!r}")
         for name in ("learning_rate", "ranking_temperature", "aten_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -623,7 +625,16 @@ class _AdamW:
 def _resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0 or (device.index or 0) >= n:
+            raise ValueError(
+                f"device: {name!r} but torch {torch.__version__} sees "
+                + (f"{n} CUDA GPU(s)" if n else "no CUDA GPU (torch.cuda.is_available() is False)")
+                + "; train on 'cpu', or 'auto' (CUDA when there is one)"
+            )
+    return device
 
 
 def _progress(total: int, enabled: bool, desc: str = "train") -> Any:

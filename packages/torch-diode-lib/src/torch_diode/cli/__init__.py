@@ -11,8 +11,11 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from torch_diode._version import __version__
 from torch_diode.errors import CollectionError, DiodeError
@@ -30,6 +33,46 @@ _MODULES: tuple[str, ...] = (
 
 class UsageError(Exception):
     """Bad arguments or unreadable input: exit status 2."""
+
+
+def check_output(
+    flag: str,
+    path: str | os.PathLike[str],
+    *,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    suffixes: Sequence[str] = (),
+    make_parent: bool = True,
+) -> Path:
+    """Refuse, before any work, an output path that would be lost or would destroy an input.
+
+    ``path`` must not be one of ``inputs`` (the same file, by any name), must end in one of
+    ``suffixes`` (when given), must not be a directory, and its directory must accept a new file
+    (created first when ``make_parent``; probed with a temporary file, which is removed), so that a
+    long training or collection never ends in an error about where to put its result.
+    """
+    out = Path(path).expanduser()
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UsageError(f"{flag} {out}: expected a {' or '.join(suffixes)} file name")
+    if out.is_dir():
+        raise UsageError(f"{flag} {out}: is a directory; give a file name")
+    for src in inputs:
+        s = Path(src).expanduser()
+        same = out.resolve() == s.resolve() or (out.exists() and s.exists() and os.path.samefile(out, s))
+        if same:
+            raise UsageError(
+                f"{flag} {out} is also an input ({src}): writing it would destroy that input; write elsewhere"
+            )
+    parent = out.parent
+    try:
+        if make_parent:
+            parent.mkdir(parents=True, exist_ok=True)
+        elif not parent.is_dir():
+            raise UsageError(f"{flag} {out}: directory {str(parent)!r} does not exist")
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+    except OSError as e:
+        raise UsageError(f"{flag} {out}: cannot write in {str(parent)!r} ({e.strerror or e})") from None
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

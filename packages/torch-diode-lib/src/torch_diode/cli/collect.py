@@ -23,7 +23,7 @@ import logging
 import sys
 from typing import Any
 
-from torch_diode.cli import UsageError
+from torch_diode.cli import UsageError, check_output
 from torch_diode.errors import DatasetFormatError
 from torch_diode.records import OPS, Problem
 
@@ -150,7 +150,14 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=_cmd_collect_problems)
 
-    p = subparsers.add_parser("create-validation", help="collect a validation set disjoint from a training file")
+    p = subparsers.add_parser(
+        "create-validation",
+        help="collect a validation set disjoint from a training file",
+        description="Collect a held-out validation set: problems sampled as `diode collect` does (or a shape set's "
+        "'val' entries with --shapeset), none of them, in any layout, a problem of the --train file(s), with a seed "
+        "they were not sampled with. Models are measured on such a set (`diode validate-max-autotune`, "
+        "`diode train --held-out-dataset`).",
+    )
     _add_collect_args(p, default_space="EXHAUSTIVE")
     p.add_argument("--train", required=True, nargs="+", help="training dataset file(s) whose problems to avoid")
     p.add_argument("--shapeset", help="take the 'val' entries of this shape set instead of sampling")
@@ -223,6 +230,13 @@ def _check_device(args: argparse.Namespace, problems: list[Problem]) -> None:
         return
     if args.collector != "inductor":
         raise UsageError(f"--collector {args.collector} needs a CUDA GPU; on CPU only --collector inductor works")
+    from torch_diode.hardware import KNOWN_KEYS
+
+    if args.hardware and args.hardware.lower() in {k.lower() for k in KNOWN_KEYS}:
+        raise UsageError(
+            f"--device cpu times the CPU: --hardware {args.hardware} would file those timings as that GPU's; "
+            "give a key of your own (e.g. --hardware cpu-test)"
+        )
     bad = sorted({p.op for p in problems} - CPU_OPS)
     if bad:
         raise UsageError(
@@ -235,7 +249,12 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
     from torch_diode.collect import collect
 
     if not problems:
-        raise UsageError("no problems selected: check --split/--ops/--dtypes/--tags")
+        flags = [
+            f
+            for f in ("--num-shapes", "--split", "--ops", "--dtypes", "--tags", "--limit")
+            if hasattr(args, f[2:].replace("-", "_"))
+        ]
+        raise UsageError(f"no problems selected: check {'/'.join(flags)}")
     if args.compile_timeout is not None:
         if args.collector != "sweep":
             raise UsageError("--compile-timeout applies to --collector sweep (Inductor compiles its own choices)")
@@ -326,6 +345,7 @@ def _shape_key(p: Problem) -> tuple[Any, ...]:
 def _cmd_create_validation(args: argparse.Namespace) -> int:
     from torch_diode.dataset import read_dataset
 
+    check_output("--output", args.output, inputs=args.train)  # it is appended to: a training file would grow
     train_problems: set[Problem] = set()
     train_seeds: set[int] = set()
     for path in args.train:

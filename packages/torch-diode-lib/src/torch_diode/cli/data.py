@@ -274,6 +274,18 @@ def _recover(args: argparse.Namespace) -> int:
     _check_inputs([args.file])
     if args.output is not None:
         _check_output(args.output, args.format)
+    if args.output is None:
+        from torch_diode.dataset import read_dataset
+        from torch_diode.errors import TruncatedFileError
+
+        try:
+            read_dataset(args.file)
+        except TruncatedFileError as e:
+            if e.complete_chunks == 0:
+                raise UsageError(
+                    f"{args.file}: no record before the break is complete, so there is nothing to keep; the file is "
+                    "left as is (cutting it back would leave an empty dataset)"
+                ) from None
     res = recover_dataset(args.file, output=args.output, output_format=args.format)
     n = len(res.dataset)
     if res.dropped_bytes == 0:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torch_diode.cli import UsageError
+from torch_diode.cli import UsageError, check_output
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--num-epochs", type=int, default=160, help="maximum epochs (default: 160)")
     t.add_argument("--learning-rate", type=float, default=1e-3, help="AdamW learning rate (default: 1e-3)")
     t.add_argument("--weight-decay", type=float, default=1e-5, help="AdamW weight decay (default: 1e-5)")
-    t.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and sampling (default: 0)")
+    t.add_argument(
+        "--seed", type=_seed, default=0, help="seed of the split, initialisation and sampling, 0 to 2^63-1 (default: 0)"
+    )
     t.add_argument("--val-fraction", type=float, default=0.1, help="share of problems held out (default: 0.1)")
     t.add_argument("--patience", type=int, default=20, help="epochs without improvement before stopping (default: 20)")
     t.add_argument(
@@ -185,7 +187,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--report", metavar="JSON", help="also write the training report (history, held-out metrics)")
-    t.set_defaults(func=_train)
+    t.set_defaults(func=_train, flags={a.dest: a.option_strings[0] for a in t._actions if a.option_strings})
 
     v = subparsers.add_parser(
         "validate-model",
@@ -193,7 +195,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Predict every measured (problem, choice) of a dataset and print the MSE and RMSE "
         "of log time, exp(RMSE) as a multiplicative error, and the N worst predictions.",
     )
-    v.add_argument("--model", required=True, help="model file (.safetensors)")
+    v.add_argument("--model", required=True, help="model file (.safetensors) or a registered model's name")
     _add_dataset_args(v)
     v.add_argument("--top-n-worst", type=int, default=10, metavar="N", help="worst predictions to list (default: 10)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
@@ -207,7 +209,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "overall, regret@k (k = 1, 3, 5, 10: geomean, p95, max), recall@k, Kendall's tau, and the "
         "model's pick against stock max-autotune's pick and against ATen (definitions: the Metrics section of the torch-diode README).",
     )
-    a.add_argument("--model", required=True, help="model file (.safetensors)")
+    a.add_argument("--model", required=True, help="model file (.safetensors) or a registered model's name")
     _add_dataset_args(a)
     a.add_argument(
         "--max-autotune-solution",
@@ -236,6 +238,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     a.add_argument("--output", metavar="REPORT.json", help="write the JSON report, a .md table and a .png beside it")
     a.set_defaults(func=_validate_max_autotune)
+
+
+def _seed(raw: str) -> int:
+    try:
+        v = int(raw)
+    except ValueError:
+        v = -1
+    if not 0 <= v < 2**63:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2^63-1, got {raw!r}")
+    return v
 
 
 def _penalty(raw: str) -> float:
@@ -283,25 +295,39 @@ def _add_dataset_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _load_dataset(args: argparse.Namespace) -> Any:
-    from torch_diode.dataset import DatasetFormatError, TruncatedFileError, find_dataset_files
+def _dataset_files(args: argparse.Namespace) -> list[Path]:
+    """The files ``--dataset`` names, or those ``--data-dir`` holds."""
+    from torch_diode.dataset import find_dataset_files
 
     if args.dataset:
-        return _read_files([Path(f) for f in args.dataset])
+        return [Path(f) for f in args.dataset]
     d = Path(args.data_dir)
     if not d.is_dir():
         raise UsageError(f"--data-dir {d}: not a directory")
-    exts = [e.strip() for e in args.file_extensions.split(",") if e.strip()]
-    files = find_dataset_files(d, exts)
+    files = find_dataset_files(d, _extensions(args))
     if not files:
-        raise UsageError(f"--data-dir {d}: no files with extension(s) {', '.join(exts)}")
+        raise UsageError(f"--data-dir {d}: no files with extension(s) {', '.join(_extensions(args))}")
+    return files
+
+
+def _extensions(args: argparse.Namespace) -> list[str]:
+    return [e.strip() for e in args.file_extensions.split(",") if e.strip()]
+
+
+def _load_dataset(args: argparse.Namespace, files: list[Path] | None = None) -> Any:
+    from torch_diode.dataset import DatasetFormatError, TruncatedFileError
+
+    files = _dataset_files(args) if files is None else files
     try:
         return _read_files(files)
     except TruncatedFileError:  # a dataset cut short: its message says how to recover it
         raise
     except DatasetFormatError as e:
+        if args.dataset:
+            raise
+        exts = "/".join(_extensions(args))
         raise UsageError(
-            f"{e}; --data-dir reads every {'/'.join(exts)} file below {d}: move the files that are not "
+            f"{e}; --data-dir reads every {exts} file below {args.data_dir}: move the files that are not "
             "datasets out of it, narrow --file-extensions, or name the datasets with --dataset"
         ) from None
 
@@ -310,18 +336,31 @@ def _read_files(files: list[Any], *, what: str = "the dataset") -> Any:
     """One GPU's timing records from ``files``; empty or mixed-GPU data is a usage error."""
     from torch_diode.dataset import read_datasets
 
-    ds = read_datasets([Path(f) for f in files])
+    ds = read_datasets([Path(f) for f in files], allow_mixed_hardware=True)  # refused just below, in CLI terms
     if len(ds) == 0:
         raise UsageError(f"{', '.join(map(str, files))}: no timing records")
     if len(ds.hardware_keys) != 1:
-        raise UsageError(f"{what} mixes hardware keys {ds.hardware_keys}; train one model per GPU")
+        raise UsageError(
+            f"{what} mixes the timings of several GPUs {ds.hardware_keys}; a model is trained and validated for "
+            "one GPU: give only that GPU's files (`diode data stats` shows each file's hardware)"
+        )
     return ds
+
+
+def _model_inputs(*refs: str | None) -> list[Path]:
+    """The model files among ``refs`` that exist as paths (registered names are not files here)."""
+    return [Path(r) for r in refs if r and Path(r).expanduser().is_file()]
 
 
 def _train(args: argparse.Namespace) -> int:
     from torch_diode.model import save_model
     from torch_diode.train import TrainOptions, train
 
+    files = _dataset_files(args)
+    inputs = [*files, *map(Path, args.held_out_dataset or ())]  # a --init-from file may be replaced: it is read first
+    check_output("--model", args.model, inputs=inputs, suffixes=(".safetensors",))
+    if args.report:
+        check_output("--report", args.report, inputs=[*inputs, Path(args.model)], suffixes=(".json",))
     try:
         opts = TrainOptions(
             model_type=args.model_type,
@@ -362,8 +401,8 @@ def _train(args: argparse.Namespace) -> int:
             progress=not args.no_progress and sys.stderr.isatty(),
         )
     except (TypeError, ValueError) as e:
-        raise UsageError(str(e)) from None
-    ds = _load_dataset(args)
+        raise UsageError(_in_flags(str(e), args.flags)) from None
+    ds = _load_dataset(args, files)
     held_out = None
     if args.held_out_dataset:
         from torch_diode.train import check_held_out
@@ -405,6 +444,14 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _in_flags(message: str, flags: dict[str, str]) -> str:
+    """A ``TrainOptions`` message (``batch_size: must be ...``) in the command line's terms
+    (``--batch-size: must be ...``)."""
+    field, sep, rest = message.partition(": ")
+    dest = {"num_threads": "threads"}.get(field, field)
+    return f"{flags[dest]}: {rest}" if sep and dest in flags else message
+
+
 def _log_epoch(e: dict[str, float]) -> None:
     msg = f"epoch {int(e['epoch'])}: loss {e['loss']:.4f}"
     if "val_log_regret1" in e:
@@ -416,10 +463,12 @@ def _log_epoch(e: dict[str, float]) -> None:
     log.info(msg)
 
 
-def _load_model(path: str) -> Any:
+def _load_model(ref: str) -> Any:
+    """A model file, or the file of a registered model's name (as ``--init-from`` and the handler take)."""
     from torch_diode.model import load_model
+    from torch_diode.registry import resolve
 
-    return load_model(path)
+    return load_model(resolve(ref, local_files_only=True))
 
 
 def _check_hardware(model: Any, ds: Any) -> None:
@@ -466,13 +515,19 @@ def _validate_model(args: argparse.Namespace) -> int:
 def _validate_max_autotune(args: argparse.Namespace) -> int:
     from torch_diode.evaluate import evaluate_model, markdown_table, read_max_autotune_solution, write_report
 
+    files = _dataset_files(args)
+    if args.output:
+        inputs = [*files, *_model_inputs(args.model, args.max_autotune_solution)]
+        out = check_output("--output", args.output, inputs=inputs, suffixes=(".json",))
+        for beside in (".md", ".png"):  # written next to it
+            check_output("--output", out.with_suffix(beside), inputs=inputs)
     model = _load_model(args.model)
-    ds = _load_dataset(args)
+    ds = _load_dataset(args, files)
     _check_hardware(model, ds)
     stock = None
     if args.max_autotune_solution:
         try:
-            stock = read_max_autotune_solution(args.max_autotune_solution)
+            stock = read_max_autotune_solution(args.max_autotune_solution, hardware=ds.hardware)
         except ValueError as e:
             raise UsageError(str(e)) from None
     report, evals = evaluate_model(
@@ -483,6 +538,8 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
         diversity=args.diversity,
         cliff_guard=args.cliff_guard,
     )
+    if args.max_autotune_solution:
+        report["max_autotune_solution"] = str(args.max_autotune_solution)
     print(markdown_table(report), end="")
     if args.output:
         for p in write_report(report, evals, args.output):

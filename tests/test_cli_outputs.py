@@ -1,0 +1,240 @@
+"""The model commands' outputs and inputs (session 65 audit): an output never destroys an input
+or lands where it cannot be written after the work is done; stock's picks of another GPU are
+refused; a truncated file gets advice that loses nothing; errors name the flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from torch_diode.cli import main
+from torch_diode.dataset import Dataset, DatasetWriter, read_dataset, write_dataset
+from torch_diode.evaluate import max_autotune_solution_from_dataset, write_max_autotune_solution
+
+DATA = Path(__file__).parent / "data" / "small_synthetic.msgpack"  # NVIDIA-H100 timings
+FAST = ("--num-epochs", "1", "--ensemble-size", "1", "--threads", "1", "--forest-trees", "2", "--no-progress")
+
+
+def relabel(ds: Dataset, hardware: str) -> Dataset:
+    """``ds``'s timings filed under another GPU's key."""
+    return Dataset(
+        sources=[dataclasses.replace(s, hardware=hardware) for s in ds.sources],
+        problems=ds.problems,
+        choices=ds.choices,
+        problem_idx=ds.problem_idx,
+        choice_idx=ds.choice_idx,
+        time_us=ds.time_us,
+        source_idx=ds.source_idx,
+    )
+
+
+def diode(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``diode ARGS`` in this process: (exit status, stdout, stderr)."""
+    try:
+        rc = main(list(args))
+    except SystemExit as e:  # argparse
+        rc = int(e.code or 0)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("m") / "m.safetensors"
+    assert main(["train", "--dataset", str(DATA), "--model", str(path), *FAST]) == 0
+    return path
+
+
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model_file: Path
+) -> None:
+    victim = tmp_path / "victim.msgpack"
+    shutil.copy(DATA, victim)
+    before = victim.read_bytes()
+    rc, _, err = diode(capsys, "train", "--dataset", str(victim), "--model", str(victim), *FAST)
+    assert rc == 2 and "--model" in err and "expected a .safetensors file name" in err
+    sol = write_max_autotune_solution(
+        max_autotune_solution_from_dataset(read_dataset(DATA)), tmp_path / "stock.json", hardware="NVIDIA-H100"
+    )
+    for args in (
+        ("validate-max-autotune", "--model", str(model_file), "--dataset", str(victim), "--output", str(sol),
+         "--max-autotune-solution", str(sol)),
+        ("train", "--dataset", str(victim), "--model", str(tmp_path / "x.safetensors"), "--report",
+         str(tmp_path / "." / "stock.json"), "--held-out-dataset", str(sol), *FAST),
+    ):  # fmt: skip
+        rc, _, err = diode(capsys, *args)
+        assert rc == 2 and "is also an input" in err and "write elsewhere" in err, err
+    link = tmp_path / "same.msgpack"
+    os.link(victim, link)  # the same file by another name
+    rc, _, err = diode(capsys, "validate-max-autotune", "--model", str(model_file), "--dataset", str(link),
+                       "--output", str(tmp_path / "victim.json"))  # fmt: skip
+    assert rc == 0, err  # victim.json / .md / .png are not the dataset
+    assert victim.read_bytes() == before and not (tmp_path / "x.safetensors").exists()
+
+
+def test_a_report_path_must_be_json_and_nothing_is_overwritten_by_its_siblings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model_file: Path
+) -> None:
+    for name in ("rep.md", "rep.png", "rep"):
+        rc, _, err = diode(capsys, "validate-max-autotune", "--model", str(model_file), "--dataset", str(DATA),
+                           "--output", str(tmp_path / name))  # fmt: skip
+        assert rc == 2 and "expected a .json file name" in err, err
+    assert list(tmp_path.iterdir()) == []
+    sol = write_max_autotune_solution(
+        max_autotune_solution_from_dataset(read_dataset(DATA)), tmp_path / "rep.md", hardware="NVIDIA-H100"
+    )  # a solution named like the table that would be written beside rep.json
+    rc, _, err = diode(capsys, "validate-max-autotune", "--model", str(model_file), "--dataset", str(DATA),
+                       "--max-autotune-solution", str(sol), "--output", str(tmp_path / "rep.json"))  # fmt: skip
+    assert rc == 2 and f"--output {tmp_path / 'rep.md'} is also an input" in err
+
+
+def test_an_unwritable_output_is_refused_before_training(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "dir.safetensors").mkdir()
+    cases = {
+        str(tmp_path / "dir.safetensors"): "is a directory",
+        "/proc/diode-test.safetensors": "cannot write in '/proc'",
+    }
+    for path, why in cases.items():
+        rc, out, err = diode(capsys, "train", "--dataset", str(DATA), "--model", path, *FAST)
+        assert rc == 2 and why in err and "wrote" not in out and ".tmp" not in err, err
+    # a report's directory is created, as the model's is
+    rc, _, err = diode(capsys, "train", "--dataset", str(DATA), "--model", str(tmp_path / "a" / "m.safetensors"),
+                       "--report", str(tmp_path / "b" / "r.json"), *FAST)  # fmt: skip
+    assert rc == 0, err
+    assert json.loads((tmp_path / "b" / "r.json").read_text())["epochs_run"] == 1
+
+
+def test_stock_picks_of_another_gpu_are_refused_and_the_report_names_its_solution(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model_file: Path
+) -> None:
+    picks = max_autotune_solution_from_dataset(read_dataset(DATA))
+    other = write_max_autotune_solution(picks, tmp_path / "h200.json", hardware="NVIDIA-H200")
+    rc, _, err = diode(capsys, "validate-max-autotune", "--model", str(model_file), "--dataset", str(DATA),
+                       "--max-autotune-solution", str(other))  # fmt: skip
+    assert rc == 2 and "stock max-autotune's picks of NVIDIA-H200, but the dataset is of NVIDIA-H100" in err
+    ds = read_dataset(DATA)
+    relabelled = write_dataset(relabel(ds, "NVIDIA-H200"), tmp_path / "h200.msgpack")
+    rc, _, err = diode(capsys, "validate-max-autotune", "--model", str(model_file), "--dataset", str(DATA),
+                       "--max-autotune-solution", str(relabelled))  # fmt: skip
+    assert rc == 2 and "picks of NVIDIA-H200" in err
+    own = write_max_autotune_solution(picks, tmp_path / "h100.json", hardware="NVIDIA-H100")
+    rc, _, err = diode(capsys, "validate-max-autotune", "--model", str(model_file), "--dataset", str(DATA),
+                       "--max-autotune-solution", str(own), "--output", str(tmp_path / "r.json"))  # fmt: skip
+    assert rc == 0, err
+    assert json.loads((tmp_path / "r.json").read_text())["max_autotune_solution"] == str(own)
+
+
+def test_a_damaged_solution_says_what_is_wrong(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model_file: Path
+) -> None:
+    sol = write_max_autotune_solution(
+        max_autotune_solution_from_dataset(read_dataset(DATA)), tmp_path / "s.json", hardware="NVIDIA-H100"
+    )
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(sol.read_bytes()[:500])
+    obj = json.loads(sol.read_text())
+    del obj["solutions"][0]["choice"]
+    nochoice = tmp_path / "nochoice.json"
+    nochoice.write_text(json.dumps(obj))
+    for path, why in (
+        (cut, "a max-autotune solution that is not valid JSON"),
+        (nochoice, "solutions[0] is malformed: it has no 'choice'"),
+    ):
+        rc, _, err = diode(capsys, "validate-max-autotune", "--model", str(model_file), "--dataset", str(DATA),
+                           "--max-autotune-solution", str(path))  # fmt: skip
+        assert rc == 2 and why in err, err
+
+
+def test_truncated_files_get_advice_that_loses_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    one_chunk = tmp_path / "one.msgpack"
+    one_chunk.write_bytes(DATA.read_bytes()[: DATA.stat().st_size // 2])  # write_dataset writes one chunk
+    rc, _, err = diode(capsys, "data", "stats", str(one_chunk))
+    assert rc == 2 and "no record of it is complete, so there is nothing to recover" in err
+    before = one_chunk.read_bytes()
+    rc, _, err = diode(capsys, "data", "recover", str(one_chunk))
+    assert rc == 2 and "the file is left as is" in err and one_chunk.read_bytes() == before
+    # a collector's file (several chunks) cut inside its last one: recover into a new file
+    ds = read_dataset(DATA)
+    chunks = tmp_path / "chunks.msgpack"
+    with DatasetWriter(chunks, ds.sources[0]) as w:
+        for i, record in enumerate(ds.records()):
+            w.add(record)
+            if i % 500 == 499:
+                w.flush()
+    data = chunks.read_bytes()
+    chunks.write_bytes(data[:-20])
+    rc, _, err = diode(capsys, "data", "stats", str(chunks))
+    assert rc == 2 and f"`diode data recover {chunks} --output FIXED.msgpack` writes the complete part" in err, err
+    assert "recover=True or run" not in err
+
+
+def test_option_errors_name_the_flags(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = str(tmp_path / "m.safetensors")
+    for args, why in (
+        (("--batch-size", "0"), "--batch-size: must be a positive integer, got 0"),
+        (("--threads", "0"), "--threads: must be a positive integer or None, got 0"),
+        (("--ema-decay", "2"), "--ema-decay: "),
+        (("--seed", "-1"), "--seed: expected an integer from 0 to 2^63-1, got '-1'"),
+        (("--seed", "99999999999999999999"), "--seed: expected an integer from 0 to 2^63-1"),
+    ):
+        rc, _, err = diode(capsys, "train", "--dataset", str(DATA), "--model", out, *args)
+        assert rc == 2 and why in err, (args, err)
+    assert not Path(out).exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a machine without CUDA")
+def test_a_cuda_device_without_cuda_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc, _, err = diode(capsys, "train", "--dataset", str(DATA), "--model", str(tmp_path / "m.safetensors"),
+                       "--device", "cuda", *FAST)  # fmt: skip
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "sees no CUDA GPU" in err and "'cpu'" in err, err
+
+
+def test_mixed_gpus_are_refused_in_the_commands_terms(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    other = write_dataset(relabel(read_dataset(DATA), "NVIDIA-H200"), tmp_path / "h200.msgpack")
+    rc, _, err = diode(capsys, "train", "--dataset", str(DATA), str(other), "--model", str(tmp_path / "m.safetensors"))
+    assert rc == 2 and "mixes the timings of several GPUs ['NVIDIA-H100', 'NVIDIA-H200']" in err
+    assert "--allow-mixed-hardware" not in err and "allow_mixed_hardware" not in err
+
+
+def test_not_a_dataset_is_not_called_truncated(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rand = tmp_path / "rand.json"
+    rand.write_bytes(os.urandom(4096).replace(b"\n", b" "))
+    rc, _, err = diode(capsys, "data", "stats", str(rand))
+    assert rc == 2 and "not a torch-diode dataset, or one truncated inside its header" in err
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"format": "torch-diode-dataset"}) + "\n")
+    rc, _, err = diode(capsys, "data", "stats", str(bare))
+    assert rc == 2 and "no schema_version" in err and "None" not in err
+
+
+def test_registered_names_are_models_here_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    val = Path(__file__).resolve().parents[1] / "data" / "NVIDIA-H200" / "val.msgpack"
+    ds = read_dataset(val)
+    small = write_dataset(ds.select_problems(ds.problems[:3]), tmp_path / "val3.msgpack")
+    rc, out, err = diode(
+        capsys, "validate-model", "--model", "NVIDIA-H200-matmul", "--dataset", str(small), "--top-n-worst", "1"
+    )
+    assert rc == 0 and "predictions of NVIDIA-H200 model" in out, err
+
+
+def test_create_validation_guards(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    train = tmp_path / "train.msgpack"
+    shutil.copy(DATA, train)
+    before = train.read_bytes()
+    common = ("create-validation", "--train", str(train), "--device", "cpu", "--ops", "bmm", "--no-progress")
+    rc, _, err = diode(capsys, *common, "--output", str(train), "--num-shapes", "1", "--hardware", "cpu-test")
+    assert rc == 2 and "is also an input" in err and train.read_bytes() == before
+    rc, _, err = diode(
+        capsys, *common, "--output", str(tmp_path / "v.msgpack"), "--num-shapes", "1", "--hardware", "NVIDIA-H200"
+    )
+    assert rc == 2 and "would file those timings as that GPU's" in err
+    rc, _, err = diode(
+        capsys, *common, "--output", str(tmp_path / "v.msgpack"), "--num-shapes", "0", "--hardware", "cpu-test"
+    )
+    assert rc == 2 and "no problems selected: check --num-shapes/--ops/--dtypes" in err and "--tags" not in err
+    assert not (tmp_path / "v.msgpack").exists()
