@@ -339,6 +339,15 @@ def test_a_host_that_does_not_resolve_fails_at_once_saying_so(
         fetch_model_file(entry_for(model_bytes), timeout_s=60)
     assert not isinstance(info.value, HubTimeoutError)
     assert not any(hf_env.rglob("*.safetensors"))
+    # through a proxy the proxy resolves the host: nothing is looked up here (the proxy is a refused port)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    with pytest.raises(HubUnavailableError) as info:
+        fetch_model_file(entry_for(model_bytes), timeout_s=2)
+    assert "cannot resolve" not in str(info.value)
 
 
 def test_endpoint_that_is_not_a_hub(hub: FakeHub, model_bytes: bytes) -> None:

@@ -31,6 +31,7 @@ import os
 import socket
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -172,9 +173,14 @@ def _download_with_deadline(
     def work() -> None:
         try:
             # A host that does not resolve (no network, no DNS) fails here at once; huggingface_hub
-            # would retry it with back-off until the deadline and report only a timeout.
+            # would retry it with back-off until the deadline and report only a timeout. Through a
+            # proxy the proxy resolves it, so then nothing is looked up here.
             url = urlsplit(endpoint or "https://huggingface.co")
-            if url.hostname:
+            proxies = urllib.request.getproxies()
+            proxied = bool(proxies.get(url.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(
+                url.hostname or ""
+            )
+            if url.hostname and not proxied:
                 socket.getaddrinfo(url.hostname, url.port or (443 if url.scheme == "https" else 80))
             outcome["path"] = hf_hub_download(
                 entry.hub_repo,  # type: ignore[arg-type]

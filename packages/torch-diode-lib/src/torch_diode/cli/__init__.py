@@ -36,7 +36,7 @@ class UsageError(Exception):
 
 
 def check_output(
-    flag: str,
+    flag: str | None,
     path: str | os.PathLike[str],
     *,
     inputs: Sequence[str | os.PathLike[str]] = (),
@@ -51,27 +51,24 @@ def check_output(
     long training or collection never ends in an error about where to put its result.
     """
     out = Path(path).expanduser()
+    what = f"{flag} {out}" if flag else str(out)
     if suffixes and out.suffix.lower() not in suffixes:
-        raise UsageError(f"{flag} {out}: expected a {' or '.join(suffixes)} file name")
+        raise UsageError(f"{what}: expected a {' or '.join(suffixes)} file name")
     if out.is_dir():
-        raise UsageError(f"{flag} {out}: is a directory; give a file name")
+        raise UsageError(f"{what}: is a directory; give a file name")
     for src in inputs:
         s = Path(src).expanduser()
-        same = out.resolve() == s.resolve() or (out.exists() and s.exists() and os.path.samefile(out, s))
-        if same:
-            raise UsageError(
-                f"{flag} {out} is also an input ({src}): writing it would destroy that input; write elsewhere"
-            )
+        if out.resolve() == s.resolve() or (out.exists() and s.exists() and os.path.samefile(out, s)):
+            raise UsageError(f"{what} is also an input ({src}): writing it would destroy that input; write elsewhere")
     parent = out.parent
+    if not make_parent and not parent.is_dir():
+        raise UsageError(f"{what}: directory {str(parent)!r} does not exist")
     try:
-        if make_parent:
-            parent.mkdir(parents=True, exist_ok=True)
-        elif not parent.is_dir():
-            raise UsageError(f"{flag} {out}: directory {str(parent)!r} does not exist")
+        parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{out.name}.", suffix=".probe"):
             pass
     except OSError as e:
-        raise UsageError(f"{flag} {out}: cannot write in {str(parent)!r} ({e.strerror or e})") from None
+        raise UsageError(f"{what}: cannot write in {str(parent)!r} ({e.strerror or e})") from None
     return out
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from torch_diode.cli import UsageError
+from torch_diode.cli import UsageError, check_output
 from torch_diode.dataset import (
     FORMATS,
     Dataset,
@@ -114,11 +114,7 @@ def _check_format(path: str, fmt: str | None = None) -> None:
 def _check_output(path: str, fmt: str | None) -> None:
     """Refuse an output path we cannot write before doing any work."""
     _check_format(path, fmt)
-    parent = Path(path).parent
-    if not parent.is_dir():
-        raise UsageError(f"{path}: directory {str(parent)!r} does not exist")
-    if Path(path).is_dir():
-        raise UsageError(f"{path}: is a directory")
+    check_output(None, path, make_parent=False)
 
 
 def _check_inputs(paths: Sequence[str]) -> None:
@@ -260,8 +256,7 @@ def _lut(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() != ".json":
         raise UsageError(f"{out}: a lookup table is JSON; name it .json")
-    if not out.parent.is_dir():
-        raise UsageError(f"{out}: directory {str(out.parent)!r} does not exist")
+    check_output(None, out, make_parent=False)
     parts = [read_dataset(f) for f in args.inputs]
     ds = parts[0] if len(parts) == 1 else merge_datasets(parts)
     lut = KernelLUT.from_dataset(ds, top_k=args.top_k)
@@ -274,8 +269,7 @@ def _recover(args: argparse.Namespace) -> int:
     _check_inputs([args.file])
     if args.output is not None:
         _check_output(args.output, args.format)
-    if args.output is None:
-        from torch_diode.dataset import read_dataset
+    else:  # cut back in place: never to nothing
         from torch_diode.errors import TruncatedFileError
 
         try:
