@@ -638,3 +638,51 @@ def test_compile_cost_cap_leaves_inductors_own_exhaustive_space_alone(model_path
         call_hook(handler, ki, "mm")
     s = handler.get_stats()
     assert s["compile_cost_skipped"] == 0 and s["candidates_seen"] == n_all
+
+
+def test_the_decision_cache_follows_aten_and_tf32_settings(model_path: Path) -> None:
+    """A decision replayed under other settings would keep no choice at all (ATen no longer offered
+    where the model's ATen stand-in had won) or replay an ALLOW_TF32 the user has since changed."""
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path)))
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        with inductor_graph():
+            call_hook(handler, kernel_inputs("addmm", *SHAPE), "addmm")
+            with inductor_config.patch(max_autotune_gemm_backends="TRITON"):
+                call_hook(handler, kernel_inputs("addmm", *SHAPE), "addmm")
+            torch.backends.cuda.matmul.allow_tf32 = not before
+            call_hook(handler, kernel_inputs("addmm", *SHAPE), "addmm")
+            call_hook(handler, kernel_inputs("addmm", *SHAPE), "addmm")  # the same settings again: a hit
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    s = handler.get_stats()
+    assert (s["model_selections"], s["decision_cache_hits"]) == (3, 1)
+
+
+def test_a_broken_lut_falls_back_on_every_gemm(tmp_path: Path, model_path: Path) -> None:
+    bad = tmp_path / "lut.json"
+    bad.write_text("{not json")
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), lut=str(bad)))
+    with inductor_graph():
+        for _ in range(3):
+            ki = kernel_inputs("mm", *SHAPE)
+            assert [(x.template.uid, kw(x)) for x in call_hook(handler, ki, "mm")] == stock_result(ki, "mm")
+    s = handler.get_stats()
+    assert s["fallbacks"] == {"lut_error": 3} and s["model_selections"] == 0
+
+
+def test_uuid_answers_for_a_model_object_without_a_hash(model_path: Path) -> None:
+    """install_diode_choices takes any object with predict(): Inductor asks every compile for the
+    handler's uuid(), which must never raise (the compile would fail)."""
+    model = load_model(model_path)
+
+    class Wrapped:
+        def predict(self, problem: Any, choices: Any) -> Any:
+            return model.predict(problem, choices)
+
+        def out_of_coverage(self, problem: Any, triton: Any) -> None:
+            return None
+
+    a, b = (DiodeInductorChoices(DiodeOptions(model=str(model_path)), model=Wrapped()) for _ in range(2))
+    assert a.model_hash() is None and a.uuid().startswith("torch-diode-")
+    assert a.uuid() != b.uuid()  # two objects: no cached graph of one is served to the other

@@ -84,6 +84,23 @@ def test_context_manager_restores_a_previous_thread_handler(model_path: Path) ->
         assert inductor_config.inductor_choices_class is before_cls
 
 
+def test_uninstall_leaves_a_handler_the_user_set_after_the_install(model_path: Path) -> None:
+    """Only what torch-diode replaced is put back: a thread handler or a choices class the user
+    set while torch-diode was installed stays when it is uninstalled."""
+    handle = install_diode_choices(model=str(model_path))
+    mine = InductorChoices()
+    factory = object()  # stands for a user's own config.inductor_choices_class
+    V.set_choices_handler(mine)  # set for good (not a with block), as a user's code may
+    inductor_config.inductor_choices_class = factory
+    try:
+        handle.uninstall()
+        assert inductor_config.inductor_choices_class is factory and V.choices is mine
+    finally:
+        inductor_config.inductor_choices_class = None
+        delattr(compat.thread_local_store(), compat.choices_virtual()._key)
+    assert installed_handler() is None and type(V.choices) is InductorChoices
+
+
 def test_idempotent_and_replacing(model_path: Path) -> None:
     first = install_diode_choices(model=str(model_path), top_k_configs=2)
     assert first.handler._get_model() is not None  # loaded, as after a first GEMM

@@ -441,8 +441,10 @@ def test_refuses_a_target_normalisation_that_is_not_finite_and_positive(
         ({"hardware": ""}, "hardware '' is not a hardware key"),
         ({"architecture": {"activation": "gelu"}}, "activation 'gelu' is not what a 'deep' network has ('relu')"),
         ({"architecture": {"residual": False}}, "residual False is not what a 'deep' network has (True)"),
+        ({"training_data_hash": 123, "held_out_metrics": []}, "metadata training_data_hash (int), held_out_metrics (list) is not"),
+        ({"torch_version": None}, "metadata torch_version (NoneType) is not"),
     ],
-    ids=["sm_count-0", "sm_count-str", "bandwidth-negative", "key-mismatch", "hardware-path", "hardware-empty", "activation", "residual"],
+    ids=["sm_count-0", "sm_count-str", "bandwidth-negative", "key-mismatch", "hardware-path", "hardware-empty", "activation", "residual", "hash-and-metrics", "torch-version"],
 )  # fmt: skip
 def test_refuses_hardware_figures_and_architecture_that_do_not_hold(
     model_file: Path, tmp_path: Path, meta: dict[str, Any], why: str

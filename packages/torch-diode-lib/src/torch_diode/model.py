@@ -802,6 +802,14 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
             meta[k] = v if k in _PLAIN_META else json.loads(v)
         except (TypeError, json.JSONDecodeError):
             raise _bad(source, f"metadata {k!r} is not valid JSON; the file is corrupt") from None
+    kinds = {"training_data_hash": str, "torch_version": str, "triton_version": str, "held_out_metrics": dict}
+    mistyped = [f"{k} ({type(meta[k]).__name__})" for k, kind in kinds.items() if not isinstance(meta[k], kind)]
+    if mistyped:
+        raise _bad(
+            source,
+            f"metadata {', '.join(mistyped)} is not what a model file records (text hashes and versions, an object of "
+            "held-out metrics); the file is corrupt",
+        )
     try:
         spec = FeatureSpec.from_dict(meta["feature_spec"])
     except (KeyError, TypeError, ValueError) as e:

@@ -289,6 +289,7 @@ class DiodeInductorChoices(InductorChoices):
         self._model_error: HandlerError | None = None
         self._lut: Any = None
         self._lut_loaded = False
+        self._lut_error: Exception | None = None
         self._load_lock = threading.Lock()
         self._stats = _Stats()
         self._cache: OrderedDict[Any, dict[Choice, tuple[float, float]]] = OrderedDict()
@@ -327,7 +328,10 @@ class DiodeInductorChoices(InductorChoices):
             model = self._get_model()
         except HandlerError:
             return None
-        return None if model is None else str(model.model_hash)
+        try:
+            return None if model is None else str(model.model_hash)
+        except Exception:  # a model object of the user's without a file hash: uuid() answers all the same
+            return None
 
     def uuid(self) -> str:
         """Changes with the torch-diode version, the model's hash and every option.
@@ -346,9 +350,16 @@ class DiodeInductorChoices(InductorChoices):
                     lut_hash = hashlib.sha256(fh.read()).hexdigest()
             except OSError:
                 lut_hash = "unreadable"
+        given = self._given_model
         key = {
             "torch_diode": __version__,
-            "model": self.model_hash() or f"unloadable:{self.options.model}",
+            # a model object without a hash: this process's object only (a cached graph is never reused for another)
+            "model": self.model_hash()
+            or (
+                f"unloadable:{self.options.model}"
+                if given is None
+                else f"object:{type(given).__qualname__}:{id(given)}"
+            ),
             "lut": lut_hash,
             "options": self.options.to_dict(),
         }
@@ -396,16 +407,21 @@ class DiodeInductorChoices(InductorChoices):
         return self._model
 
     def _get_lut(self) -> Any:
+        if self._lut_error is not None:
+            raise self._lut_error  # remembered: every later GEMM falls back the same way, not only the first
         if self._lut_loaded or self.options.lut is None:
             return self._lut
         with self._load_lock:
-            if not self._lut_loaded:
+            if not self._lut_loaded and self._lut_error is None:
                 from torch_diode.lut import KernelLUT
 
                 try:
                     self._lut = KernelLUT.load(self.options.lut)
-                finally:
                     self._lut_loaded = True
+                except Exception as e:
+                    self._lut_error = e
+        if self._lut_error is not None:
+            raise self._lut_error
         return self._lut
 
     # -- the hook -------------------------------------------------------------------------------
@@ -660,6 +676,10 @@ class DiodeInductorChoices(InductorChoices):
             str(inductor_config.max_autotune_gemm_search_space),
             inductor_config.test_configs.max_mm_configs,
             bool(inductor_config.max_autotune_prune_choices_based_on_shared_mem),
+            # what else decides the kept set or the kwargs it replays: whether ATen is offered (the
+            # addmm stand-in), and TF32 (a cached ALLOW_TF32 must not outlive the setting)
+            compat.use_aten_gemm_kernels(),
+            _tf32_state(),
         )
 
     @staticmethod
@@ -811,6 +831,19 @@ class _Decision:
     aten: tuple[int, ...]
     n_aten: int
     seen: int
+
+
+def _tf32_state() -> tuple[str, ...]:
+    """The float32 matmul precision settings Inductor's ALLOW_TF32 follows, as they are now."""
+    import torch
+
+    state = [str(getattr(torch.backends.cuda.matmul, "fp32_precision", ""))]
+    try:
+        state.append(str(torch.backends.cuda.matmul.allow_tf32))
+    except Exception:  # a build where the old switch is gone or refuses to be read
+        state.append("?")
+    state.append(str(torch.get_float32_matmul_precision()))
+    return tuple(state)
 
 
 def _is_static(x: Any) -> bool:

@@ -282,15 +282,26 @@ def _restore_original() -> None:
     original = _original
     if original is None:
         return
+    from torch_diode.inductor.choices import DiodeInductorChoices
+
     holder: Any = compat.choices_virtual()
     holder._default = original.default_factory
     if threading.get_ident() == original.thread_ident:
         local = compat.thread_local_store()
-        if original.thread_value is not _UNSET:
-            setattr(local, holder._key, original.thread_value)
-        elif hasattr(local, holder._key):
-            delattr(local, holder._key)
-        inductor_config.inductor_choices_class = original.choices_class
+        current = getattr(local, holder._key, _UNSET)
+        # Only what torch-diode replaced is put back: a handler the user set in this thread after
+        # the install (V.set_choices_handler) stays, and so does their config.inductor_choices_class.
+        if current is _UNSET or isinstance(current, DiodeInductorChoices):
+            if original.thread_value is not _UNSET:
+                setattr(local, holder._key, original.thread_value)
+            elif current is not _UNSET:
+                delattr(local, holder._key)
+        else:
+            logger.info(
+                "torch-diode: this thread's choices handler %r was set after the install; left in place", current
+            )
+        if isinstance(inductor_config.inductor_choices_class, DiodeChoicesFactory):
+            inductor_config.inductor_choices_class = original.choices_class
     else:
         logger.info(
             "torch-diode: uninstalled from another thread than the installing one; that thread's "
