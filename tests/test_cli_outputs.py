@@ -238,3 +238,29 @@ def test_create_validation_guards(capsys: pytest.CaptureFixture[str], tmp_path: 
     )
     assert rc == 2 and "no problems selected: check --num-shapes/--ops/--dtypes" in err and "--tags" not in err
     assert not (tmp_path / "v.msgpack").exists()
+
+
+def test_data_and_shapes_outputs_never_replace_an_input_or_a_dataset(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    as_json = tmp_path / "s.json"
+    assert main(["data", "convert", str(DATA), str(as_json)]) == 0
+    capsys.readouterr()
+    before = as_json.read_bytes()
+    rc, _, err = diode(capsys, "data", "lut", str(as_json), "-o", str(as_json))
+    assert rc == 2 and "is also an input" in err and as_json.read_bytes() == before
+    victim = tmp_path / "victim.msgpack"
+    shutil.copy(DATA, victim)
+    rc, _, err = diode(capsys, "data", "recover", str(victim), "-o", str(victim))
+    assert rc == 2 and "is also an input" in err and victim.read_bytes() == DATA.read_bytes()
+    for out, why in ((victim, "expected a .json file name"), (as_json, "exists and is not a shape set")):
+        rc, _, err = diode(capsys, "shapes", "--model", "BERT-base", "-o", str(out))
+        assert rc == 2 and why in err, err
+    assert victim.read_bytes() == DATA.read_bytes() and as_json.read_bytes() == before
+    shapes = tmp_path / "bert.json"
+    assert diode(capsys, "shapes", "--model", "BERT-base", "-o", str(shapes))[0] == 0
+    assert (
+        diode(capsys, "shapes", "--model", "BERT-base", "--batch", "2", "-o", str(shapes))[0] == 0
+    )  # a shape set: replaced
+    rc, _, err = diode(capsys, "shapes", "--model", "Llama-3.1-8B", "--batch", "-1")
+    assert rc == 2 and "--batch: must be at least 1, got -1" in err and len(err.strip().splitlines()) == 1

@@ -823,3 +823,14 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path):
         assert new.read_text() == "[]"
     finally:
         os.umask(old)
+
+
+def test_a_chunk_with_a_key_that_is_not_text_is_refused_as_such(tmp_path: Path) -> None:
+    """A flipped byte can turn a msgpack key into an integer: one clear refusal, not a TypeError
+    from comparing an int with a str."""
+    chunk = _chunk()
+    chunk[7] = chunk.pop("failures")
+    path = tmp_path / "k.msgpack"
+    path.write_bytes(_encode([_header(2), chunk], "msgpack"))
+    with pytest.raises(DatasetFormatError, match=r"chunk 1: expected keys .* got \[.*'7'.*\]"):
+        read_dataset(path)

@@ -637,7 +637,7 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
     expected = {"sources", "problems", "choices", "records", "failures"}
     if set(obj) != expected:
         raise DatasetFormatError(
-            f"{where}: expected keys {sorted(expected)}, got {sorted(obj)} (is this a torch-diode dataset?)"
+            f"{where}: expected keys {sorted(expected)}, got {sorted(map(repr, obj))} (is this a torch-diode dataset?)"
         )
     try:
         for table, ids, make, intern in (

@@ -371,6 +371,20 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
     return _run(args, problems, seed=args.seed)
 
 
+def _check_shapeset_output(path: str) -> None:
+    """A shape set is JSON; an existing file is replaced only when it is a shape set itself."""
+    from torch_diode.shapes.shapeset import ShapeSetError, load_shapeset
+
+    out = check_output("--output", path, suffixes=(".json",))
+    if out.exists():
+        try:
+            load_shapeset(out)
+        except ShapeSetError:
+            raise UsageError(
+                f"--output {out}: exists and is not a shape set (a dataset?); it is left as is: write elsewhere"
+            ) from None
+
+
 def _cmd_shapes(args: argparse.Namespace) -> int:
     from torch_diode.shapes.models import MODEL_NAMES, model_entries
     from torch_diode.shapes.shapeset import save_shapeset
@@ -394,6 +408,9 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
         entries = build_real_models()
         description = DESCRIPTION
     else:
+        for flag, value, least in (("--batch", args.batch, 1), ("--tokens", args.tokens, 0), ("--past", args.past, 0)):
+            if value < least:
+                raise UsageError(f"{flag}: must be at least {least}, got {value}")
         try:
             entries = model_entries(
                 args.model, batch=args.batch, tokens=args.tokens, past_len=args.past, dtypes=_csv(args.dtypes)
@@ -404,6 +421,7 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
             f"GEMMs of {args.model} (batch {args.batch}, tokens {args.tokens}, past {args.past}) from `diode shapes`"
         )
     if args.output:
+        _check_shapeset_output(args.output)
         save_shapeset(entries, args.output, description=description)
         print(f"{args.output}: {len(entries)} shape(s)")
     else:

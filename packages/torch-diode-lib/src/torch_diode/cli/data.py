@@ -256,7 +256,7 @@ def _lut(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() != ".json":
         raise UsageError(f"{out}: a lookup table is JSON; name it .json")
-    check_output(None, out, make_parent=False)
+    check_output(None, out, inputs=args.inputs, make_parent=False)
     parts = [read_dataset(f) for f in args.inputs]
     ds = parts[0] if len(parts) == 1 else merge_datasets(parts)
     lut = KernelLUT.from_dataset(ds, top_k=args.top_k)
@@ -269,6 +269,7 @@ def _recover(args: argparse.Namespace) -> int:
     _check_inputs([args.file])
     if args.output is not None:
         _check_output(args.output, args.format)
+        check_output(None, args.output, inputs=[args.file], make_parent=False)  # in place is without -o
     else:  # cut back in place: never to nothing
         from torch_diode.errors import TruncatedFileError
 
