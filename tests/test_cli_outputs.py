@@ -264,3 +264,28 @@ def test_data_and_shapes_outputs_never_replace_an_input_or_a_dataset(
     )  # a shape set: replaced
     rc, _, err = diode(capsys, "shapes", "--model", "Llama-3.1-8B", "--batch", "-1")
     assert rc == 2 and "--batch: must be at least 1, got -1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_collect_options_are_checked_before_collecting(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = str(tmp_path / "c.msgpack")
+    cpu = ("--device", "cpu", "--no-progress", "--output", out)
+    shapes = str(Path(__file__).resolve().parents[1] / "data" / "shapesets" / "real_models.json")
+    for args, why in (
+        (("collect", "--ops", "bmm", "-n", "1", "--hardware", "bad key/..", *cpu), "--hardware 'bad key/..': a hardware key is"),
+        (("collect", "--ops", "bmm", "-n", "1", "--hardware", "cpu-test", "--max-configs", "0", *cpu), "--max-configs applies to --collector sweep"),
+        (("collect-shapeset", "--shapeset", shapes, "--ops", "bmm", "--limit", "0", "--hardware", "cpu-test", *cpu), "--limit: must be at least 1, got 0"),
+        (("collect-problems", "--from", str(DATA), "--hardware", "cpu-test", *cpu), "give a --from file of those problems only"),
+    ):  # fmt: skip
+        rc, _, err = diode(capsys, *args)
+        assert rc == 2 and why in err, (args, err)
+        assert args[0] != "collect-problems" or "--ops" not in err  # that command has no --ops
+    assert not Path(out).exists()
+
+
+def test_a_table_of_several_gpus_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    other = write_dataset(relabel(read_dataset(DATA), "NVIDIA-H200"), tmp_path / "h200.msgpack")
+    both = tmp_path / "both.msgpack"
+    assert main(["data", "merge", str(both), str(DATA), str(other), "--allow-mixed-hardware"]) == 0
+    capsys.readouterr()
+    rc, _, err = diode(capsys, "data", "lut", str(both), "-o", str(tmp_path / "t.json"))
+    assert rc == 2 and "the timings of 2 GPUs ['NVIDIA-H100', 'NVIDIA-H200']" in err and "split it" not in err

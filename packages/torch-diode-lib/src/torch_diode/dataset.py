@@ -226,7 +226,12 @@ class Dataset:
         """
         keys = self.hardware_keys
         if len(keys) != 1:
-            raise ValueError(f"hardware: dataset holds {len(keys)} hardware keys {keys}; split it by hardware first")
+            raise ValueError(
+                "hardware: the dataset holds no records"
+                if not keys
+                else f"hardware: the dataset holds the timings of {len(keys)} GPUs {keys}; give one GPU's files "
+                "(`diode data stats` shows each file's hardware)"
+            )
         return keys[0]
 
     def records(self) -> Iterator[TimingRecord]:

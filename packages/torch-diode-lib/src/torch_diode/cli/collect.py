@@ -225,7 +225,7 @@ def _check_device(args: argparse.Namespace, problems: list[Problem]) -> None:
         if not torch.cuda.is_available():
             raise UsageError(
                 f"no CUDA GPU visible (torch {torch.__version__}, torch.cuda.is_available() is False); collect on a GPU "
-                f"machine, or pass --device cpu --ops {','.join(sorted(CPU_OPS))} to test the pipeline on CPU"
+                f"machine, or pass --device cpu{_ops_hint(args)} to test the pipeline on CPU"
             )
         return
     if args.collector != "inductor":
@@ -241,8 +241,16 @@ def _check_device(args: argparse.Namespace, problems: list[Problem]) -> None:
     if bad:
         raise UsageError(
             f"on CPU Inductor benchmarks a single choice for {', '.join(bad)} (nothing to record); "
-            f"only {', '.join(sorted(CPU_OPS))} can be collected with --device cpu (pass --ops {','.join(sorted(CPU_OPS))})"
+            f"only {', '.join(sorted(CPU_OPS))} can be collected with --device cpu"
+            + (f" (pass{_ops_hint(args)})" if hasattr(args, "ops") else " (give a --from file of those problems only)")
         )
+
+
+def _ops_hint(args: argparse.Namespace) -> str:
+    """`` --ops bmm`` where the command has --ops (collect-problems takes its problems from a file)."""
+    from torch_diode.collect.inductor import CPU_OPS
+
+    return f" --ops {','.join(sorted(CPU_OPS))}" if hasattr(args, "ops") else ""
 
 
 def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None) -> int:
@@ -260,8 +268,15 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
             raise UsageError("--compile-timeout applies to --collector sweep (Inductor compiles its own choices)")
         if not args.compile_timeout > 0:
             raise UsageError(f"--compile-timeout: must be a positive number of seconds, got {args.compile_timeout:g}")
+    from torch_diode.hardware import valid_key
+
+    if args.hardware is not None and not valid_key(args.hardware):
+        raise UsageError(
+            f"--hardware {args.hardware!r}: a hardware key is 1-64 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit (e.g. NVIDIA-H100, or cpu-test)"
+        )
     _check_device(args, problems)
-    if args.max_configs and args.collector != "sweep":
+    if args.max_configs is not None and args.collector != "sweep":
         raise UsageError("--max-configs applies to --collector sweep (Inductor's space is set by --search-space)")
     options = _options(args, seed=seed)
     summary = collect(problems, options, args.output)  # a CollectionError exits 1 through cli.main
@@ -316,7 +331,9 @@ def _cmd_collect_shapeset(args: argparse.Namespace) -> int:
         tags=_csv(args.tags) if args.tags else None,
         dtypes=_csv(args.dtypes) if args.dtypes else None,
     )
-    return _run(args, problems[: args.limit] if args.limit else problems, seed=None)
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit: must be at least 1, got {args.limit}")
+    return _run(args, problems[: args.limit] if args.limit is not None else problems, seed=None)
 
 
 def _cmd_collect_problems(args: argparse.Namespace) -> int:
