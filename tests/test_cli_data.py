@@ -167,14 +167,21 @@ def test_merge(run_diode, files: dict[str, Path], tmp_path: Path) -> None:
     proc = run_diode("data", "merge", str(out), str(files["mp"]), str(files["js"]), str(files["rep"]), check=True)
     assert "wrote" in proc.stdout and "12 records from 3 file(s) (6 duplicate(s) dropped)" in proc.stdout
     assert len(read_dataset(out)) == 12
+    # an existing OUT is replaced only when it is among the inputs (merged into)
+    before = out.read_bytes()
+    one_line_error(run_diode("data", "merge", str(out), str(files["a100"])), "exists and is not among the inputs")
+    assert out.read_bytes() == before
+    mixed = tmp_path / "mixed.msgpack"
     line = one_line_error(
-        run_diode("data", "merge", str(out), str(files["mp"]), str(files["a100"])),
+        run_diode("data", "merge", str(mixed), str(files["mp"]), str(files["a100"])),
         "NVIDIA-A100",
         "--allow-mixed-hardware",
     )
     assert "refusing to merge" in line
-    run_diode("data", "merge", str(out), str(files["mp"]), str(files["a100"]), "--allow-mixed-hardware", check=True)
-    assert read_dataset(out).hardware_keys == ["NVIDIA-A100", HW]
+    run_diode("data", "merge", str(mixed), str(files["mp"]), str(files["a100"]), "--allow-mixed-hardware", check=True)
+    assert read_dataset(mixed).hardware_keys == ["NVIDIA-A100", HW]
+    run_diode("data", "merge", str(out), str(out), str(files["a100"]), "--allow-mixed-hardware", check=True)
+    assert len(read_dataset(out)) > 12 and read_dataset(out).hardware_keys == ["NVIDIA-A100", HW]
 
 
 def test_lut(run_diode, files: dict[str, Path], tmp_path: Path) -> None:

@@ -289,3 +289,10 @@ def test_a_table_of_several_gpus_says_so(capsys: pytest.CaptureFixture[str], tmp
     capsys.readouterr()
     rc, _, err = diode(capsys, "data", "lut", str(both), "-o", str(tmp_path / "t.json"))
     assert rc == 2 and "the timings of 2 GPUs ['NVIDIA-H100', 'NVIDIA-H200']" in err and "split it" not in err
+
+
+def test_recover_writes_no_empty_dataset(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cut = tmp_path / "cut.msgpack"
+    cut.write_bytes(DATA.read_bytes()[: DATA.stat().st_size // 2])  # inside its only chunk
+    rc, _, err = diode(capsys, "data", "recover", str(cut), "-o", str(tmp_path / "fixed.msgpack"))
+    assert rc == 2 and "nothing was written" in err and not (tmp_path / "fixed.msgpack").exists()

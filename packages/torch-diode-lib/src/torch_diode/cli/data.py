@@ -238,6 +238,12 @@ def _convert(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     _check_inputs(args.inputs)
     _check_output(args.output, args.format)
+    out = Path(args.output)
+    if out.exists() and not any(out.resolve() == Path(f).resolve() for f in args.inputs):
+        raise UsageError(
+            f"{out}: exists and is not among the inputs, so merging would replace it; to merge into it, list it "
+            "among the inputs too; else remove it first"
+        )
     parts = [read_dataset(f) for f in args.inputs]
     ds = merge_datasets(parts, allow_mixed_hardware=args.allow_mixed_hardware)
     out = write_dataset(ds, args.output, format=args.format, compress=_compress(args))
@@ -270,17 +276,16 @@ def _recover(args: argparse.Namespace) -> int:
     if args.output is not None:
         _check_output(args.output, args.format)
         check_output(None, args.output, inputs=[args.file], make_parent=False)  # in place is without -o
-    else:  # cut back in place: never to nothing
-        from torch_diode.errors import TruncatedFileError
+    from torch_diode.errors import TruncatedFileError
 
-        try:
-            read_dataset(args.file)
-        except TruncatedFileError as e:
-            if e.complete_chunks == 0:
-                raise UsageError(
-                    f"{args.file}: no record before the break is complete, so there is nothing to keep; the file is "
-                    "left as is (cutting it back would leave an empty dataset)"
-                ) from None
+    try:
+        read_dataset(args.file)
+    except TruncatedFileError as e:
+        if e.complete_chunks == 0:  # never an empty dataset, in place or in a new file
+            raise UsageError(
+                f"{args.file}: no record before the break is complete, so there is nothing to keep; "
+                + ("nothing was written" if args.output is not None else "the file is left as is")
+            ) from None
     res = recover_dataset(args.file, output=args.output, output_format=args.format)
     n = len(res.dataset)
     if res.dropped_bytes == 0:
