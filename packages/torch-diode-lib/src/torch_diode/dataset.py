@@ -826,6 +826,7 @@ def recover_dataset(
     output: str | os.PathLike[str] | None = None,
     format: str | None = None,
     output_format: str | None = None,
+    keep_nothing: bool = True,
 ) -> RecoverResult:
     """Keep the complete chunks of a (possibly truncated) dataset file.
 
@@ -833,12 +834,20 @@ def recover_dataset(
     ``DatasetWriter`` can then resume it); with ``output`` the complete part is written there as a
     new file (format from ``output_format`` or its extension) and the input is left alone.
 
+    ``keep_nothing=False`` refuses a file cut inside its first chunk (nothing complete to keep):
+    it raises :class:`TruncatedFileError` and writes and cuts nothing.
+
     Raises:
         DatasetFormatError: the file is malformed (not merely truncated), or truncated inside its header.
+        TruncatedFileError: ``keep_nothing`` is False and no chunk before the break is complete.
     """
     p = Path(path)
     st = _read_state(p, format_for_path(p, format), recover=True)
     size = p.stat().st_size
+    if not keep_nothing and st.chunks == 0 and size > st.good_bytes:
+        raise TruncatedFileError(
+            str(p), 0, 0, f"{size - st.good_bytes} byte(s) after the header form no complete chunk"
+        )
     ds = _state_to_dataset(st)
     if output is not None:
         write_dataset(ds, output, format=output_format)

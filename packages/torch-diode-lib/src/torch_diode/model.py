@@ -194,11 +194,10 @@ class Architecture:
             members=d["members"],
         )
         # Written for the reader; a file that records another network than its model type runs is corrupt.
+        own = arch.to_dict()
         for key in ("activation", "residual"):
-            if key in d and d[key] != arch.to_dict()[key]:
-                raise ValueError(
-                    f"{key} {d[key]!r} is not what a {arch.model_type!r} network has ({arch.to_dict()[key]!r})"
-                )
+            if key in d and d[key] != own[key]:
+                raise ValueError(f"{key} {d[key]!r} is not what a {arch.model_type!r} network has ({own[key]!r})")
         return arch
 
 

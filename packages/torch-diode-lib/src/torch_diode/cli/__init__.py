@@ -35,6 +35,12 @@ class UsageError(Exception):
     """Bad arguments or unreadable input: exit status 2."""
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one file (resolved alike, or the same existing file by another name)."""
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    return pa.resolve() == pb.resolve() or (pa.exists() and pb.exists() and os.path.samefile(pa, pb))
+
+
 def check_output(
     flag: str | None,
     path: str | os.PathLike[str],
@@ -57,8 +63,7 @@ def check_output(
     if out.is_dir():
         raise UsageError(f"{what}: is a directory; give a file name")
     for src in inputs:
-        s = Path(src).expanduser()
-        if out.resolve() == s.resolve() or (out.exists() and s.exists() and os.path.samefile(out, s)):
+        if same_file(out, src):
             raise UsageError(f"{what} is also an input ({src}): writing it would destroy that input; write elsewhere")
     parent = out.parent
     if not make_parent and not parent.is_dir():

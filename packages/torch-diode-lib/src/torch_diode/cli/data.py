@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from torch_diode.cli import UsageError, check_output
+from torch_diode.cli import UsageError, check_output, same_file
 from torch_diode.dataset import (
     FORMATS,
     Dataset,
@@ -21,6 +21,7 @@ from torch_diode.dataset import (
     recover_dataset,
     write_dataset,
 )
+from torch_diode.errors import TruncatedFileError
 from torch_diode.lut import KernelLUT, best_choices
 
 
@@ -111,10 +112,10 @@ def _check_format(path: str, fmt: str | None = None) -> None:
         raise UsageError(str(e)) from None
 
 
-def _check_output(path: str, fmt: str | None) -> None:
-    """Refuse an output path we cannot write before doing any work."""
+def _check_output(path: str, fmt: str | None, inputs: Sequence[str] = ()) -> None:
+    """Refuse an output path we cannot write, or that is one of ``inputs``, before doing any work."""
     _check_format(path, fmt)
-    check_output(None, path, make_parent=False)
+    check_output(None, path, inputs=inputs, make_parent=False)
 
 
 def _check_inputs(paths: Sequence[str]) -> None:
@@ -239,7 +240,7 @@ def _merge(args: argparse.Namespace) -> int:
     _check_inputs(args.inputs)
     _check_output(args.output, args.format)
     out = Path(args.output)
-    if out.exists() and not any(out.resolve() == Path(f).resolve() for f in args.inputs):
+    if out.exists() and not any(same_file(out, f) for f in args.inputs):
         raise UsageError(
             f"{out}: exists and is not among the inputs, so merging would replace it; to merge into it, list it "
             "among the inputs too; else remove it first"
@@ -274,19 +275,14 @@ def _lut(args: argparse.Namespace) -> int:
 def _recover(args: argparse.Namespace) -> int:
     _check_inputs([args.file])
     if args.output is not None:
-        _check_output(args.output, args.format)
-        check_output(None, args.output, inputs=[args.file], make_parent=False)  # in place is without -o
-    from torch_diode.errors import TruncatedFileError
-
-    try:
-        read_dataset(args.file)
-    except TruncatedFileError as e:
-        if e.complete_chunks == 0:  # never an empty dataset, in place or in a new file
-            raise UsageError(
-                f"{args.file}: no record before the break is complete, so there is nothing to keep; "
-                + ("nothing was written" if args.output is not None else "the file is left as is")
-            ) from None
-    res = recover_dataset(args.file, output=args.output, output_format=args.format)
+        _check_output(args.output, args.format, inputs=[args.file])  # in place is without -o
+    try:  # never an empty dataset, in place or in a new file
+        res = recover_dataset(args.file, output=args.output, output_format=args.format, keep_nothing=False)
+    except TruncatedFileError:
+        raise UsageError(
+            f"{args.file}: no record before the break is complete, so there is nothing to keep; "
+            + ("nothing was written" if args.output is not None else "the file is left as is")
+        ) from None
     n = len(res.dataset)
     if res.dropped_bytes == 0:
         msg = f"{args.file}: complete ({res.chunks} chunk(s), {n} records); nothing to recover"

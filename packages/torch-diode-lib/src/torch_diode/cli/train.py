@@ -347,11 +347,6 @@ def _read_files(files: list[Any], *, what: str = "the dataset") -> Any:
     return ds
 
 
-def _model_inputs(*refs: str | None) -> list[Path]:
-    """The model files among ``refs`` that exist as paths (registered names are not files here)."""
-    return [Path(r) for r in refs if r and Path(r).expanduser().is_file()]
-
-
 def _train(args: argparse.Namespace) -> int:
     from torch_diode.model import save_model
     from torch_diode.train import TrainOptions, train
@@ -517,7 +512,7 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
 
     files = _dataset_files(args)
     if args.output:
-        inputs = [*files, *_model_inputs(args.model, args.max_autotune_solution)]
+        inputs = [*files, args.model, *([args.max_autotune_solution] if args.max_autotune_solution else [])]
         out = check_output("--output", args.output, inputs=inputs, suffixes=(".json",))
         for beside in (".md", ".png"):  # written next to it
             check_output("--output", out.with_suffix(beside), inputs=inputs)
