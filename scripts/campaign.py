@@ -44,6 +44,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from torch_diode.collect import CollectOptions
 from torch_diode.collect.campaign import (
@@ -70,6 +71,27 @@ REPEAT_EVERY = 20
 
 def _dir(args: argparse.Namespace) -> Path:
     return Path(args.data_dir) / args.hardware
+
+
+def _load_plan(args: argparse.Namespace) -> CampaignPlan:
+    """data/<KEY>/plan.json; a missing or unreadable plan ends the command with one line (exit 2)."""
+    path = _dir(args) / "plan.json"
+    if not path.exists():
+        data_dir = "" if args.data_dir == "data" else f" --data-dir {shlex.quote(args.data_dir)}"
+        _fail(
+            args,
+            f"{path}: no plan for {args.hardware}; write it first: "
+            f"python scripts/campaign.py{data_dir} plan --hardware {args.hardware}",
+        )
+    try:
+        return CampaignPlan.load(path)
+    except ValueError as e:  # not JSON, not a plan, another plan version
+        _fail(args, str(e))
+
+
+def _fail(args: argparse.Namespace, message: str) -> NoReturn:
+    print(f"campaign.py {args.cmd}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -159,7 +181,7 @@ def _start(args: argparse.Namespace) -> tuple[CampaignPlan, list | None]:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    plan = _load_plan(args)
     return plan, _split_problems(args, plan)
 
 
@@ -296,7 +318,7 @@ def cmd_packs(args: argparse.Namespace) -> int:
     measure, whether the pack's target is this GPU's), so a chunk does not carry a spent pack."""
     from torch_diode.collect.precompile import Target, read_manifest
 
-    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    plan = _load_plan(args)
     splits = {"train": set(plan.train), "val": set(plan.val)}
     measured = {s: _measured(_dir(args) / SPLITS[s][0]) for s in splits}
     try:
@@ -338,7 +360,7 @@ def cmd_packs(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from torch_diode.collect import partial_choices, resumed_problems, stalled_problems
 
-    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    plan = _load_plan(args)
     report: dict = {"hardware": args.hardware, "plan": {"train": len(plan.train), "val": len(plan.val)}}
     for split, (fname, _, _) in SPLITS.items():
         path = _dir(args) / fname
@@ -400,7 +422,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     from torch_diode.collect.campaign import size_bucket
 
-    plan = CampaignPlan.load(_dir(args) / "plan.json")
+    plan = _load_plan(args)
     done: dict[str, set] = {}
     for split, (fname, _, which) in SPLITS.items():
         path = _dir(args) / fname

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,22 @@ def test_plan_errors(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match="not a campaign plan"):
         CampaignPlan.load(tmp_path / "x.json")
+
+
+def test_script_without_a_plan_says_how_to_write_it(tmp_path: Path) -> None:
+    # Regression: `scripts/campaign.py status` (run, packs, plot) with no plan.json was a traceback.
+    script = [sys.executable, str(REPO / "scripts" / "campaign.py"), "--data-dir", str(tmp_path)]
+    (tmp_path / "NVIDIA-H200").mkdir()
+    (tmp_path / "NVIDIA-H200" / "plan.json").write_text("{}\n")
+    for args, expect in (
+        (["status", "--hardware", "NVIDIA-H100"], f"--data-dir {tmp_path} plan --hardware NVIDIA-H100"),
+        (["run", "--split", "train", "--hardware", "NVIDIA-H100"], "no plan for NVIDIA-H100; write it first"),
+        (["status", "--hardware", "NVIDIA-H200"], "not a campaign plan"),
+    ):
+        proc = subprocess.run([*script, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"campaign.py {args[0]}: error: ") and expect in lines[0], lines
 
 
 def test_size_buckets() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import msgpack
 import pytest
 
 from torch_diode._version import __version__
+from torch_diode.cli import build_parser, main
 from torch_diode.dataset import Dataset, DatasetWriter, read_dataset, write_dataset
 from torch_diode.lut import KernelLUT
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
@@ -73,6 +75,32 @@ def test_version_and_help(run_diode) -> None:
     assert bare.returncode == 2 and "usage: diode data" in bare.stderr and "Traceback" not in bare.stderr
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return {
+        name: sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    }
+
+
+def test_every_help_has_a_user_facing_description(capsys: pytest.CaptureFixture[str]) -> None:
+    # Regression: `diode collect --help` printed the module's docstring (reST markup and developer
+    # notes), and collect-shapeset and shapes printed no description at all.
+    commands = [(name,) for name in _subcommands(build_parser())]
+    commands += [("data", name) for name in _subcommands(_subcommands(build_parser())["data"])]
+    assert ("collect",) in commands and ("shapes",) in commands and ("data", "stats") in commands
+    for command in commands:
+        with pytest.raises(SystemExit) as e:
+            main([*command, "--help"])
+        assert e.value.code == 0
+        out = capsys.readouterr().out
+        usage, description = out.split("\n\n")[:2]
+        assert usage.startswith(f"usage: diode {' '.join(command)}"), out
+        assert not description.startswith(("options:", "positional arguments:")), (command, out)
+        assert description[0].isupper() and "``" not in out and "::" not in out, (command, description)
+
+
 # -- stats ----------------------------------------------------------------------------------------------
 
 
@@ -99,6 +127,28 @@ def test_stats_json_many_files_and_hardware(run_diode, files: dict[str, Path]) -
     assert best["choice"].startswith("triton::mm 32x64x32") and best["time_us"] == 5.0  # median of 4.0, 6.0
     assert best["aten_time_us"] == 12.5 and best["speedup_vs_aten"] == 2.5
     assert d["hardware"]["NVIDIA-A100"]["bmm"]["failures"] == 1
+
+
+def test_stats_counts_problems_with_failures_only(run_diode, tmp_path: Path) -> None:
+    # Regression: a problem with failure records and no timing (it failed as a whole, or every
+    # choice failed) was counted nowhere: not in "problems", and only as a failure.
+    whole = Problem(op="mm", m=64, n=64, k=64)
+    fails = [
+        FailureRecord(problem=whole, choice=None, reason="compile_error", message="x", hardware=HW),
+        # P_MM has timings too: not a problem with failures only
+        FailureRecord(problem=P_MM, choice=CFG[0], reason="compile_error", message="x", hardware=HW),
+        FailureRecord(problem=P_BMM, choice=None, reason="compile_error", message="x", hardware=HW),
+        FailureRecord(problem=P_BMM, choice=CFG[1], reason="compile_error", message="x", hardware=HW),
+    ]
+    recs = [TimingRecord(problem=P_MM, choice=ATEN, time_us=10.0, hardware=HW)]
+    path = write_dataset(Dataset.from_records(recs, Provenance(hardware=HW), fails), tmp_path / "f.msgpack")
+    out = run_diode("data", "stats", str(path), check=True).stdout
+    assert "  bmm: 0 problems, 0 configs, 0 records, 2 failures, 1 problems with failures only" in out
+    assert "  mm: 1 problems, 1 configs, 1 records, 2 failures, 1 problems with failures only" in out
+    d = json.loads(run_diode("data", "stats", "--json", str(path), check=True).stdout)
+    assert d["problems"] == 1 and d["failures"] == 4 and d["failed_problems"] == 2
+    assert d["hardware"][HW]["mm"]["failed_problems"] == 1 and d["hardware"][HW]["mm"]["problems"] == 1
+    assert d["hardware"][HW]["bmm"]["failed_problems"] == 1 and d["hardware"][HW]["bmm"]["problems"] == 0
 
 
 def test_stats_truncated_and_recover(run_diode, tmp_path: Path) -> None:

@@ -240,6 +240,84 @@ def test_create_validation_guards(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert not (tmp_path / "v.msgpack").exists()
 
 
+def test_create_validation_shapeset_refuses_sampling_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Regression: with --shapeset the 'val' entries are taken as they are, and --sampler, --min-dim,
+    # --max-dim (and the other sampling options) were silently ignored.
+    shapes = str(Path(__file__).resolve().parents[1] / "data" / "shapesets" / "real_models.json")
+    out = tmp_path / "v.msgpack"
+    common = ("create-validation", "--train", str(DATA), "--shapeset", shapes, "-n", "1", "--device", "cpu")
+    common += ("--ops", "bmm", "--dtypes", "float32", "--no-progress", "--output", str(out))
+    for given, named in (
+        (("--sampler", "pow2", "--min-dim", "4096", "--max-dim", "8192"), "--sampler, --min-dim, --max-dim"),
+        (("--log-normal",), "--log-normal"),
+        (("--seed", "0", "--layouts", "row/row"), "--seed, --layouts"),  # a given default counts too
+    ):
+        rc, _, err = diode(capsys, *common, "--hardware", "cpu-test", *given)
+        assert rc == 2 and f"--shapeset takes the shape set's 'val' entries, so {named} (sampling only)" in err, err
+        assert len(err.strip().splitlines()) == 1 and not out.exists()
+    # The defaults do not trigger it: this run gets as far as the --hardware check, after it ...
+    rc, _, err = diode(capsys, *common, "--hardware", "NVIDIA-H200")
+    assert rc == 2 and "would file those timings as that GPU's" in err, err
+    # ... and this one collects; a shape set's entries are not sampled, so no seed is recorded.
+    rc, _, err = diode(capsys, *common, "--hardware", "cpu-test")
+    assert rc == 0, err
+    assert [s.seed for s in read_dataset(out).sources] == [None]
+
+
+def test_format_advice_names_only_the_commands_own_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Regression: every command told "or pass --format json|msgpack" for a path of an unknown
+    # extension, also commands without --format, and for inputs whose --format is the output's.
+    odd = tmp_path / "x.bin"
+    shutil.copy(DATA, odd)
+    good, out = str(DATA), str(tmp_path / "y.bin")
+    for args, flag in (
+        (("data", "stats", str(odd)), None),
+        (("data", "lut", str(odd), "-o", str(tmp_path / "l.json")), None),
+        (("data", "recover", str(odd)), None),
+        (("data", "merge", str(tmp_path / "m.json"), str(odd)), None),  # --format is OUT's
+        (("data", "convert", str(odd), str(tmp_path / "c.json")), "--input-format"),
+        (("data", "convert", good, out), "--format"),
+        (("data", "merge", out, good), "--format"),
+        (("data", "recover", good, "-o", out), "--format"),
+        (("train", "--dataset", str(odd), "--model", str(tmp_path / "m.safetensors")), None),
+        (("collect-problems", "--from", str(odd), "--device", "cpu", "-o", str(tmp_path / "p.msgpack")), None),
+        (("create-validation", "--train", str(odd), "-n", "1", "--device", "cpu", "-o", str(tmp_path / "v.msgpack")), None),
+        (("collect", "-n", "1", "--ops", "bmm", "--device", "cpu", "-o", out), "--format"),
+        (("collect-problems", "--from", good, "--device", "cpu", "-o", out), "--format"),
+    ):  # fmt: skip
+        rc, _, err = diode(capsys, *args)
+        assert rc == 2 and "cannot tell the format from the extension '.bin'" in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+        if flag is None:
+            assert "--format" not in err and "pass" not in err, (args, err)
+        else:
+            assert err.strip().endswith(f"or pass {flag} json|msgpack"), (args, err)
+
+
+def test_unwritable_outputs_are_named_as_given(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Regression: an output in /proc, or a directory, gave an error naming the internal temp file
+    # (".x.json.abc123.tmp"); collect's was a bare "[Errno 2] ..." from deep in the collector.
+    shapes = ("shapes", "--model", "BERT-base", "-o")
+    collect = ("collect", "-n", "1", "--ops", "bmm", "--device", "cpu", "--hardware", "cpu-test", "--no-progress", "-o")
+    outs = [
+        (shapes, str(tmp_path / "d.json"), "is a directory"),
+        (collect, str(tmp_path / "d.msgpack"), "is a directory"),
+    ]
+    for _, out, _ in outs:
+        Path(out).mkdir()
+    if os.path.isdir("/proc/self"):  # Linux: nothing can be created in /proc
+        outs += [
+            (shapes, "/proc/x.json", "cannot write in '/proc'"),
+            (collect, "/proc/x.msgpack", "cannot write in '/proc'"),
+        ]
+    for args, out, why in outs:
+        rc, _, err = diode(capsys, *args, out)
+        assert rc == 2 and f"--output {out}: {why}" in err and ".tmp" not in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+
+
 def test_data_and_shapes_outputs_never_replace_an_input_or_a_dataset(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ from torch_diode.collect import (
     shard_path,
     stalled_problems,
 )
-from torch_diode.dataset import Dataset, DatasetWriter, read_dataset, write_dataset
+from torch_diode.dataset import Dataset, DatasetWriter, file_in_use, read_dataset, write_dataset
 from torch_diode.errors import CollectionError
 from torch_diode.evaluate import read_max_autotune_solution
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
@@ -176,49 +177,28 @@ def test_create_validation_refuses_the_training_seed(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path, sig):
+    """A one-process collection killed (SIGKILL: nothing can run) or stopped (SIGTERM: as on
+    Ctrl-C, exit status 143 and one line; before session 66 Python's default ended it at once)
+    keeps every finished problem, and a rerun measures only the rest."""
     problems = [bmm(16), bmm(24)]
-    shapes = tmp_path / "s.json"
-    save_shapeset(
-        [ShapeEntry(op="bmm", m=p.m, n=p.n, k=p.k, batch=p.batch, dtypes=("float32",)) for p in problems], shapes
-    )
     out = tmp_path / "run.json"
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "packages" / "torch-diode-lib" / "src"), env.get("PYTHONPATH", "")])
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch_diode",
-        "collect-shapeset",
-        "--shapeset",
-        str(shapes),
-        "--device",
-        "cpu",
-        "--hardware",
-        "cpu-test",
-        "--output",
-        str(out),
-        "--no-progress",
-    ]
-    log = open(tmp_path / "stderr.txt", "wb")  # closed in the finally below
-    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log)
+    proc, log = _start_collect(tmp_path, problems, out, workers=1)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            if out.exists() and len(read_dataset(out, recover=True)) >= 1:
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, (
-            f"the collector exited ({proc.returncode}) before it could be interrupted:\n"
-            + (tmp_path / "stderr.txt").read_text()[-3000:]
-        )
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        _wait_for_a_problem(proc, [out], tmp_path)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
         log.close()
+    if sig == signal.SIGTERM:
+        text = (tmp_path / "stderr.txt").read_text()
+        assert proc.returncode == 143, text[-3000:]
+        assert text.splitlines()[-1] == "diode collect-shapeset: terminated (SIGTERM)", text[-3000:]
+        read_dataset(out)  # strict: nothing half-written
     before = read_dataset(out, recover=True)
     assert 1 <= len(before.problems) < len(problems)
     # Simulate a write cut off mid-chunk as well: a partial JSON line at the end.
@@ -316,27 +296,21 @@ def test_local_gpu_workers_share_the_compile_cpus():
     assert _share_compile_cpus(inductor, 4) is inductor
 
 
-@pytest.mark.slow
-def test_interrupted_workers_merge_what_they_finished(tmp_path):
-    """SIGINT to the main process of a two-worker run (as `timeout --signal=INT` or Ctrl-C): it stops
-    the workers and merges every finished problem of both shards into the output before exiting.
-    A second SIGINT while it stops them (`timeout` signals the process, then its group) changes
-    nothing (session 8: it cut the clean-up short and left the shards unmerged)."""
-    problems = [bmm(m) for m in range(16, 96, 8)]  # 5 per worker: more than the 10 s grace can finish
+def _start_collect(tmp_path: Path, problems: list[Problem], out: Path, workers: int) -> tuple[subprocess.Popen, Any]:
+    """`diode collect-shapeset` of ``problems`` into ``out`` on CPU with ``workers`` processes, in its
+    own session (a signal reaches its main process only, so it must stop its workers itself), with
+    stderr in tmp_path/stderr.txt (the returned file: the caller closes it). SIGINT's default action
+    restored: a shell's background job (a CI runner's `cmd &`) inherits it ignored, and Python then
+    installs no KeyboardInterrupt handler."""
     shapes = tmp_path / "s.json"
     save_shapeset(
         [ShapeEntry(op="bmm", m=p.m, n=p.n, k=p.k, batch=p.batch, dtypes=("float32",)) for p in problems], shapes
     )
-    out = tmp_path / "run.msgpack"
-    shards = [shard_path(out, r) for r in range(2)]
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "packages" / "torch-diode-lib" / "src"), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "torch_diode", "collect-shapeset", "--shapeset", str(shapes), "--device", "cpu"]
-    cmd += ["--hardware", "cpu-test", "--output", str(out), "--workers", "2", "--no-progress"]
-    log = open(tmp_path / "stderr.txt", "wb")  # closed in the finally below
-    # Its own session: the signal reaches the main process only, so the workers must be stopped by it.
-    # SIGINT's default action restored: a shell's background job (a CI runner's `cmd &`) inherits it
-    # ignored, and Python then installs no KeyboardInterrupt handler.
+    cmd += ["--hardware", "cpu-test", "--output", str(out), "--workers", str(workers), "--no-progress"]
+    log = open(tmp_path / "stderr.txt", "wb")
     proc = subprocess.Popen(
         cmd,
         env=env,
@@ -346,20 +320,43 @@ def test_interrupted_workers_merge_what_they_finished(tmp_path):
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    return proc, log
+
+
+def _wait_for_a_problem(proc: subprocess.Popen, files: list[Path], tmp_path: Path) -> set[Problem]:
+    """Wait until ``files`` hold a finished problem (while ``proc`` runs); returns their problems."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if sum(len(read_dataset(f, recover=True).problems) for f in files if f.exists()) >= 1:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, (
+        f"the collector exited ({proc.returncode}) before it could be stopped:\n"
+        + (tmp_path / "stderr.txt").read_text()[-3000:]
+    )
+    return {p for f in files if f.exists() for p in read_dataset(f, recover=True).problems}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_workers_merge_what_they_finished(tmp_path, sig):
+    """SIGINT (Ctrl-C, `timeout --signal=INT`) or SIGTERM (`kill`, `timeout`'s default) to the main
+    process of a two-worker run: it stops the workers and merges every finished problem of both
+    shards into the output before exiting. A second signal while it stops them (`timeout` signals
+    the process, then its group) changes nothing (session 8: it cut the clean-up short and left
+    the shards unmerged). SIGTERM ended the process at once (Python's default) before session 66:
+    shards unmerged, the workers running on as orphans."""
+    problems = [bmm(m) for m in range(16, 96, 8)]  # 5 per worker: more than the 10 s grace can finish
+    out = tmp_path / "run.msgpack"
+    shards = [shard_path(out, r) for r in range(2)]
+    proc, log = _start_collect(tmp_path, problems, out, workers=2)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if sum(len(read_dataset(s, recover=True).problems) for s in shards if s.exists()) >= 1:
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, (
-            f"the collector exited ({proc.returncode}) before it could be interrupted:\n"
-            + (tmp_path / "stderr.txt").read_text()[-3000:]
-        )
-        flushed = {p for s in shards if s.exists() for p in read_dataset(s, recover=True).problems}
-        proc.send_signal(signal.SIGINT)
+        flushed = _wait_for_a_problem(proc, shards, tmp_path)
+        workers = _workers_of(proc.pid)
+        assert len(workers) == 2, workers
+        proc.send_signal(sig)
         time.sleep(1.0)  # inside the clean-up: the workers get a 10 s grace to stop
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         rc = proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -367,7 +364,9 @@ def test_interrupted_workers_merge_what_they_finished(tmp_path):
             proc.wait(timeout=30)
         log.close()
     err = (tmp_path / "stderr.txt").read_text()
-    assert rc != 0, err[-3000:]
+    assert rc == (143 if sig == signal.SIGTERM else 130), err[-3000:]
+    assert ("terminated (SIGTERM)" if sig == signal.SIGTERM else "interrupted") in err.splitlines()[-1], err[-3000:]
+    assert not any(_alive(w) for w in workers), err[-3000:]
     assert not any(s.exists() for s in shards), err[-3000:]  # merged, then removed
     merged = read_dataset(out)  # complete: strict read
     assert flushed <= set(merged.problems) and len(merged.problems) < len(problems), err[-3000:]
@@ -378,6 +377,124 @@ def test_interrupted_workers_merge_what_they_finished(tmp_path):
     after = read_dataset(out)
     assert set(after.problems) == set(problems)
     assert all(n == 1 for n in collections.Counter(_pairs(after)).values())
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The collect worker processes (multiprocessing spawn) whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmdline = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"spawn_main" in cmdline:
+            found.append(int(d.name))
+    return sorted(found)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended; only its exit status waits to be read
+
+
+@pytest.mark.slow
+def test_workers_end_with_a_killed_parent_and_a_rerun_merges_their_shards(tmp_path):
+    """SIGKILL to the main process of a two-worker run (no clean-up can run): its workers end by
+    themselves (before session 66 they ran on, then waited for work forever), and a rerun with
+    one worker merges the shards they left before measuring anything, so it measures only the
+    rest and keeps no duplicate (before, it measured the shards' problems again and left the
+    shard files beside the output)."""
+    problems = [bmm(m) for m in range(16, 64, 8)]
+    out = tmp_path / "run.msgpack"
+    shards = [shard_path(out, r) for r in range(2)]
+    proc, log = _start_collect(tmp_path, problems, out, workers=2)
+    try:
+        _wait_for_a_problem(proc, shards, tmp_path)
+        workers = _workers_of(proc.pid)
+        assert len(workers) == 2, workers
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.2)
+        alive = [w for w in workers if _alive(w)]
+    finally:
+        for w in _workers_of(proc.pid) if proc.poll() is None else []:
+            os.kill(w, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        log.close()
+    for w in alive:
+        os.kill(w, signal.SIGKILL)
+    assert not alive, f"worker(s) {alive} outlived their killed parent by 20 s"
+    # A thread of an ending process may hold its files a moment after the process reads as ended.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(file_in_use(s) for s in shards):
+        time.sleep(0.1)
+    left = {p for s in shards if s.exists() for p in read_dataset(s, recover=True).problems}
+    assert 1 <= len(left) < len(problems) and not out.exists()
+
+    summary = collect(problems, CollectOptions(workers=1, **CPU), out)
+    assert summary.problems_skipped == len(left)
+    assert summary.problems_measured == len(problems) - len(left)
+    after = read_dataset(out)
+    assert set(after.problems) == set(problems)
+    assert all(n == 1 for n in collections.Counter(_pairs(after)).values())
+    assert not any(s.exists() for s in shards)
+
+
+def test_a_run_merges_the_shards_another_left_and_measures_the_rest(tmp_path):
+    """Shards left beside the output (a multi-worker run killed before its merge; here written by
+    two ranks) are merged into it first: a run with another number of workers skips their
+    problems (it measured them again and kept both measurements), and removes the shards."""
+    out = tmp_path / "out.msgpack"
+    problems = [bmm(16), bmm(24), bmm(32)]
+    for r in range(2):
+        collect(problems[:2], CollectOptions(rank=r, world_size=2, **CPU), out)
+    before = {r: read_dataset(shard_path(out, r)) for r in range(2)}
+    summary = collect(problems, CollectOptions(**CPU), out)
+    assert summary.problems_skipped == 2 and summary.problems_measured == 1
+    after = read_dataset(out)
+    assert set(after.problems) == set(problems)
+    assert all(n == 1 for n in collections.Counter(_pairs(after)).values())
+    for ds in before.values():
+        assert set(ds.records()) <= set(after.records())  # the shards' timings, as measured
+    assert not shard_path(out, 0).exists() and not shard_path(out, 1).exists()
+
+
+def test_a_rank_skips_problems_in_the_shards_of_an_earlier_world_size(tmp_path):
+    """Under torchrun, after a run with another WORLD_SIZE: rank 0 of 2 skips a problem that
+    rank 2 of 3 already measured into its shard (it measured it again: two measurements of one
+    problem once the shards were merged)."""
+    out = tmp_path / "out.msgpack"
+    problems = [bmm(16), bmm(24), bmm(32), bmm(40)]
+    first = collect(problems, CollectOptions(rank=2, world_size=3, **CPU), out)
+    assert first.problems_measured == 1 and read_dataset(shard_path(out, 2)).problems == [problems[2]]
+    second = collect(problems, CollectOptions(rank=0, world_size=2, **CPU), out)
+    assert second.problems_skipped == 1 and second.problems_measured == 1
+    assert read_dataset(shard_path(out, 0)).problems == [problems[0]]
+
+
+def test_a_shard_being_written_is_not_merged(tmp_path):
+    """A shard an open writer holds (a collection into the same output still running) is neither
+    merged nor removed: the run is refused, saying so."""
+    out = tmp_path / "out.msgpack"
+    aten = Choice(template="aten::bmm")
+    with DatasetWriter(shard_path(out, 1), Provenance(hardware="cpu-test", collector="inductor")) as w:
+        w.add(TimingRecord(problem=bmm(16), choice=aten, time_us=10.0, hardware="cpu-test"))
+        w.flush()
+        with pytest.raises(CollectionError, match=r"out\.rank1\.msgpack are being written by another process"):
+            collect([bmm(24)], CollectOptions(**CPU), out)
+    assert shard_path(out, 1).exists() and not out.exists()
+    assert read_dataset(shard_path(out, 1)).problems == [bmm(16)]
 
 
 def _as_if_on_a_gpu(monkeypatch, name: str, sm_count: int) -> None:

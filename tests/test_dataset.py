@@ -825,6 +825,25 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path):
         os.umask(old)
 
 
+def test_atomic_write_errors_name_the_path_not_the_temp_file(tmp_path: Path) -> None:
+    # Regression: the error named the internal temp file (".x.json.abc123.tmp", or ".tmp -> x.json")
+    # instead of the path the caller gave.
+    from torch_diode._files import atomic_write
+    from torch_diode.shapes.shapeset import save_shapeset
+
+    (tmp_path / "d.json").mkdir()
+    cases = [(tmp_path / "d.json", IsADirectoryError)]
+    if os.path.isdir("/proc/self"):  # Linux: nothing can be created in /proc
+        cases.append((Path("/proc/x.json"), FileNotFoundError))
+    for path, error in cases:
+        for write in (lambda q: atomic_write(q, "{}"), lambda q: save_shapeset([], q)):
+            with pytest.raises(error) as e:
+                write(path)
+            assert e.value.filename == str(path) and e.value.filename2 is None, e.value
+            assert ".tmp" not in str(e.value) and str(e.value).endswith(f": {str(path)!r}"), e.value
+    assert os.listdir(tmp_path) == ["d.json"] and os.listdir(tmp_path / "d.json") == []
+
+
 def test_a_chunk_with_a_key_that_is_not_text_is_refused_as_such(tmp_path: Path) -> None:
     """A flipped byte can turn a msgpack key into an integer: one clear refusal, not a TypeError
     from comparing an int with a str."""
@@ -834,3 +853,30 @@ def test_a_chunk_with_a_key_that_is_not_text_is_refused_as_such(tmp_path: Path) 
     path.write_bytes(_encode([_header(2), chunk], "msgpack"))
     with pytest.raises(DatasetFormatError, match=r"chunk 1: expected keys .* got \[.*'7'.*\]"):
         read_dataset(path)
+
+
+def test_a_file_being_written_is_locked_against_a_second_writer(tmp_path: Path) -> None:
+    """Two writers of one file (two collections into the same output) interleaved their chunks,
+    and the second cut off the first one's chunk in progress when it opened the file: the second
+    is refused, saying so, and the file is unchanged; once the first is closed it resumes."""
+    from torch_diode.dataset import file_in_use
+    from torch_diode.errors import FileInUseError
+
+    path = tmp_path / "d.msgpack"
+    first = DatasetWriter(path, PROV)
+    for r in records(PROBLEMS[0]):
+        first.add(r)
+    first.flush()
+    assert file_in_use(path)
+    data = path.read_bytes()
+    with pytest.raises(FileInUseError, match=r"d\.msgpack: another process is writing it"):
+        DatasetWriter(path, PROV)
+    assert path.read_bytes() == data
+    first.close()
+    assert not file_in_use(path) and not file_in_use(tmp_path / "missing.msgpack")
+    with DatasetWriter(path, PROV) as again:
+        assert again.problems_done == {PROBLEMS[0]}
+    with pytest.raises(ValueError, match="holds timings of"):  # another GPU's file: refused as before
+        DatasetWriter(path, Provenance(hardware="NVIDIA-H200", collector="test"))
+    assert not file_in_use(path)  # the refused writer let go of the file
+    assert len(read_dataset(path)) == len(records(PROBLEMS[0]))

@@ -39,7 +39,7 @@ import msgpack
 import numpy as np
 
 from torch_diode._files import atomic_write
-from torch_diode.errors import DatasetFormatError, SchemaVersionError, TruncatedFileError
+from torch_diode.errors import DatasetFormatError, FileInUseError, SchemaVersionError, TruncatedFileError
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 
 FORMAT_NAME = "torch-diode-dataset"
@@ -79,10 +79,9 @@ def format_for_path(path: str | os.PathLike[str], fmt: str | None = None) -> For
         return "json"
     if suffix in (".msgpack", ".mpk", ".msgp"):
         return "msgpack"
-    raise ValueError(
-        f"{path}: cannot tell the format from the extension {suffix!r}; name the file .json or .msgpack "
-        f"or pass --format json|msgpack"
-    )
+    # No flag is named here: not every command that reads or writes a dataset has a --format (the
+    # CLI adds it where the command has one).
+    raise ValueError(f"{path}: cannot tell the format from the extension {suffix!r}; name the file .json or .msgpack")
 
 
 @dataclass(frozen=True)
@@ -874,6 +873,58 @@ def find_dataset_files(
 # ---------------------------------------------------------------------------------------------
 
 
+def _open_locked(path: Path) -> BinaryIO:
+    """``path`` opened for reading and writing (created empty when missing, never truncated),
+    with an exclusive lock (``flock``) held until it is closed. On a file system without locks
+    it is opened unlocked.
+
+    Raises:
+        FileInUseError: another open writer holds the lock.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fh = os.fdopen(fd, "r+b")
+    try:
+        locked = _try_lock(fh.fileno())
+    except BaseException:
+        fh.close()
+        raise
+    if not locked:
+        fh.close()
+        raise FileInUseError(
+            f"{path}: another process is writing it (a collection still running?); wait for it to end, "
+            "or write to another file"
+        )
+    return fh
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` without waiting: False when another open file holds
+    it; True when taken, or when the platform or file system has no such locks."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # a file system without locks
+        return True
+    return True
+
+
+def file_in_use(path: str | os.PathLike[str]) -> bool:
+    """Whether an open :class:`DatasetWriter` (of any process) is writing ``path`` now."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return not _try_lock(fd)
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+
+
 class DatasetWriter:
     """Appends records to a dataset file in self-contained chunks, for collectors.
 
@@ -886,6 +937,9 @@ class DatasetWriter:
     resumed file keeps its own kind unless ``compress`` says otherwise: plain chunks may be
     appended to a version-2 file, but compressed ones not to a version-1 file (refused;
     ``diode data convert`` rewrites it compressed).
+
+    The file is locked (``flock``) while the writer is open: a second writer of it, in this
+    process or another, is refused with :class:`~torch_diode.errors.FileInUseError`.
 
     Use as a context manager; leaving the block flushes what is buffered.
     """
@@ -915,36 +969,45 @@ class DatasetWriter:
         self._choices_done: dict[Problem, set[Choice]] | None = None
         self.records_before = 0
         self.recovered_bytes = 0
-        if self.path.exists() and self.path.stat().st_size > 0:
-            st = _read_state(self.path, self.format, recover=True)
-            if compress and st.version < 2:
-                raise ValueError(
-                    f"{self.path}: written uncompressed (schema version {st.version}), so its chunks cannot be "
-                    "compressed; rewrite it with `diode data convert IN OUT` first, or pass compress=False"
-                )
-            self.compress = st.version >= 2 if compress is None else bool(compress)
-            hw = {s.hardware for s in st.tables.sources}
-            if hw and hw != {provenance.hardware}:
-                raise ValueError(
-                    f"{self.path}: holds timings of {sorted(hw)}, not {provenance.hardware!r}; write to another file"
-                )
-            self._tables = st.tables
-            self._written_sources = len(st.tables.sources)
-            self._written_problems = len(st.tables.problems)
-            self._written_choices = len(st.tables.choices)
-            self._existing = _state_to_dataset(st)
-            self.problems_done = self._existing.collected_problems()
-            self.records_before = st.records
-            size = self.path.stat().st_size
-            self.recovered_bytes = size - st.good_bytes
-            self._fh: BinaryIO = open(self.path, "r+b")
-            self._fh.truncate(st.good_bytes)
-            self._fh.seek(st.good_bytes)
-        else:
-            self._fh = open(self.path, "wb")
+        # Opened (created when missing, never truncated) and locked before it is read: a second
+        # writer of the same file (two collections into one output) would cut off the first one's
+        # chunk in progress and interleave their chunks.
+        self._fh: BinaryIO = _open_locked(self.path)
+        try:
+            self._resume_or_start(provenance, compress)
+        except BaseException:
+            self._fh.close()
+            raise
+        self._source = self._tables.source_id(provenance)
+
+    def _resume_or_start(self, provenance: Provenance, compress: bool | None) -> None:
+        size = os.fstat(self._fh.fileno()).st_size
+        if size == 0:
             self._fh.write(_encode_header(self.format, self.compress))
             self._sync()
-        self._source = self._tables.source_id(provenance)
+            return
+        st = _read_state(self.path, self.format, recover=True)
+        if compress and st.version < 2:
+            raise ValueError(
+                f"{self.path}: written uncompressed (schema version {st.version}), so its chunks cannot be "
+                "compressed; rewrite it with `diode data convert IN OUT` first, or pass compress=False"
+            )
+        self.compress = st.version >= 2 if compress is None else bool(compress)
+        hw = {s.hardware for s in st.tables.sources}
+        if hw and hw != {provenance.hardware}:
+            raise ValueError(
+                f"{self.path}: holds timings of {sorted(hw)}, not {provenance.hardware!r}; write to another file"
+            )
+        self._tables = st.tables
+        self._written_sources = len(st.tables.sources)
+        self._written_problems = len(st.tables.problems)
+        self._written_choices = len(st.tables.choices)
+        self._existing = _state_to_dataset(st)
+        self.problems_done = self._existing.collected_problems()
+        self.records_before = st.records
+        self.recovered_bytes = size - st.good_bytes
+        self._fh.truncate(st.good_bytes)
+        self._fh.seek(st.good_bytes)
 
     @property
     def choices_done(self) -> dict[Problem, set[Choice]]:

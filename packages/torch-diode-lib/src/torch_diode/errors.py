@@ -69,5 +69,15 @@ class ModelNotFoundError(DiodeError, LookupError):
     """No model of the requested name or hardware key is available."""
 
 
+class FileInUseError(DiodeError):
+    """A dataset file is being written by another open writer (another collection into it)."""
+
+
 class CollectionError(DiodeError):
     """A collection run failed as a whole (for example it measured nothing)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM stopped a collection (``kill``, ``timeout``): raised in place of Python's immediate
+    exit so that it is cleaned up as an interrupt is. A ``KeyboardInterrupt``: code that handles
+    Ctrl-C handles it too. The ``diode`` CLI exits with 143 (128 + SIGTERM) for it."""

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torch_diode._version import __version__
-from torch_diode.errors import CollectionError, DiodeError
+from torch_diode.errors import CollectionError, DiodeError, Terminated
 
 # Subcommand modules, in the order their commands appear in --help.
 _MODULES: tuple[str, ...] = (
@@ -116,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, DiodeError, ValueError, OSError) as e:
         print(f"diode {name}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"diode {name}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(f"diode {name}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130

@@ -89,11 +89,17 @@ def _add_collect_args(p: argparse.ArgumentParser, *, default_space: str = "DEFAU
     )
 
 
+# Defaults of the options that only apply when problems are sampled. Their argparse defaults are
+# None, so that create-validation can tell which ones were given with --shapeset (where they would
+# be ignored); _sampler_defaults fills these in before sampling.
+_SAMPLER_DEFAULTS: dict[str, Any] = {"seed": 0, "layouts": "row/row,row/col", "min_dim": 16, "max_dim": 8192}
+
+
 def _sampler_args(p: argparse.ArgumentParser) -> None:
     from torch_diode.shapes.sampling import SAMPLERS
 
     p.add_argument("--num-shapes", "-n", type=int, required=True, help="number of distinct problems to sample")
-    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument("--seed", type=int, help="sampler seed (default 0)")
     p.add_argument(
         "--log-normal",
         action="store_true",
@@ -107,24 +113,48 @@ def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", default="mm,addmm,bmm", help="comma-separated ops (default mm,addmm,bmm)")
     p.add_argument("--dtypes", default=_DTYPES, help=f"comma-separated dtypes (default {_DTYPES})")
     p.add_argument(
-        "--layouts", default="row/row,row/col", help="comma-separated A/B layouts: row/row,row/col,col/row,col/col"
+        "--layouts",
+        help="comma-separated A/B layouts: row/row,row/col,col/row,col/col (default row/row,row/col)",
     )
-    p.add_argument("--min-dim", type=int, default=16, help="smallest M, N, K for uniform/pow2 (default 16)")
-    p.add_argument("--max-dim", type=int, default=8192, help="largest M, N, K for uniform/pow2 (default 8192)")
+    p.add_argument("--min-dim", type=int, help="smallest M, N, K for uniform/pow2 (default 16)")
+    p.add_argument("--max-dim", type=int, help="largest M, N, K for uniform/pow2 (default 8192)")
+
+
+def _sampler_given(args: argparse.Namespace) -> list[str]:
+    """The sampling-only options given on the command line (before ``_sampler_defaults``)."""
+    values = {n: getattr(args, n) for n in ("seed", "log_normal", "sampler", "layouts", "min_dim", "max_dim")}
+    return ["--" + n.replace("_", "-") for n, v in values.items() if v is not None and v is not False]  # 0 counts
+
+
+def _sampler_defaults(args: argparse.Namespace) -> None:
+    """Give the sampling options that were not given their defaults."""
+    for name, value in _SAMPLER_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "collect",
         help="sample GEMM problems and collect their timings on this GPU",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Sample --num-shapes GEMM problems (as --sampler, --ops, --dtypes and --layouts say, seeded by "
+        "--seed) and collect their timings on this GPU into --output: with --collector inductor, the timings "
+        "max-autotune takes of every choice of the --search-space; with --collector sweep, a faster sweep of the "
+        "Triton configs. Collection resumes: rerun the same command and the problems already in --output are "
+        "skipped.",
     )
     _add_collect_args(p)
     _sampler_args(p)
     p.set_defaults(func=_cmd_collect)
 
-    p = subparsers.add_parser("collect-shapeset", help="collect the timings of a shape set's problems")
+    p = subparsers.add_parser(
+        "collect-shapeset",
+        help="collect the timings of a shape set's problems",
+        description="Collect the timings of the problems of a shape set (a JSON file of GEMM shapes, such as "
+        "data/shapesets/real_models.json or one `diode shapes` writes) on this GPU into --output; --split, --ops, "
+        "--dtypes, --tags and --limit choose which. Collection resumes: rerun the same command and the problems "
+        "already in --output are skipped.",
+    )
     _add_collect_args(p)
     p.add_argument("--shapeset", required=True, help="shape-set JSON file")
     p.add_argument("--split", choices=("train", "val", "all"), default="all", help="which entries (default all)")
@@ -165,7 +195,11 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_create_validation)
 
     p = subparsers.add_parser(
-        "shapes", help="extract GEMM shapes of a model, build the real-model shape set, or fit the sampler"
+        "shapes",
+        help="extract GEMM shapes of a model, build the real-model shape set, or fit the sampler",
+        description="Write the GEMM shapes of a model (--model, at --batch, --tokens and --past; --list names the "
+        "models) or of the committed real-model shape set (--real-models) as a shape set to --output (or print "
+        "them), or fit the log-normal sampler to a shape set's real-model entries and print it (--fit).",
     )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--model", help="a model name (see --list)")
@@ -255,7 +289,12 @@ def _ops_hint(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None) -> int:
     from torch_diode.collect import collect
+    from torch_diode.dataset import format_for_path
 
+    try:
+        format_for_path(args.output, args.format)
+    except ValueError as e:  # the lib's message names no flag: these commands have --format
+        raise UsageError(f"--output {e}, or pass --format json|msgpack") from None
     if not problems:
         flags = [
             f
@@ -279,6 +318,7 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
     if args.max_configs is not None and args.collector != "sweep":
         raise UsageError("--max-configs applies to --collector sweep (Inductor's space is set by --search-space)")
     options = _options(args, seed=seed)
+    check_output("--output", args.output)  # before compiling anything: a directory, or nowhere to write
     summary = collect(problems, options, args.output)  # a CollectionError exits 1 through cli.main
     print(f"{summary.output}: {summary.line()}")
     return 0
@@ -307,6 +347,7 @@ def _sample(args: argparse.Namespace, exclude: Any = ()) -> list[Problem]:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
+    _sampler_defaults(args)
     return _run(args, _sample(args), seed=args.seed)
 
 
@@ -362,6 +403,13 @@ def _shape_key(p: Problem) -> tuple[Any, ...]:
 def _cmd_create_validation(args: argparse.Namespace) -> int:
     from torch_diode.dataset import read_dataset
 
+    given = _sampler_given(args) if args.shapeset else []
+    if given:  # they would be ignored: the shape set's entries are taken as they are
+        raise UsageError(
+            f"--shapeset takes the shape set's 'val' entries, so {', '.join(given)} (sampling only) would be "
+            f"ignored; drop {'them' if len(given) > 1 else 'it'}, or drop --shapeset to sample"
+        )
+    _sampler_defaults(args)
     check_output("--output", args.output, inputs=args.train)  # it is appended to: a training file would grow
     train_problems: set[Problem] = set()
     train_seeds: set[int] = set()
@@ -385,7 +433,7 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
         # Sample with the exclusion applied, then drop shapes training has in another layout too.
         problems = [p for p in _sample(args, exclude=train_problems) if _shape_key(p) not in taken]
     log.info("validation: %d problem(s), disjoint from %d training problem(s)", len(problems), len(train_problems))
-    return _run(args, problems, seed=args.seed)
+    return _run(args, problems, seed=None if args.shapeset else args.seed)  # a shape set's entries: not sampled
 
 
 def _check_shapeset_output(path: str) -> None:

@@ -23,6 +23,7 @@ from torch_diode.dataset import (
 )
 from torch_diode.errors import TruncatedFileError
 from torch_diode.lut import KernelLUT, best_choices
+from torch_diode.records import Problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,9 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "stats",
         help="per hardware and op: problems, configs, records and each problem's fastest choice",
-        description="Summarise dataset files: per hardware key and op, the number of problems, configs "
-        "(distinct choices) and records, and each problem's fastest measured choice (median over repeats) "
-        "with its time and speedup over ATen.",
+        description="Summarise dataset files: per hardware key and op, the number of problems with timings, "
+        "configs (distinct choices), records, failures and problems with failures only (no timing), and each "
+        "problem's fastest measured choice (median over repeats) with its time and speedup over ATen.",
     )
     s.add_argument("files", nargs="+", metavar="FILE", help="dataset files (.json or .msgpack)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -105,16 +106,19 @@ def _out(line: str = "") -> None:
     sys.stdout.write(line + "\n")
 
 
-def _check_format(path: str, fmt: str | None = None) -> None:
+def _check_format(path: str, fmt: str | None = None, flag: str | None = None) -> None:
+    """Refuse a path whose format its extension does not tell; ``flag`` is the option of this
+    command that gives the format of ``path`` (None where there is none), named in the advice."""
     try:
         format_for_path(path, fmt)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(f"{e}, or pass {flag} json|msgpack" if flag else str(e)) from None
 
 
 def _check_output(path: str, fmt: str | None, inputs: Sequence[str] = ()) -> None:
-    """Refuse an output path we cannot write, or that is one of ``inputs``, before doing any work."""
-    _check_format(path, fmt)
+    """Refuse an output path we cannot write, or that is one of ``inputs``, before doing any work
+    (every command with an output has --format for it)."""
+    _check_format(path, fmt, "--format")
     check_output(None, path, inputs=inputs, make_parent=False)
 
 
@@ -147,7 +151,11 @@ def _split_by_hardware(ds: Dataset) -> dict[str, Dataset]:
 
 def dataset_stats(ds: Dataset) -> dict[str, Any]:
     """Per hardware key and op: problem, config, record and failure counts, and each problem's
-    fastest choice (median over repeats) with its time and speedup over the fastest ATen choice."""
+    fastest choice (median over repeats) with its time and speedup over the fastest ATen choice.
+
+    ``problems`` counts the problems with timings; ``failed_problems`` those with failure records
+    only (failed as a whole, or every choice failed), which ``problems`` leaves out.
+    """
     out: dict[str, Any] = {}
     for hw, part in _split_by_hardware(ds).items():
         ops: dict[str, Any] = {}
@@ -155,7 +163,7 @@ def dataset_stats(ds: Dataset) -> dict[str, Any]:
         rec_ops = op_of[part.problem_idx] if len(part) else np.zeros(0, dtype=object)
         for problem, ranked, aten in best_choices(part, top_k=1):
             choice, t = ranked[0]
-            o = ops.setdefault(problem.op, {"problems": 0, "configs": 0, "records": 0, "failures": 0, "best": []})
+            o = ops.setdefault(problem.op, _new_op_stats())
             o["problems"] += 1
             o["best"].append(
                 {
@@ -171,10 +179,22 @@ def dataset_stats(ds: Dataset) -> dict[str, Any]:
             o["records"] = int(sel.sum())
             o["configs"] = len(np.unique(part.choice_idx[sel]))
         for f in part.failures:
-            o = ops.setdefault(f.problem.op, {"problems": 0, "configs": 0, "records": 0, "failures": 0, "best": []})
+            o = ops.setdefault(f.problem.op, _new_op_stats())
             o["failures"] += 1
+        for problem in _failed_only(part):
+            ops[problem.op]["failed_problems"] += 1
         out[hw] = dict(sorted(ops.items()))
     return out
+
+
+def _new_op_stats() -> dict[str, Any]:
+    return {"problems": 0, "configs": 0, "records": 0, "failures": 0, "failed_problems": 0, "best": []}
+
+
+def _failed_only(ds: Dataset) -> set[Problem]:
+    """The problems of ``ds`` with failure records and no timing record."""
+    timed = {ds.problems[i] for i in np.unique(ds.problem_idx).tolist()}
+    return {f.problem for f in ds.failures} - timed
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -188,6 +208,7 @@ def _stats(args: argparse.Namespace) -> int:
             "records": len(ds),
             "problems": len(np.unique(ds.problem_idx)),
             "failures": len(ds.failures),
+            "failed_problems": len(_failed_only(ds)),
             "hardware": stats,
         }
         json.dump(summary, sys.stdout, indent=1)
@@ -200,7 +221,8 @@ def _stats(args: argparse.Namespace) -> int:
         _out(f"{hw}:")
         for op, o in ops.items():
             _out(
-                f"  {op}: {o['problems']} problems, {o['configs']} configs, {o['records']} records, {o['failures']} failures"
+                f"  {op}: {o['problems']} problems, {o['configs']} configs, {o['records']} records, {o['failures']} failures, "
+                f"{o['failed_problems']} problems with failures only"
             )
             width = max((len(b["problem"]) for b in o["best"]), default=0)
             for b in o["best"]:
@@ -226,7 +248,7 @@ def _compress(args: argparse.Namespace) -> bool | None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    _check_format(args.input, args.input_format)
+    _check_format(args.input, args.input_format, "--input-format")
     _check_output(args.output, args.format)
     if Path(args.input).resolve() == Path(args.output).resolve():
         raise UsageError(f"{args.output}: IN and OUT are the same file")

@@ -9,6 +9,10 @@
   (``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` set, ``WORLD_SIZE > 1``) each process is one rank on
   ``cuda:LOCAL_RANK`` and writes its shard only: ranks may be on different hosts, so join the
   shards with ``diode data merge`` (or :func:`merge_shards`) where they meet.
+* **Stopped cleanly.** SIGTERM (``kill``, ``timeout``) stops a run as Ctrl-C does
+  (:class:`~torch_diode.errors.Terminated`): the workers stop, the shards are merged. Workers
+  end with their parent if it is killed outright, and a rerun first merges the shards such a
+  kill left.
 * **Progress.** A tqdm bar (when tqdm is installed and ``progress`` is on) shows problems done,
   configs (records) per second and the ETA.
 * **Never silent.** A run that measured problems but produced no record raises
@@ -20,9 +24,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import glob
 import logging
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -30,8 +36,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from torch_diode.dataset import Dataset, DatasetWriter, format_for_path, merge_datasets, read_dataset, write_dataset
-from torch_diode.errors import CollectionError
+from torch_diode.dataset import (
+    Dataset,
+    DatasetWriter,
+    file_in_use,
+    format_for_path,
+    merge_datasets,
+    read_dataset,
+    write_dataset,
+)
+from torch_diode.errors import CollectionError, Terminated
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord, unique
 
 log = logging.getLogger(__name__)
@@ -204,6 +218,20 @@ def shard_path(output: str | os.PathLike[str], rank: int) -> Path:
     return p.with_name(f"{p.stem}.rank{rank}{p.suffix}")
 
 
+def shard_files(output: str | os.PathLike[str], suffix: str = "") -> list[Path]:
+    """The shard files ``OUT.rank{r}.<ext>`` (with ``suffix``: ``OUT.rank{r}.<ext><suffix>``) that
+    exist beside ``output``, by rank: what a multi-worker run writes, or left when it was killed,
+    and what torchrun's ranks write."""
+    out = Path(output)
+    pattern = re.compile(re.escape(out.stem) + r"\.rank(\d+)" + re.escape(out.suffix + suffix))
+    found = []
+    for f in out.parent.glob(f"{glob.escape(out.stem)}.rank*{glob.escape(out.suffix + suffix)}"):
+        m = pattern.fullmatch(f.name)
+        if m and f.is_file():
+            found.append((int(m.group(1)), f))
+    return [f for _, f in sorted(found)]
+
+
 def merge_shards(
     output: str | os.PathLike[str],
     shards: Sequence[str | os.PathLike[str]],
@@ -241,7 +269,7 @@ def partial_path(output: str | os.PathLike[str]) -> Path:
 
 def _partial_files(output: Path) -> list[Path]:
     """``OUT.partial`` and the shards' ``OUT.rank{r}.<ext>.partial`` that exist and are not empty."""
-    files = [partial_path(output), *sorted(output.parent.glob(f"{output.stem}.rank*{output.suffix}.partial"))]
+    files = [partial_path(output), *shard_files(output, ".partial")]
     return [f for f in files if f.is_file() and f.stat().st_size > 0]
 
 
@@ -637,25 +665,31 @@ def _worker_main(
     done: frozenset[Problem],
     measured: Mapping[Problem, Collection[Choice]] | None = None,
     partial: Mapping[Problem, Collection[Choice]] | None = None,
+    parent: int | None = None,
 ) -> CollectSummary:
-    """Entry point of a local worker process (``multiprocessing`` spawn)."""
+    """Entry point of a local worker process (``multiprocessing`` spawn). It ends with its
+    ``parent`` (the collecting process, by its pid as the parent sent it: it may have died while
+    this process started), and stops on SIGTERM as on Ctrl-C, its shard closed."""
     logging.basicConfig(level=logging.INFO, format=f"[rank {rank}] %(message)s")
+    if parent is not None:
+        exit_with_parent(parent)
     device = "cpu" if options.device == "cpu" else f"cuda:{rank}"
     options = _share_compile_cpus(options, world)
     if device.startswith("cuda"):
         import torch
 
         torch.cuda.set_device(rank)
-    return _run_rank(
-        shard(problems, rank, world),
-        options,
-        Path(path),
-        device=device,
-        done=done,
-        measured=measured,
-        partial=partial,
-        position=rank,
-    )
+    with sigterm_interrupts():
+        return _run_rank(
+            shard(problems, rank, world),
+            options,
+            Path(path),
+            device=device,
+            done=done,
+            measured=measured,
+            partial=partial,
+            position=rank,
+        )
 
 
 def _share_compile_cpus(options: CollectOptions, local_processes: int) -> CollectOptions:
@@ -670,14 +704,45 @@ def _share_compile_cpus(options: CollectOptions, local_processes: int) -> Collec
 
 
 def _problems_done(
-    output: Path, format: str | None, *, top_up: bool = False
+    output: Path, format: str | None, *, top_up: bool = False, also: Sequence[Path] = ()
 ) -> tuple[frozenset[Problem], dict[Problem, set[Choice]] | None]:
-    """The problems already in ``output`` (measured, or failed as a whole): a resumed run skips
-    them; with ``top_up``, also the choices measured (or failed) per problem."""
-    if not output.exists() or output.stat().st_size == 0:
-        return frozenset(), ({} if top_up else None)
-    ds = read_dataset(output, format=format, recover=True)
-    return frozenset(ds.collected_problems()), (ds.measured_choices() if top_up else None)
+    """The problems already in ``output`` and in the files ``also`` (measured, or failed as a
+    whole): a resumed run skips them; with ``top_up``, also the choices measured (or failed) per
+    problem."""
+    done: set[Problem] = set()
+    measured: dict[Problem, set[Choice]] | None = {} if top_up else None
+    for f in (output, *also):
+        if not f.is_file() or f.stat().st_size == 0:
+            continue
+        ds = read_dataset(f, format=format, recover=True)
+        done |= ds.collected_problems()
+        if measured is not None:
+            for problem, choices in ds.measured_choices().items():
+                measured.setdefault(problem, set()).update(choices)
+    return frozenset(done), measured
+
+
+def _merge_leftover_shards(output: Path, format: str | None) -> None:
+    """Merge into ``output`` the shards that a multi-worker run killed before its merge (SIGKILL,
+    a lost machine) left beside it, before anything is measured: otherwise a rerun with one
+    worker measured their problems again, and one with another number of workers merged them in
+    as duplicates of its own measurements."""
+    leftovers = shard_files(output)
+    if not any(f.stat().st_size > 0 for f in leftovers):
+        return
+    busy = [f.name for f in leftovers if file_in_use(f)]
+    if busy:
+        raise CollectionError(
+            f"{output}: its shard file(s) {', '.join(busy)} are being written by another process (a collection "
+            "into the same output still running?); wait for it to end, or write to another output"
+        )
+    log.warning(
+        "%s: merging %d shard file(s) that an interrupted run left (%s) into it before resuming",
+        output,
+        len(leftovers),
+        ", ".join(f.name for f in leftovers),
+    )
+    merge_shards(output, leftovers, format=format)
 
 
 def _spawn_workers(
@@ -698,7 +763,9 @@ def _spawn_workers(
     errors = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [
-            pool.submit(_worker_main, r, workers, problems, options, str(shards[r]), done, measured, partial)
+            pool.submit(
+                _worker_main, r, workers, problems, options, str(shards[r]), done, measured, partial, os.getpid()
+            )
             for r in range(workers)
         ]
         try:
@@ -708,11 +775,12 @@ def _spawn_workers(
                 except Exception as e:  # one rank failing must not hide the others' results
                     errors.append(f"rank {r}: {type(e).__name__}: {e}")
         except KeyboardInterrupt:
-            # Ctrl-C or `timeout --signal=INT`: stop the workers, then merge what they flushed (every
-            # finished problem) so the output holds it even if the run is never resumed. A second
-            # SIGINT (`timeout` signals the process and then its group; session 8's x4 chunk) must
-            # not cut this short: it left the shards unmerged and the ranks to be SIGKILLed.
-            with sigint_ignored():
+            # Ctrl-C, `timeout` or `kill` (SIGTERM: sigterm_interrupts): stop the workers, then merge
+            # what they flushed (every finished problem) so the output holds it even if the run is
+            # never resumed. A second signal (`timeout` signals the process and then its group;
+            # session 8's x4 chunk) must not cut this short: it left the shards unmerged and the
+            # ranks to be SIGKILLed.
+            with interrupts_ignored():
                 _stop_workers(pool, futures)
                 merge_shards(output, shards, format=options.format)
             log.warning("%s: interrupted; the finished problems of every rank are merged into it", output)
@@ -727,21 +795,65 @@ def _spawn_workers(
 
 
 @contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT (Ctrl-C, ``timeout --signal=INT``) for the block, in the main thread (signal
-    handlers can only be set there; elsewhere the block runs unchanged), then put the previous
-    handler back. For clean-up that a second interrupt must not cut short."""
+def interrupts_ignored() -> Iterator[None]:
+    """Ignore SIGINT (Ctrl-C, ``timeout --signal=INT``) and SIGTERM (``timeout``'s default,
+    ``kill``) for the block, in the main thread (signal handlers can only be set there; elsewhere
+    the block runs unchanged), then put the previous handlers back. For clean-up that a second
+    signal must not cut short: ``timeout`` signals the process and then its whole group."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Make SIGTERM stop the block as Ctrl-C does (:class:`~torch_diode.errors.Terminated`, a
+    ``KeyboardInterrupt``), in the main thread, so that ``kill`` or ``timeout`` runs the same
+    clean-up: the writers closed, the workers stopped, the shards merged. Python's default for
+    SIGTERM ends the process at once, which left a run's workers orphaned and its shards
+    unmerged. A SIGTERM that is ignored (``nohup``-style) stays ignored; the previous handler is
+    put back after the block."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def exit_with_parent(parent: int, every_s: float = 0.5) -> None:
+    """End this process (a worker) as soon as ``parent`` is gone (killed with SIGKILL, say): a
+    worker left behind would run on, or wait forever for work no one will send. Everything it
+    finished is on disk already: the collectors flush after every problem."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="diode-parent-watch", daemon=True).start()
 
 
 def _stop_workers(pool: Any, futures: Sequence[Any], grace_s: float = 10.0) -> None:
@@ -779,6 +891,13 @@ def collect(
             GPU cannot be identified.
         ValueError: no problems, or a bad option.
     """
+    with sigterm_interrupts():
+        return _collect(problems, options, output_path)
+
+
+def _collect(
+    problems: Iterable[Problem], options: CollectOptions, output_path: str | os.PathLike[str]
+) -> CollectSummary:
     plist = unique(problems)
     if not plist:
         raise ValueError("problems: nothing to collect (the problem list is empty)")
@@ -800,9 +919,12 @@ def collect(
             local = (rank or 0) % max(torch.cuda.device_count(), 1) if local is None else local
             torch.cuda.set_device(local)
             device = f"cuda:{local}"
-        done, measured = _problems_done(output, options.format, top_up=options.top_up)
-        plist, partial = _resume_partial(plist, output, options)  # before sharding: every rank reads the same
         path = shard_path(output, rank or 0)
+        # The other shards here too (this rank's own is resumed by its writer): after a run with
+        # another WORLD_SIZE, a problem in a shard of another rank number is not measured again.
+        others = [f for f in shard_files(output) if f != path]
+        done, measured = _problems_done(output, options.format, top_up=options.top_up, also=others)
+        plist, partial = _resume_partial(plist, output, options)  # before sharding: every rank reads the same
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         summary = _run_rank(
             shard(plist, rank or 0, world),
@@ -818,6 +940,7 @@ def collect(
         log.info("rank %d/%d: %s; join the shards with `diode data merge`", rank, world, summary.line())
         _check_result(summary)
         return summary
+    _merge_leftover_shards(output, options.format)
     settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
     plist, partial = _resume_partial(plist, output, options)
     workers = options.workers

@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from torch_diode.collect.inductor import SEARCH_SPACES
-from torch_diode.collect.runner import sigint_ignored
+from torch_diode.collect.runner import exit_with_parent, interrupts_ignored
 from torch_diode.records import (
     BATCHED_OPS,
     BIAS_OPS,
@@ -584,22 +584,9 @@ def _worker_init(cache_dir: str | None, parent: int | None = None) -> None:
     if hasattr(os, "setpgrp"):
         os.setpgrp()
         # The parent's pid as the parent sent it: it may have died while this process started.
-        _exit_with_parent(os.getppid() if parent is None else parent)
+        exit_with_parent(os.getppid() if parent is None else parent)
     if cache_dir:
         os.environ["TRITON_CACHE_DIR"] = cache_dir
-
-
-def _exit_with_parent(parent: int, every_s: float = 0.5) -> None:
-    """End this process (a compile worker) as soon as ``parent`` is gone: out of the parent's
-    process group, it no longer dies with it by a signal to the group."""
-    import threading
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(every_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="diode-parent-watch", daemon=True).start()
 
 
 def _killed_by_signal(message: str) -> bool:
@@ -1004,7 +991,7 @@ class SweepCollector:
             manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
             # A second SIGINT (`timeout` sends one to the process and one to its group) must not
             # cut this short: a worker left running keeps the interpreter from exiting.
-            with sigint_ignored():
+            with interrupts_ignored():
                 pool.shutdown(wait=False, cancel_futures=True)
                 for proc in procs:
                     if proc.is_alive():
