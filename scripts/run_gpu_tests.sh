@@ -3,6 +3,7 @@
 # (every area: ~10 minutes on an H100), or those of the test files or node ids given.
 #   bash scripts/run_gpu_tests.sh [test paths] [extra pytest args]
 #   bash scripts/run_gpu_tests.sh tests/test_sweep_gpu.py -x     # the sweep's alone (~2 minutes)
+# On a machine of several GPUs, scripts/run_gpu_tests_parallel.py runs them on every GPU at once.
 # Results go to $OUT (the device tool's output folder) or ./gpu-test-results:
 #   gpu-tests.log (full output), gpu-tests.xml (JUnit), env.txt (GPU, torch, triton).
 set -uo pipefail

@@ -120,6 +120,7 @@ def test_collect_cli_resumes(run_diode, tmp_path):
     assert len(read_dataset(out)) == len(ds)
 
 
+@pytest.mark.multi_gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_two_gpus_shard_and_merge(tmp_path):
     out = tmp_path / "two.msgpack"

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Run the pytest tests marked ``gpu`` on every GPU of the machine at once, then the multi-GPU ones.
+
+The tests marked ``gpu`` (but not ``multi_gpu``) are dealt round-robin, in collection order, to one
+pytest process per GPU (``CUDA_VISIBLE_DEVICES=i``, each with a fresh Inductor cache); the tests
+marked ``multi_gpu`` run afterwards with every GPU visible. One H200 takes about 15 minutes for all
+of them (session 65: two calls, 545 s stopped and 349 s), more than one device call allows.
+
+    python3 scripts/run_gpu_tests_parallel.py             # every gpu test
+    python3 scripts/run_gpu_tests_parallel.py tests/test_sweep_gpu.py --deadline-s 480
+    python3 scripts/run_gpu_tests_parallel.py --dry-run   # print the split, run nothing (no GPU needed)
+
+Results go to ``$OUT`` (the device tool's output folder) or ``./gpu-test-results``: ``env.txt``,
+``gpu{i}.log`` per GPU and ``multi.log``, few files on purpose (the device tool returns at most
+eight, so at most six GPUs are used). Each log holds pytest's full report (``-rA``, every test's
+duration). ``--deadline-s`` stops the runs (SIGINT, then SIGKILL 20 s later) that many seconds
+after the start, keeping ``--multi-s`` for the multi-GPU tests; pytest still writes the summary of
+what ran. Exit status: 0 when every run passed, 1 when a test failed or a run was stopped, 3
+without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_PROCESSES = 6  # env.txt + six logs + multi.log: the device tool's eight files
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    src = [str(ROOT / "packages" / p / "src") for p in ("torch-diode-lib", "torch-diode-models", "torch-diode")]
+    env["PYTHONPATH"] = os.pathsep.join(src + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def _collect(paths: list[str], marks: str, env: dict[str, str]) -> list[str]:
+    """The node ids pytest selects with ``-m marks`` under ``paths``, in collection order."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", marks, "--collect-only", "-q", "-p", "no:cacheprovider", *paths],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    ids = [line.strip() for line in out.stdout.splitlines() if "::" in line and not line.startswith(" ")]
+    if out.returncode not in (0, 5):  # 5: nothing selected
+        sys.exit(f"run_gpu_tests_parallel: collecting the tests failed:\n{out.stdout[-3000:]}{out.stderr[-3000:]}")
+    return ids
+
+
+def deal(ids: list[str], n: int) -> list[list[str]]:
+    """``ids`` dealt round-robin to ``n`` processes (neighbouring cases of one test, often alike in
+    cost, go to different GPUs)."""
+    return [ids[i::n] for i in range(n)]
+
+
+def _gpu_count(env: dict[str, str]) -> int:
+    code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    try:
+        return int(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return 0
+
+
+def _start(ids: list[str], log: Path, env: dict[str, str], devices: str) -> tuple[subprocess.Popen, object]:
+    run_env = dict(env, CUDA_VISIBLE_DEVICES=devices, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="inductor-"))
+    fh = open(log, "w")  # closed by _wait
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q", "-rA", "--durations=0", *ids]
+    fh.write(f"# CUDA_VISIBLE_DEVICES={devices}: {len(ids)} test(s)\n")
+    fh.flush()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=run_env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, fh
+
+
+def _wait(runs: list[tuple[subprocess.Popen, object]], deadline: float | None) -> list[int]:
+    """Wait for ``runs``; at ``deadline`` send SIGINT to each one's group, SIGKILL 20 s later."""
+    stopped = False
+    while any(p.poll() is None for p, _ in runs):
+        now = time.monotonic()
+        if deadline is not None and now >= deadline and not stopped:
+            for p, _ in runs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGINT)
+            stopped, deadline = True, now + 20
+        elif stopped and deadline is not None and now >= deadline:
+            for p, _ in runs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+        time.sleep(0.5)
+    for _, fh in runs:
+        fh.close()  # type: ignore[attr-defined]
+    return [p.returncode for p, _ in runs]
+
+
+def _summary(log: Path) -> str:
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if re.search(r"\b(passed|failed|error)", ln)]
+    return lines[-1].strip("= ") if lines else "no summary (stopped before pytest reported)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="*", default=["tests"], help="test files or node ids (default: tests)")
+    ap.add_argument("--deadline-s", type=float, help="stop every run this many seconds after the start")
+    ap.add_argument("--multi-s", type=float, default=60.0, help="seconds kept for the multi-GPU tests (default 60)")
+    ap.add_argument("--dry-run", action="store_true", help="print the split and run nothing")
+    args = ap.parse_args(argv)
+    start = time.monotonic()
+    env = _env()
+    single = _collect(args.paths, "gpu and not multi_gpu", env)
+    multi = _collect(args.paths, "gpu and multi_gpu", env)
+    gpus = _gpu_count(env)
+    n = max(1, min(gpus or 2, MAX_PROCESSES))  # a dry run without a GPU shows a two-GPU split
+    if args.dry_run:
+        for i, part in enumerate(deal(single, n)):
+            print(f"GPU {i}: {len(part)} test(s)")
+            print("".join(f"  {t}\n" for t in part), end="")
+        print(f"then on every GPU: {len(multi)} test(s)")
+        print("".join(f"  {t}\n" for t in multi), end="")
+        return 0
+    if gpus == 0:
+        print("run_gpu_tests_parallel: no CUDA GPU visible: the gpu tests would all be skipped", file=sys.stderr)
+        return 3
+    results = Path(os.environ.get("OUT") or ROOT / "gpu-test-results")
+    results.mkdir(parents=True, exist_ok=True)
+    probe = "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
+    smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    versions = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout
+    (results / "env.txt").write_text(smi + versions)
+    print(smi + versions, end="")
+    deadline = start + args.deadline_s - (args.multi_s if multi else 0) if args.deadline_s else None
+    parts = [p for p in deal(single, n) if p]
+    runs = [_start(part, results / f"gpu{i}.log", env, str(i)) for i, part in enumerate(parts)]
+    codes = _wait(runs, deadline)
+    logs = [results / f"gpu{i}.log" for i in range(len(parts))]
+    if multi:
+        everything = ",".join(str(i) for i in range(gpus))
+        end = start + args.deadline_s if args.deadline_s else None
+        codes += _wait([_start(multi, results / "multi.log", env, everything)], end)
+        logs.append(results / "multi.log")
+    for log, code in zip(logs, codes, strict=True):
+        print(f"{log.name}: {_summary(log)} (exit {code})")
+    return 0 if all(c == 0 for c in codes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
