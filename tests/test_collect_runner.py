@@ -565,3 +565,30 @@ def test_collect_problems_measures_a_datasets_problems_in_a_run_of_their_own(tmp
     assert "--from:" in capsys.readouterr().err and not (tmp_path / "x.msgpack").exists()
     assert main(["collect-problems", "--from", str(src), "--output", str(src), "--device", "cpu"]) == 2
     assert "--from and --output are the same file" in capsys.readouterr().err
+
+
+def test_sigterm_becomes_an_interrupt_only_in_place_of_pythons_default():
+    """collect() turns SIGTERM into Terminated (a KeyboardInterrupt) only where Python's default
+    would end the process at once: a program's own handler, or an ignored SIGTERM, is left alone;
+    the default comes back after the block."""
+    from torch_diode.collect.runner import sigterm_interrupts
+    from torch_diode.errors import Terminated
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with sigterm_interrupts():
+            with pytest.raises(Terminated):
+                signal.raise_signal(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+        def own(signum, frame):
+            pass
+
+        for handler in (own, signal.SIG_IGN):
+            signal.signal(signal.SIGTERM, handler)
+            with sigterm_interrupts():
+                assert signal.getsignal(signal.SIGTERM) is handler
+                signal.raise_signal(signal.SIGTERM)  # handled by the program's own handler, or ignored
+            assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)

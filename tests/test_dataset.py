@@ -880,3 +880,26 @@ def test_a_file_being_written_is_locked_against_a_second_writer(tmp_path: Path) 
         DatasetWriter(path, Provenance(hardware="NVIDIA-H200", collector="test"))
     assert not file_in_use(path)  # the refused writer let go of the file
     assert len(read_dataset(path)) == len(records(PROBLEMS[0]))
+
+
+def test_a_closed_writer_lets_go_of_its_file_in_a_forked_child_too(tmp_path: Path) -> None:
+    """A process forked while a writer is open (a compile worker pool started with fork) shares
+    the open file: closing the writer releases the lock explicitly, so the next writer of the file
+    is not refused while that process lives on."""
+    import multiprocessing
+    import time
+
+    from torch_diode.dataset import file_in_use
+
+    path = tmp_path / "d.msgpack"
+    writer = DatasetWriter(path, PROV)
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
+    child.start()
+    try:
+        writer.close()
+        assert not file_in_use(path)
+        with DatasetWriter(path, PROV) as again:
+            assert again.problems_done == set()
+    finally:
+        child.kill()
+        child.join(timeout=30)

@@ -913,6 +913,19 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
+def _unlock_and_close(fh: BinaryIO) -> None:
+    """Release ``fh``'s lock explicitly, then close it: a process forked meanwhile (a compile
+    worker pool started with fork) shares the open file, and closing ours alone would leave the
+    lock held until that process ends."""
+    try:
+        import fcntl
+
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    except (ImportError, OSError):
+        pass
+    fh.close()
+
+
 def file_in_use(path: str | os.PathLike[str]) -> bool:
     """Whether an open :class:`DatasetWriter` (of any process) is writing ``path`` now."""
     try:
@@ -976,7 +989,7 @@ class DatasetWriter:
         try:
             self._resume_or_start(provenance, compress)
         except BaseException:
-            self._fh.close()
+            _unlock_and_close(self._fh)
             raise
         self._source = self._tables.source_id(provenance)
 
@@ -1062,8 +1075,10 @@ class DatasetWriter:
 
     def close(self) -> None:
         if not self._fh.closed:
-            self.flush()
-            self._fh.close()
+            try:
+                self.flush()
+            finally:
+                _unlock_and_close(self._fh)
 
     def __enter__(self) -> DatasetWriter:
         return self

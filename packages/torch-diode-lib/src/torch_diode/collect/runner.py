@@ -824,15 +824,15 @@ def sigterm_interrupts() -> Iterator[None]:
     ``KeyboardInterrupt``), in the main thread, so that ``kill`` or ``timeout`` runs the same
     clean-up: the writers closed, the workers stopped, the shards merged. Python's default for
     SIGTERM ends the process at once, which left a run's workers orphaned and its shards
-    unmerged. A SIGTERM that is ignored (``nohup``-style) stays ignored; the previous handler is
-    put back after the block."""
+    unmerged. Only Python's default is replaced: a SIGTERM that is ignored stays ignored, and a
+    program's own handler stays its own. The default is put back after the block."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
