@@ -187,6 +187,7 @@ def _start(args: argparse.Namespace) -> tuple[CampaignPlan, list | None]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from torch_diode.collect import collect, partial_path
+    from torch_diode.errors import Terminated
 
     plan, problems = _start(args)
     if problems is None:
@@ -225,11 +226,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # collect() resumes: its writer skips (and logs) the problems already in the file.
     try:
         s = collect(problems, options, out)
-    except KeyboardInterrupt:  # Ctrl-C, or campaign_gpu.sh's deadline (`timeout --signal=INT`)
+    except KeyboardInterrupt as e:  # Ctrl-C, campaign_gpu.sh's deadline (`timeout --signal=INT`), or SIGTERM
         partial = partial_path(out)
         kept = f", the timed parts of unfinished ones in {partial.name}" if partial.exists() else ""
-        print(f"{args.split}: interrupted; every finished problem is in {out}{kept}: rerun to resume", file=sys.stderr)
-        return 130
+        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        print(f"{args.split}: {how}; every finished problem is in {out}{kept}: rerun to resume", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     print(
         f"{args.split}: {s.problems_skipped} of {s.problems_total} problems were already collected; "
         f"+{s.problems_measured} problems, +{s.records} records in {s.elapsed_s:.1f} s "

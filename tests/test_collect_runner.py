@@ -31,7 +31,7 @@ from torch_diode.collect import (
     stalled_problems,
 )
 from torch_diode.dataset import Dataset, DatasetWriter, file_in_use, read_dataset, write_dataset
-from torch_diode.errors import CollectionError
+from torch_diode.errors import CollectionError, FileInUseError
 from torch_diode.evaluate import read_max_autotune_solution
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 from torch_diode.shapes.shapeset import ShapeEntry, save_shapeset
@@ -491,7 +491,7 @@ def test_a_shard_being_written_is_not_merged(tmp_path):
     with DatasetWriter(shard_path(out, 1), Provenance(hardware="cpu-test", collector="inductor")) as w:
         w.add(TimingRecord(problem=bmm(16), choice=aten, time_us=10.0, hardware="cpu-test"))
         w.flush()
-        with pytest.raises(CollectionError, match=r"out\.rank1\.msgpack are being written by another process"):
+        with pytest.raises(FileInUseError, match=r"out\.rank1\.msgpack are being written by another process"):
             collect([bmm(24)], CollectOptions(**CPU), out)
     assert shard_path(out, 1).exists() and not out.exists()
     assert read_dataset(shard_path(out, 1)).problems == [bmm(16)]
@@ -592,3 +592,31 @@ def test_sigterm_becomes_an_interrupt_only_in_place_of_pythons_default():
             assert signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_second_run_into_an_output_being_collected_is_refused(tmp_path, capsys):
+    """Session 66's audit: a second collection into an output another one is writing got past
+    the writer's lock (merging replaces OUT and OUT.partial by new files) and both exited 0 while
+    the first one's later problems went to a file no name reached. The run holds OUT.lock for its
+    whole length: a second local run, or `diode data merge` into OUT, is refused before any work;
+    torchrun ranks share it (and keep a local run out meanwhile)."""
+    from torch_diode.dataset import lock_path, output_lock
+
+    out = tmp_path / "out.msgpack"
+    other = tmp_path / "other.msgpack"
+    aten = Choice(template="aten::bmm")
+    with DatasetWriter(other, Provenance(hardware="cpu-test", collector="inductor")) as w:
+        w.add(TimingRecord(problem=bmm(16), choice=aten, time_us=10.0, hardware="cpu-test"))
+    with output_lock(out):  # as a running collection into `out` holds it
+        with pytest.raises(FileInUseError, match=r"another collection \(or merge\) is writing it now"):
+            collect([bmm(16)], CollectOptions(**CPU), out)
+        with pytest.raises(FileInUseError):
+            collect([bmm(16)], CollectOptions(rank=0, world_size=2, **CPU), out)
+        assert main(["data", "merge", str(out), str(other)]) == 2
+        assert "out.msgpack.lock is locked" in capsys.readouterr().err
+    assert not out.exists() and not shard_path(out, 0).exists()  # nothing was measured or written
+    with output_lock(out, shared=True):  # a torchrun rank is running
+        with pytest.raises(FileInUseError):
+            collect([bmm(16)], CollectOptions(**CPU), out)
+    collect([bmm(16)], CollectOptions(**CPU), out)
+    assert read_dataset(out).problems == [bmm(16)] and not lock_path(out).exists()

@@ -903,3 +903,97 @@ def test_a_closed_writer_lets_go_of_its_file_in_a_forked_child_too(tmp_path: Pat
     finally:
         child.kill()
         child.join(timeout=30)
+
+
+def test_a_chunk_on_disk_is_not_written_again_after_an_interrupt(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C or SIGTERM landing just after a chunk reached the disk (here: as its fsync returns)
+    left the chunk counted as unwritten, and close() wrote it a second time: duplicate records."""
+    path = tmp_path / "d.msgpack"
+    real_fsync = os.fsync
+    calls = []
+
+    def fsync_then_interrupt(fd: int) -> None:  # the OS call, then the signal's exception
+        real_fsync(fd)
+        calls.append(fd)
+        if len(calls) == 2:  # the header's fsync is the first
+            raise KeyboardInterrupt
+
+    rs = records(PROBLEMS[0])
+    monkeypatch.setattr(os, "fsync", fsync_then_interrupt)
+    w = DatasetWriter(path, PROV)
+    for r in rs:
+        w.add(r)
+    with pytest.raises(KeyboardInterrupt):
+        w.flush()
+    w.close()
+    monkeypatch.undo()
+    assert len(read_dataset(path)) == len(rs)
+
+
+def test_a_file_being_appended_to_is_not_replaced_or_cut(tmp_path: Path) -> None:
+    """Replacing (write_dataset: data merge, convert) or cutting (recover in place) a file that an
+    open writer appends to left that writer writing to a file no name reaches: refused."""
+    from torch_diode.errors import FileInUseError
+
+    path = tmp_path / "d.msgpack"
+    with DatasetWriter(path, PROV) as w:
+        for r in records(PROBLEMS[0]):
+            w.add(r)
+        w.flush()
+        with open(path, "ab") as fh:
+            fh.write(b"\x85\xa1")  # a torn tail (a map cut short), for recover to cut
+        with pytest.raises(FileInUseError, match="an open writer is appending to it"):
+            write_dataset(read_dataset(path, recover=True), path)
+        with pytest.raises(FileInUseError, match="an open writer is appending to it"):
+            recover_dataset(path)
+
+
+def test_the_output_lock(tmp_path: Path) -> None:
+    """OUT.lock: one exclusive holder (a local collection, a merge), or any number of shared ones
+    (torchrun ranks) and then no exclusive one; the exclusive holder removes it at the end."""
+    from torch_diode.dataset import lock_path, output_lock
+    from torch_diode.errors import FileInUseError
+
+    out = tmp_path / "out.msgpack"
+    with output_lock(out):
+        assert lock_path(out).exists()
+        for shared in (False, True):
+            with pytest.raises(FileInUseError, match=r"out\.msgpack\.lock is locked"):
+                with output_lock(out, shared=shared):
+                    pass
+    assert not lock_path(out).exists()
+    with output_lock(out, shared=True), output_lock(out, shared=True):
+        with pytest.raises(FileInUseError):
+            with output_lock(out):
+                pass
+    with output_lock(out):  # free again
+        pass
+
+
+@pytest.mark.parametrize("code", ["EBADF", "ENOLCK"])
+def test_a_lock_the_file_system_refuses_is_not_taken_for_a_free_file(tmp_path: Path, monkeypatch, code: str) -> None:
+    """NFS emulates flock with POSIX locks and answers EBADF to an exclusive lock on a file not
+    open for writing: that must not read as "nobody holds it" (a live shard was merged and
+    removed). A file system without locks (ENOLCK) is written unlocked, as before."""
+    import errno
+    import fcntl
+
+    from torch_diode.dataset import file_in_use
+
+    path = tmp_path / "d.msgpack"
+    with DatasetWriter(path, PROV):
+        pass
+
+    def refusing_flock(fd: int, op: int) -> None:  # the file system's answer
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    monkeypatch.setattr(fcntl, "flock", refusing_flock)
+    if code == "EBADF":
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            file_in_use(path)
+        with pytest.raises(OSError):
+            DatasetWriter(path, PROV)
+    else:
+        assert not file_in_use(path)
+        with DatasetWriter(path, PROV) as w:
+            assert w.problems_done == set()

@@ -26,6 +26,7 @@ unless ``recover=True``, which keeps the complete chunks (``DatasetWriter`` resu
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -480,10 +481,15 @@ def write_dataset(
 
     Returns:
         The path written.
+
+    Raises:
+        FileInUseError: an open :class:`DatasetWriter` is appending to ``path`` (a collection into
+            it is running): replacing the file would leave it writing to one no name reaches.
     """
     path = Path(path)
     fmt = format_for_path(path, format)
     compressed = _compression(fmt, compress)
+    _refuse_in_use(path, "replace it")
     t = _Tables()
     # Tables given to Dataset() may repeat an entry; the file's tables are interned, so the
     # record columns are mapped onto the interned ids.
@@ -851,6 +857,7 @@ def recover_dataset(
     if output is not None:
         write_dataset(ds, output, format=output_format)
     elif size > st.good_bytes:
+        _refuse_in_use(p, "cut it")
         with open(p, "r+b") as fh:
             fh.truncate(st.good_bytes)
             fh.flush()
@@ -881,7 +888,7 @@ def _open_locked(path: Path) -> BinaryIO:
     Raises:
         FileInUseError: another open writer holds the lock.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
     fh = os.fdopen(fd, "r+b")
     try:
         locked = _try_lock(fh.fileno())
@@ -897,19 +904,26 @@ def _open_locked(path: Path) -> BinaryIO:
     return fh
 
 
-def _try_lock(fd: int) -> bool:
-    """Take an exclusive ``flock`` on ``fd`` without waiting: False when another open file holds
-    it; True when taken, or when the platform or file system has no such locks."""
+def _try_lock(fd: int, *, shared: bool = False) -> bool:
+    """Take an exclusive (or ``shared``) ``flock`` on ``fd`` without waiting: False when another
+    open file holds a conflicting one; True when taken, or when the platform or file system has no
+    such locks (ENOLCK, ENOSYS, EOPNOTSUPP). Other errors are raised: NFS emulates ``flock`` with
+    POSIX locks and refuses an exclusive one on a file not open for writing (EBADF), which must
+    not pass for "nobody holds it"."""
+    import errno
+
     try:
         import fcntl
     except ImportError:  # not POSIX
         return True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
-    except OSError:  # a file system without locks
-        return True
+    except OSError as e:
+        if e.errno in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP):
+            return True
+        raise
     return True
 
 
@@ -927,15 +941,79 @@ def _unlock_and_close(fh: BinaryIO) -> None:
 
 
 def file_in_use(path: str | os.PathLike[str]) -> bool:
-    """Whether an open :class:`DatasetWriter` (of any process) is writing ``path`` now."""
+    """Whether an open :class:`DatasetWriter` (of any process) is writing ``path`` now, or a
+    collection holds ``path`` as its :func:`output_lock`. Opened for writing to ask (an exclusive
+    lock needs it on NFS); a file this process cannot open for writing it cannot write either, and
+    is not reported in use."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
     except OSError:
         return False
     try:
         return not _try_lock(fd)
     finally:
         os.close(fd)  # closing releases a lock taken here
+
+
+def _refuse_in_use(path: Path, doing: str) -> None:
+    if file_in_use(path):
+        raise FileInUseError(
+            f"{path}: an open writer is appending to it (a collection still running?), so this would {doing} under "
+            "it; wait for it to end"
+        )
+
+
+def lock_path(output: str | os.PathLike[str]) -> Path:
+    """``OUT.lock``: the file a collection into ``OUT`` holds locked for the whole run. ``OUT``
+    itself cannot carry that lock: merging replaces it (a new file) while a run goes on."""
+    p = Path(output)
+    return p.with_name(p.name + ".lock")
+
+
+@contextlib.contextmanager
+def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iterator[None]:
+    """Hold :func:`lock_path` (``OUT.lock``) for the block: exclusively for a run that writes,
+    merges or replaces ``OUT`` and its sidecars, ``shared`` for a torchrun rank, which writes only
+    its own shard (ranks run together; a run that merges waits for none of them). An exclusive
+    holder removes the lock file at the end.
+
+    Raises:
+        FileInUseError: another run holds a conflicting lock.
+    """
+    path = lock_path(output)
+    for _ in range(5):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
+        try:
+            locked = _try_lock(fd, shared=shared)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not locked:
+            os.close(fd)
+            raise FileInUseError(
+                f"{output}: another collection (or merge) is writing it now ({path.name} is locked); wait for it "
+                "to end, or write to another output"
+            )
+        try:  # the holder before us may have removed the file between our open and our lock
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        if current is not None and os.path.samestat(os.fstat(fd), current):
+            break
+        os.close(fd)
+    else:
+        raise FileInUseError(f"{output}: could not take {path.name} (other runs keep replacing it); try again")
+    try:
+        yield
+    finally:
+        if not shared:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # still held: a run that opened it meanwhile sees it replaced and retries
+        with contextlib.suppress(OSError):
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 class DatasetWriter:
@@ -1064,8 +1142,35 @@ class DatasetWriter:
             failures=self._fail_buf,
             compress=self.compress,
         )
-        self._fh.write(chunk)
-        self._sync()
+        start = self._fh.tell()
+        try:
+            self._fh.write(chunk)
+            self._sync()
+            self._chunk_written()
+        except BaseException:
+            self._after_interrupted_write(start, len(chunk))
+            raise
+
+    def _after_interrupted_write(self, start: int, size: int) -> None:
+        """Interrupted (Ctrl-C, SIGTERM) during or just after a chunk's write: a chunk on disk
+        whole counts as written (close() would otherwise write it again: duplicate records); a
+        part of one is cut off and its records stay buffered."""
+        try:
+            self._fh.flush()
+            whole = os.fstat(self._fh.fileno()).st_size >= start + size
+        except Exception:
+            return  # cannot tell: a resumed writer's recovery cuts off what is incomplete
+        if whole:
+            self._chunk_written()
+            return
+        with contextlib.suppress(Exception):
+            self._fh.truncate(start)
+            self._fh.seek(start)
+
+    def _chunk_written(self) -> None:
+        """The buffered chunk is on disk: count its tables written and empty the buffers (safe to
+        repeat)."""
+        t = self._tables
         self._written_sources = len(t.sources)
         self._written_problems = len(t.problems)
         self._written_choices = len(t.choices)

@@ -17,6 +17,7 @@ from torch_diode.dataset import (
     Dataset,
     format_for_path,
     merge_datasets,
+    output_lock,
     read_dataset,
     recover_dataset,
     write_dataset,
@@ -267,9 +268,10 @@ def _merge(args: argparse.Namespace) -> int:
             f"{out}: exists and is not among the inputs, so merging would replace it; to merge into it, list it "
             "among the inputs too; else remove it first"
         )
-    parts = [read_dataset(f) for f in args.inputs]
-    ds = merge_datasets(parts, allow_mixed_hardware=args.allow_mixed_hardware)
-    out = write_dataset(ds, args.output, format=args.format, compress=_compress(args))
+    with output_lock(out):  # a collection into OUT (or its torchrun ranks) still running: refused
+        parts = [read_dataset(f) for f in args.inputs]
+        ds = merge_datasets(parts, allow_mixed_hardware=args.allow_mixed_hardware)
+        out = write_dataset(ds, args.output, format=args.format, compress=_compress(args))
     total = sum(len(p) for p in parts)
     _out(
         f"wrote {out}: {len(ds)} records from {len(parts)} file(s) ({total - len(ds)} duplicate(s) dropped), "

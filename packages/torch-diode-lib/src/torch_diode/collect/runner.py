@@ -42,10 +42,11 @@ from torch_diode.dataset import (
     file_in_use,
     format_for_path,
     merge_datasets,
+    output_lock,
     read_dataset,
     write_dataset,
 )
-from torch_diode.errors import CollectionError, Terminated
+from torch_diode.errors import CollectionError, FileInUseError, Terminated
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord, unique
 
 log = logging.getLogger(__name__)
@@ -732,7 +733,7 @@ def _merge_leftover_shards(output: Path, format: str | None) -> None:
         return
     busy = [f.name for f in leftovers if file_in_use(f)]
     if busy:
-        raise CollectionError(
+        raise FileInUseError(
             f"{output}: its shard file(s) {', '.join(busy)} are being written by another process (a collection "
             "into the same output still running?); wait for it to end, or write to another output"
         )
@@ -857,18 +858,31 @@ def exit_with_parent(parent: int, every_s: float = 0.5) -> None:
 
 
 def _stop_workers(pool: Any, futures: Sequence[Any], grace_s: float = 10.0) -> None:
-    """Interrupt ``pool``'s worker processes and wait for them. A terminal's Ctrl-C (or ``timeout``)
-    reaches the whole process group, so the workers usually stop by themselves; those still
-    running after ``grace_s`` get SIGINT (one signal each: a second one could cut a flush)."""
+    """Interrupt ``pool``'s worker processes and wait for them, for a bounded time. A terminal's
+    Ctrl-C (or ``timeout``) reaches the whole process group, so the workers usually stop by
+    themselves; those still running after ``grace_s`` get SIGINT (one signal each: a second one
+    could cut a flush), after 3 x ``grace_s`` more SIGTERM (which they take as an interrupt too),
+    and after ``grace_s`` more SIGKILL: a worker stuck in a device call must not hold the run (and
+    its signals are ignored during this clean-up). Every finished problem is on disk already."""
     import concurrent.futures
     import signal
 
-    _, running = concurrent.futures.wait(futures, timeout=grace_s)
-    if running:
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for sig, wait_s in ((None, grace_s), (signal.SIGINT, 3 * grace_s), (signal.SIGTERM, grace_s)):
+        if sig is not None:
+            for proc in procs:
+                if proc.is_alive():
+                    with contextlib.suppress(OSError):
+                        os.kill(proc.pid, sig)
+        _, running = concurrent.futures.wait(futures, timeout=wait_s)
+        if not running:
+            break
+    else:
+        for proc in procs:
             if proc.is_alive():
+                log.warning("rank process %d did not stop: killed (its finished problems are kept)", proc.pid)
                 with contextlib.suppress(OSError):
-                    os.kill(proc.pid, signal.SIGINT)
+                    proc.kill()
     pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -926,20 +940,32 @@ def _collect(
         done, measured = _problems_done(output, options.format, top_up=options.top_up, also=others)
         plist, partial = _resume_partial(plist, output, options)  # before sharding: every rank reads the same
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
-        summary = _run_rank(
-            shard(plist, rank or 0, world),
-            options,
-            path,
-            device=device,
-            done=done,
-            measured=measured,
-            partial=partial,
-            position=0,
-        )
+        with output_lock(output, shared=True):  # the ranks together; no merge of OUT meanwhile
+            summary = _run_rank(
+                shard(plist, rank or 0, world),
+                options,
+                path,
+                device=device,
+                done=done,
+                measured=measured,
+                partial=partial,
+                position=0,
+            )
         summary.shards = [path]
         log.info("rank %d/%d: %s; join the shards with `diode data merge`", rank, world, summary.line())
         _check_result(summary)
         return summary
+    # One run at a time writes, merges or replaces OUT and its sidecars: a second one (or a
+    # `diode data merge` into OUT) is refused while this one holds OUT.lock.
+    with output_lock(output):
+        summary = _collect_here(plist, options, output)
+    log.debug("%s: %s", output, summary.line())
+    _check_result(summary)
+    return summary
+
+
+def _collect_here(plist: list[Problem], options: CollectOptions, output: Path) -> CollectSummary:
+    """The local run of ``collect()``: one process, or one worker per GPU and their shards merged."""
     _merge_leftover_shards(output, options.format)
     settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
     plist, partial = _resume_partial(plist, output, options)
@@ -965,6 +991,4 @@ def _collect(
             )
         finally:
             settle_partials(output, format=options.format)  # interrupted too: the parts stay in OUT.partial
-    log.debug("%s: %s", output, summary.line())
-    _check_result(summary)
     return summary
