@@ -353,3 +353,24 @@ def test_code_hash_reads_only_elf_and_sees_code_changes(pack, tmp_path):
         pc.code_sha256(b"not an ELF file")
     with pytest.raises(ValueError, match="not a 64-bit"):
         pc.code_sha256(cubin[: len(cubin) // 2])  # section headers cut off
+
+
+def test_a_precompile_process_ends_with_its_parent(target):
+    """A precompile process whose parent is gone (killed outright; here a pid that is not its
+    parent, as when the parent died while it started) ends at once: before session 66 it compiled
+    what was queued and then waited for work forever."""
+    import time
+
+    code = (
+        "import json, sys, time\nfrom torch_diode.collect import precompile as pc\n"
+        "pc._worker_init(json.loads(sys.argv[1]), parent=os.getppid() + 10**7)\n"
+        "time.sleep(30); sys.exit(0)\n"
+    )
+    code = "import os\n" + code
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(target.to_dict())], env=env, timeout=120, capture_output=True, text=True
+    )
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 1 and time.monotonic() - t0 < 25  # ended by the watch, not after its sleep

@@ -378,13 +378,20 @@ class PrecompileSummary:
 _WORKER_TARGET: Target | None = None  # a precompile process's target, set once by _worker_init
 
 
-def _worker_init(target_dict: dict[str, Any]) -> None:
+def _worker_init(target_dict: dict[str, Any], parent: int | None = None) -> None:
     import signal
 
     from triton import knobs
 
+    from torch_diode.collect.runner import exit_with_parent
+
     global _WORKER_TARGET
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
+    if parent is not None:
+        # A parent killed outright (SIGKILL, or SIGTERM's default) cannot stop the pool: without
+        # this the process compiled what was queued and then waited for work forever. The
+        # parent's pid as the parent sent it: it may have died while this process started.
+        exit_with_parent(parent)
     _WORKER_TARGET = Target.from_dict(target_dict)
     emulate(_WORKER_TARGET)
     # The staging cache keeps what a pack takes (not part of the cache key): ~1/10 of the disk.
@@ -429,7 +436,8 @@ def precompile(
     ctx = multiprocessing.get_context("spawn")
     packed: list[tuple[Problem, list[str], bytes]] = []
     size = 0
-    with cf.ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(target.to_dict(),)) as pool:
+    init_args = (target.to_dict(), os.getpid())
+    with cf.ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=init_args) as pool:
         for problem in problems:
             todo = [c for c in choices_of(problem) if c.is_triton]
             t0 = time.perf_counter()
