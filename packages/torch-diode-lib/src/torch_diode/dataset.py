@@ -880,6 +880,25 @@ def find_dataset_files(
 # ---------------------------------------------------------------------------------------------
 
 
+_RW = os.O_RDWR | getattr(os, "O_BINARY", 0)  # binary on Windows, as open(..., "r+b") is
+
+
+def _locked_fd(path: Path, *, shared: bool = False) -> int | None:
+    """``path`` opened for reading and writing (created empty when missing, never truncated) and
+    locked (:func:`_try_lock`): its descriptor, or None (closed again) when another holds a
+    conflicting lock."""
+    fd = os.open(path, _RW | os.O_CREAT, 0o666)
+    try:
+        locked = _try_lock(fd, shared=shared)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not locked:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _open_locked(path: Path) -> BinaryIO:
     """``path`` opened for reading and writing (created empty when missing, never truncated),
     with an exclusive lock (``flock``) held until it is closed. On a file system without locks
@@ -888,20 +907,13 @@ def _open_locked(path: Path) -> BinaryIO:
     Raises:
         FileInUseError: another open writer holds the lock.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
-    fh = os.fdopen(fd, "r+b")
-    try:
-        locked = _try_lock(fh.fileno())
-    except BaseException:
-        fh.close()
-        raise
-    if not locked:
-        fh.close()
+    fd = _locked_fd(path)
+    if fd is None:
         raise FileInUseError(
             f"{path}: another process is writing it (a collection still running?); wait for it to end, "
             "or write to another file"
         )
-    return fh
+    return os.fdopen(fd, "r+b")
 
 
 def _try_lock(fd: int, *, shared: bool = False) -> bool:
@@ -927,16 +939,20 @@ def _try_lock(fd: int, *, shared: bool = False) -> bool:
     return True
 
 
-def _unlock_and_close(fh: BinaryIO) -> None:
-    """Release ``fh``'s lock explicitly, then close it: a process forked meanwhile (a compile
+def _unlock(fd: int) -> None:
+    """Release ``fd``'s lock explicitly before it is closed: a process forked meanwhile (a compile
     worker pool started with fork) shares the open file, and closing ours alone would leave the
     lock held until that process ends."""
     try:
         import fcntl
 
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        fcntl.flock(fd, fcntl.LOCK_UN)
     except (ImportError, OSError):
         pass
+
+
+def _unlock_and_close(fh: BinaryIO) -> None:
+    _unlock(fh.fileno())
     fh.close()
 
 
@@ -946,7 +962,7 @@ def file_in_use(path: str | os.PathLike[str]) -> bool:
     lock needs it on NFS); a file this process cannot open for writing it cannot write either, and
     is not reported in use."""
     try:
-        fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, _RW)
     except OSError:
         return False
     try:
@@ -982,14 +998,8 @@ def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iter
     """
     path = lock_path(output)
     for _ in range(5):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
-        try:
-            locked = _try_lock(fd, shared=shared)
-        except BaseException:
-            os.close(fd)
-            raise
-        if not locked:
-            os.close(fd)
+        fd = _locked_fd(path, shared=shared)
+        if fd is None:
             raise FileInUseError(
                 f"{output}: another collection (or merge) is writing it now ({path.name} is locked); wait for it "
                 "to end, or write to another output"
@@ -1009,10 +1019,7 @@ def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iter
         if not shared:
             with contextlib.suppress(OSError):
                 os.unlink(path)  # still held: a run that opened it meanwhile sees it replaced and retries
-        with contextlib.suppress(OSError):
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        _unlock(fd)
         os.close(fd)
 
 

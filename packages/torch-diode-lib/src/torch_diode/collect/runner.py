@@ -244,8 +244,17 @@ def merge_shards(
 
     Truncated shards (an interrupted rank) keep their complete chunks. With ``remove`` the shards
     are deleted once the merged file is written.
+
+    Raises:
+        FileInUseError: a writer (a rank still running) is appending to one of the shards.
     """
     out = Path(output)
+    busy = [Path(s).name for s in shards if file_in_use(s)]
+    if busy:  # merged, then removed: a writer still appending to one would write into nothing
+        raise FileInUseError(
+            f"{out}: its shard file(s) {', '.join(busy)} are being written by another process (a collection "
+            "into the same output still running?); wait for it to end, or write to another output"
+        )
     parts = [out] if out.exists() and out.stat().st_size > 0 else []
     parts += [Path(s) for s in shards if Path(s).exists() and Path(s).stat().st_size > 0]
     if not parts:
@@ -731,12 +740,6 @@ def _merge_leftover_shards(output: Path, format: str | None) -> None:
     leftovers = shard_files(output)
     if not any(f.stat().st_size > 0 for f in leftovers):
         return
-    busy = [f.name for f in leftovers if file_in_use(f)]
-    if busy:
-        raise FileInUseError(
-            f"{output}: its shard file(s) {', '.join(busy)} are being written by another process (a collection "
-            "into the same output still running?); wait for it to end, or write to another output"
-        )
     log.warning(
         "%s: merging %d shard file(s) that an interrupted run left (%s) into it before resuming",
         output,
@@ -796,18 +799,16 @@ def _spawn_workers(
 
 
 @contextlib.contextmanager
-def interrupts_ignored() -> Iterator[None]:
-    """Ignore SIGINT (Ctrl-C, ``timeout --signal=INT``) and SIGTERM (``timeout``'s default,
-    ``kill``) for the block, in the main thread (signal handlers can only be set there; elsewhere
-    the block runs unchanged), then put the previous handlers back. For clean-up that a second
-    signal must not cut short: ``timeout`` signals the process and then its whole group."""
+def _signal_handlers(handlers: Mapping[int, Any]) -> Iterator[None]:
+    """``handlers`` (signal -> handler) set for the block in the main thread (signal handlers can
+    only be set there; elsewhere the block runs unchanged), then the previous ones put back."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
     finally:
@@ -815,12 +816,20 @@ def interrupts_ignored() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def interrupts_ignored() -> contextlib.AbstractContextManager[None]:
+    """Ignore SIGINT (Ctrl-C, ``timeout --signal=INT``) and SIGTERM (``timeout``'s default,
+    ``kill``) for the block, in the main thread. For clean-up that a second signal must not cut
+    short: ``timeout`` signals the process and then its whole group."""
+    import signal
+
+    return _signal_handlers({signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN})
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated(f"signal {signum}")
 
 
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts() -> contextlib.AbstractContextManager[None]:
     """Make SIGTERM stop the block as Ctrl-C does (:class:`~torch_diode.errors.Terminated`, a
     ``KeyboardInterrupt``), in the main thread, so that ``kill`` or ``timeout`` runs the same
     clean-up: the writers closed, the workers stopped, the shards merged. Python's default for
@@ -828,19 +837,9 @@ def sigterm_interrupts() -> Iterator[None]:
     unmerged. Only Python's default is replaced: a SIGTERM that is ignored stays ignored, and a
     program's own handler stays its own. The default is put back after the block."""
     import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    default = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    return _signal_handlers({signal.SIGTERM: _raise_terminated} if default else {})
 
 
 def exit_with_parent(parent: int, every_s: float = 0.5) -> None:

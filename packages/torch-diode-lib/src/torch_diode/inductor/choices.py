@@ -407,8 +407,6 @@ class DiodeInductorChoices(InductorChoices):
         return self._model
 
     def _get_lut(self) -> Any:
-        if self._lut_error is not None:
-            raise self._lut_error  # remembered: every later GEMM falls back the same way, not only the first
         if self._lut_loaded or self.options.lut is None:
             return self._lut
         with self._load_lock:
@@ -421,7 +419,7 @@ class DiodeInductorChoices(InductorChoices):
                 except Exception as e:
                     self._lut_error = e
         if self._lut_error is not None:
-            raise self._lut_error
+            raise self._lut_error  # remembered: every later GEMM falls back the same way, not only the first
         return self._lut
 
     # -- the hook -------------------------------------------------------------------------------
