@@ -16,6 +16,7 @@ import pytest
 import torch
 from test_inductor_helpers import (  # noqa: F401  (fixtures)
     TEMPLATES,
+    buf,
     call_hook,
     diode_dataset,
     inductor_graph,
@@ -26,6 +27,8 @@ from test_inductor_helpers import (  # noqa: F401  (fixtures)
 )
 from torch._inductor import config as inductor_config
 from torch._inductor.choices import InductorChoices
+from torch._inductor.kernel.mm import addmm_contiguous_subgraph_template, aten_addmm, aten_bias_addmm, mm_template
+from torch._inductor.kernel_inputs import MMKernelInputs
 
 from torch_diode.config import DiodeOptions
 from torch_diode.dataset import Dataset
@@ -384,6 +387,85 @@ def test_addmm_triton_only_call_scores_a_stand_in_aten(model_path: Path) -> None
     aten_best = int(np.argmin(pred.log_time_us)) == len(choices) - 1
     assert len(out) == (0 if aten_best else 1)
     assert all(x.template.uid == "triton::mm" for x in out)
+
+
+SHIPPED_H100 = Path(__file__).resolve().parents[1] / (
+    "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors"
+)
+
+
+def split_addmm_inputs(m: int, n: int, k: int, *, bias_2d: bool, dtype: torch.dtype = torch.float16) -> tuple[Any, Any]:
+    """The kernel inputs of torch >= 2.12's two addmm calls: ATen's on the bias as given (a 2-D
+    bias broadcast along rows offers ``aten::bias_addmm`` too), Triton's on the expanded bias;
+    both on the same mat1 and mat2, as ``tuned_addmm`` passes them."""
+    a, b = buf([m, k], [k, 1], dtype), buf([k, n], [1, k], dtype)
+    bias = buf([m, n], [0, 1], dtype) if bias_2d else buf([n], [1], dtype)
+    scalars = {"alpha": 1, "beta": 1}
+    return MMKernelInputs([bias, a, b], scalars=scalars), MMKernelInputs(
+        [buf([m, n], [0, 1], dtype), a, b], scalars=scalars
+    )
+
+
+def test_addmm_aten_call_keeps_the_variant_the_model_trusts() -> None:
+    """torch >= 2.12: addmm's ATen call holds both variants on a 2-D broadcast bias; where the call
+    between them is trusted (fp16, aligned) the one confidently over the threshold slower is left
+    out, as in torch 2.11's single call, so Inductor does not benchmark the pair."""
+    handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H100)))
+    model = load_model(SHIPPED_H100)
+    variants = [aten_addmm, aten_bias_addmm]
+    with inductor_graph():
+        ki, _ = split_addmm_inputs(6304, 3072, 768, bias_2d=True)
+        out = call_hook(handler, ki, "addmm", variants)
+        pred = model.predict(problem_from_kernel_inputs(ki, "addmm"), [choice_from_ktc(x) for x in out] or [])
+        stock = [x.template.uid for x in call_hook(InductorChoices(), ki, "addmm", variants)]
+        both = model.predict(problem_from_kernel_inputs(ki, "addmm"), [Choice.aten("addmm"), Choice.aten("bias_addmm")])
+        # fp32: the call between them is not trusted (session 42), both stay
+        ki32, _ = split_addmm_inputs(6304, 3072, 768, bias_2d=True, dtype=torch.float32)
+        out32 = call_hook(handler, ki32, "addmm", variants)
+    assert stock == ["aten::addmm", "aten::bias_addmm"]
+    slow, fast = np.asarray(both.log_time_us), np.asarray(both.std)
+    assert slow[0] - slow[1] > math.log(1.1) and np.exp(-fast).min() >= 0.8  # addmm predicted slower, surely
+    assert [x.template.uid for x in out] == ["aten::bias_addmm"] and len(pred.log_time_us) == 1
+    assert [x.template.uid for x in out32] == ["aten::addmm", "aten::bias_addmm"]
+    s = handler.get_stats()
+    assert s["passthrough"] == {"no_triton_candidates": 1} and s["fallbacks_total"] == 0
+
+
+def test_addmm_split_calls_are_one_lowering() -> None:
+    """torch >= 2.12: ``single_choice`` counts what addmm's ATen call kept with its Triton call
+    (a Triton config kept beside ATen is two choices; none kept beside one ATen choice is one),
+    and the Triton call weighs its configs against the ATen choice that call kept."""
+    handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H100)))
+    model = load_model(SHIPPED_H100)
+    totals, kept_triton = [], {}
+    with inductor_graph():
+        for bias_2d in (False, True):
+            ki_aten, ki_triton = split_addmm_inputs(4096, 1024, 1024, bias_2d=bias_2d)
+            handler.reset_stats()
+            aten_out = call_hook(handler, ki_aten, "addmm", [aten_addmm, aten_bias_addmm] if bias_2d else [aten_addmm])
+            between = call_hook(handler, ki_aten, "addmm", [addmm_contiguous_subgraph_template])  # 2.13's second call
+            triton_out = call_hook(handler, ki_triton, "addmm", [mm_template])
+            totals.append(len(aten_out) + len(between) + len(triton_out))
+            s = handler.get_stats()  # the lowering's, counted at its last call
+            assert s["single_choice"] == int(totals[-1] == 1)
+            assert (s["candidates_kept"], s["aten_kept"], s["aten_dropped"]) == (totals[-1], 1, int(bias_2d))
+            assert s["candidates_seen"] == 1 + int(bias_2d) + len(stock_ktcs(ki_triton, "addmm")["triton::mm"])
+            kept_triton[bias_2d] = [kw(x) for x in triton_out]
+        problem = problem_from_kernel_inputs(ki_triton, "addmm")
+        ktcs = stock_ktcs(ki_triton, "addmm")["triton::mm"]
+    assert sorted(totals) == [1, 2]  # one of each, so that both counts are checked
+    # what the Triton call kept follows the ATen choice the earlier call kept (addmm, then bias_addmm)
+    triton = [choice_from_ktc(x) for x in ktcs]
+    for bias_2d, aten in ((False, "addmm"), (True, "bias_addmm")):
+        pred = model.predict(problem, [*triton, Choice.aten(aten)])
+        lt, sd = np.asarray(pred.log_time_us, np.float64), np.asarray(pred.std, np.float64)
+        n = len(triton)
+        order = order_of(
+            problem, triton, lt[:n], diversity=handler.options.diversity, cliff_guard=handler.options.cliff_guard
+        )
+        sel = select(lt[:n], sd[:n], lt[n:], sd[n:], handler.options, keep_one_triton=False, triton_order=order)
+        assert len(kept_triton[bias_2d]) == len(sel.triton)
+    assert kept_triton[False] != kept_triton[True]
 
 
 def test_decision_cache_replays_identical_ktcs(model_path: Path) -> None:

@@ -208,6 +208,27 @@ def test_compile_with_a_mode_and_a_loaded_model_object(model_path: Path) -> None
     assert handle.get_stats()["calls"] >= 3
 
 
+def test_compile_addmm_with_a_broadcast_bias_keeps_one_aten_variant() -> None:
+    """A real max-autotune compile (torch 2.13 on CPU: addmm's ATen call holds ``aten::addmm``
+    and ``aten::bias_addmm`` on a 2-D bias broadcast along rows; its Triton call holds none
+    here): with the shipped H100 model the handler keeps the variant it predicts faster, so
+    Inductor benchmarks nothing, and the result equals eager's."""
+    shipped = Path(__file__).resolve().parents[1] / (
+        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors"
+    )
+    x, w, bias = (torch.randn(s, dtype=torch.float16) for s in ((512, 256), (128, 256), (128,)))
+
+    def linear_2d_bias(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(bias.expand(x.shape[0], -1), x, w.t())
+
+    with install_diode_choices(model=str(shipped), device_types=("cpu",)) as handle:
+        with inductor_config.patch(force_disable_caches=True, max_autotune=True):
+            torch._dynamo.reset()
+            torch.testing.assert_close(torch.compile(linear_2d_bias)(x, w, bias), linear_2d_bias(x, w, bias))
+    s = handle.get_stats()  # counted at addmm's last hook call (its Triton templates': none on CPU)
+    assert (s["aten_kept"], s["aten_dropped"], s["single_choice"], s["fallbacks_total"]) == (1, 1, 1, 0)
+
+
 def test_compile_in_a_thread_started_after_install_uses_the_handler(model_path: Path) -> None:
     args = (torch.randn(32, 48), torch.randn(48, 16), torch.randn(16), torch.randn(2, 8, 12), torch.randn(2, 12, 4))
     with install_diode_choices(model=str(model_path), device_types=("cuda", "cpu")) as handle:

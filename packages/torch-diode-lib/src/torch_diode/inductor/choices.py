@@ -32,9 +32,17 @@ patch is process-wide for those few milliseconds, and a compile running concurre
 thread could enumerate the exhaustive space too (it would only autotune more).
 
 In ``tuned_addmm`` from torch 2.12, ATen gets its own earlier hook call and the Triton templates
-a later one. In a Triton call of ``addmm`` without ATen, the handler scores a stand-in
-``aten::addmm`` choice too, so the same rule applies: when the model is confident ATen wins, no
-Triton config is returned and ATen (from the other call) runs without benchmarking.
+a later one (2.13 adds a ``contiguous_addmm`` call between them). The ATen call holds
+``aten::addmm`` alone on a 1-D bias (``nn.Linear``), and ``aten::bias_addmm`` too on a 2-D bias
+broadcast along rows; of that pair the handler leaves out the variant the model confidently
+predicts slower, where that call is trusted, as in a single call. In the Triton call the handler
+scores the ATen choices the earlier call kept (a stand-in ``aten::addmm`` where none is known)
+beside the Triton configs, so the same rule applies: when the model is confident ATen wins, no
+Triton config is returned and ATen (from the other call) runs, without benchmarking where it is
+the only choice. ATen cannot be left out there: its call came first. So where the model keeps
+one Triton config, Inductor benchmarks it against ATen (on torch 2.10 / 2.11 one call holds both,
+and the handler can keep the Triton config alone). The statistics count such a lowering once,
+at its last call.
 
 Any exception falls back to the stock behaviour for that call, counted by reason in
 :meth:`DiodeInductorChoices.get_stats` and logged once per process (``enable_fallback=False``
@@ -234,6 +242,10 @@ class _Stats:
         with self.lock:
             self.counts.update(counts)
 
+    def add_passthrough(self, reason: str) -> None:
+        with self.lock:
+            self.passthrough[reason] += 1
+
     def add_confidence(self, confidence: float) -> None:
         with self.lock:
             self.confidence_sum += confidence
@@ -295,6 +307,7 @@ class DiodeInductorChoices(InductorChoices):
         self._cache: OrderedDict[Any, dict[Choice, tuple[float, float]]] = OrderedDict()
         self._decisions: OrderedDict[Any, _Decision] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._split = threading.local()  # .pending: _SplitCalls of addmm's calls before its Triton call
 
     # -- pickling: only the options travel ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -375,8 +388,10 @@ class DiodeInductorChoices(InductorChoices):
         seen before: its selection is replayed without enumerating or predicting),
         ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
         ``compile_cost_skipped`` (widened configs left out by ``max_compile_cost``),
-        ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (calls that left
-        one choice: nothing to benchmark), ``fallbacks`` (reason -> count) and ``fallbacks_total``,
+        ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (GEMM lowerings
+        left with one choice: nothing to benchmark; addmm's separate calls on torch >= 2.12 count
+        as one lowering, with the candidates and ATen choices of its earlier calls),
+        ``fallbacks`` (reason -> count) and ``fallbacks_total``,
         ``passthrough`` (reason -> count of calls left to stock without being a failure),
         ``predict_time_s`` (model calls), ``widen_time_s`` (enumerating Inductor's candidates,
         widened or not), ``hook_time_s`` (the whole hook) and
@@ -433,15 +448,18 @@ class DiodeInductorChoices(InductorChoices):
     ) -> list[Any]:
         t0 = time.perf_counter()
         self._stats.add(calls=1)
+        split = self._split_calls(kernel_inputs, templates, op_name)
+        out: list[Any] = []
         try:
             skip = self._skip_reason(kernel_inputs, templates, op_name)
             if skip is not None:
-                with self._stats.lock:
-                    self._stats.passthrough[skip] += 1
-                return super()._finalize_template_configs(
+                self._stats.add_passthrough(skip)
+                out = super()._finalize_template_configs(
                     template_choices, kernel_inputs, templates, op_name, kwarg_overrides
                 )
-            return self._select_ktcs(template_choices, kernel_inputs, templates, op_name, kwarg_overrides or {})
+                return out
+            out = self._select_ktcs(template_choices, kernel_inputs, templates, op_name, kwarg_overrides or {}, split)
+            return out
         except Exception as e:
             reason = e.reason if isinstance(e, HandlerError) else "internal_error"
             with self._stats.lock:
@@ -462,11 +480,46 @@ class DiodeInductorChoices(InductorChoices):
                 t.uid: self.get_ktc(kernel_inputs, t, op_name, (kwarg_overrides or {}).get(t.uid, {}))
                 for t in templates
             }
-            return super()._finalize_template_configs(fresh, kernel_inputs, templates, op_name, kwarg_overrides)
+            out = super()._finalize_template_configs(fresh, kernel_inputs, templates, op_name, kwarg_overrides)
+            return out
         finally:
+            if split is not None:
+                if split.last_call:
+                    self._count_split(split, out)
+                else:
+                    split.add(out)
             dt = time.perf_counter() - t0
             with self._stats.lock:
                 self._stats.hook_time_s += dt
+
+    def _split_calls(self, kernel_inputs: Any, templates: Sequence[Any], op_name: str) -> _SplitCalls | None:
+        """The record of this addmm lowering's earlier hook calls: torch >= 2.12 asks for ATen (and
+        2.13 for ``contiguous_addmm``) in calls of their own before the last call, the Triton
+        templates' (whose list can be empty). An earlier call starts or extends the record
+        (returned, for the hook to add its result to); the last call takes it (None when there is
+        none: every other op, and torch 2.10 / 2.11's single addmm call), and its statistics
+        count the whole lowering. Calls are told apart by their operands: the calls of one
+        lowering share ``mat1`` and ``mat2`` and run one after the other in one thread."""
+        if op_name != "addmm":
+            return None
+        try:
+            nodes = kernel_inputs.nodes()
+            key = (
+                id(nodes[getattr(kernel_inputs, "_mat1_idx", -2)]),
+                id(nodes[getattr(kernel_inputs, "_mat2_idx", -1)]),
+            )
+        except Exception:  # not an MMKernelInputs: no pairing
+            return None
+        pending: _SplitCalls | None = getattr(self._split, "pending", None)
+        if not templates or any(_is_triton(t.uid) for t in templates):
+            self._split.pending = None
+            if pending is None or pending.key != key:
+                return None
+            pending.last_call = True
+            return pending
+        if pending is None or pending.key != key:
+            pending = self._split.pending = _SplitCalls(key)
+        return pending
 
     def _skip_reason(self, kernel_inputs: Any, templates: Sequence[Any], op_name: str) -> str | None:
         if not self._active:
@@ -475,7 +528,7 @@ class DiodeInductorChoices(InductorChoices):
             return "disabled"
         if op_name not in OPS:
             return "unsupported_op"
-        if not any(_is_triton(t.uid) for t in templates):
+        if not any(_is_triton(t.uid) for t in templates) and not _aten_variants_call(templates, op_name):
             return "no_triton_candidates"
         if kernel_inputs.device_type not in self.options.device_types:
             return "device_type"
@@ -550,6 +603,7 @@ class DiodeInductorChoices(InductorChoices):
         templates: Sequence[Any],
         op_name: str,
         overrides: dict[str, Any],
+        split: _SplitCalls | None = None,
     ) -> list[Any]:
         try:
             problem = problem_from_kernel_inputs(kernel_inputs, op_name)
@@ -558,6 +612,8 @@ class DiodeInductorChoices(InductorChoices):
         key = (
             self._decision_key(kernel_inputs, templates, op_name, overrides) if self.options.cache_predictions else None
         )
+        if key is not None and split is not None:  # the addmm stand-ins: what ATen's own call kept
+            key = (*key, split.aten)
         if key is not None:
             with self._cache_lock:
                 decision = self._decisions.get(key)
@@ -565,7 +621,7 @@ class DiodeInductorChoices(InductorChoices):
                 result = self._replay(decision, template_choices, templates)
                 if result is not None:
                     self._stats.add(decision_cache_hits=1, gemm_calls=1, candidates_seen=decision.seen)
-                    self._count_kept(decision, result)
+                    self._count_kept(decision, result, split)
                     return result
         t_widen = time.perf_counter()
         cands = self._candidates(template_choices, kernel_inputs, templates, op_name, overrides)
@@ -574,8 +630,9 @@ class DiodeInductorChoices(InductorChoices):
         triton = [ktc for t in templates if _is_triton(t.uid) for ktc in cands[t.uid]]
         aten = [ktc for t in templates if _is_aten(t.uid) for ktc in cands[t.uid]]
         if not triton:
-            with self._stats.lock:
-                self._stats.passthrough["no_triton_candidates"] += 1
+            if _aten_variants_call(templates, op_name) and len(aten) > 1:
+                return self._aten_variants(problem, templates, cands, aten, split)
+            self._stats.add_passthrough("no_triton_candidates")
             return [ktc for t in templates for ktc in cands[t.uid]]
         try:
             triton_choices = choices_from_ktcs(triton)
@@ -588,7 +645,9 @@ class DiodeInductorChoices(InductorChoices):
 
         keep = self._lut_selection(problem, triton_choices, aten_choices)
         if keep is None:
-            keep = self._model_selection(problem, op_name, triton_choices, aten_choices)
+            keep = self._model_selection(
+                problem, op_name, triton_choices, aten_choices, split.aten if split is not None else None
+            )
         kept_triton, kept_aten = keep
         kept_ids = {id(triton[i]) for i in kept_triton} | {id(aten[i]) for i in kept_aten}
         result = [
@@ -611,8 +670,54 @@ class DiodeInductorChoices(InductorChoices):
                 self._decisions[key] = decision
                 while len(self._decisions) > PREDICTION_CACHE_SIZE:
                     self._decisions.popitem(last=False)
-        self._count_kept(decision, result)
+        self._count_kept(decision, result, split)
         return result
+
+    def _aten_variants(
+        self,
+        problem: Problem,
+        templates: Sequence[Any],
+        cands: dict[str, list[Any]],
+        aten: list[Any],
+        split: _SplitCalls | None,
+    ) -> list[Any]:
+        """addmm's ATen-only call (torch >= 2.12; its Triton configs come in a later call): of
+        ``aten::addmm`` and ``aten::bias_addmm``, the one the model confidently predicts over the
+        threshold slower is left out where its call between them is trusted
+        (``aten_variant_call_trusted``), as in a call with both (``select``'s ``drop_slower_aten``);
+        a lookup-table hit naming them keeps those. Otherwise, or without a model, both stay. The
+        lowering's last call counts what was kept and dropped (``_count_split``)."""
+        result = [ktc for t in templates for ktc in cands[t.uid]]
+        kept = None
+        if aten_variant_call_trusted(problem):
+            try:
+                aten_choices = choices_from_ktcs(aten)
+            except ValueError as e:
+                raise HandlerError("unconvertible_choice", str(e)) from e
+            keep = self._lut_selection(problem, [], aten_choices)
+            kept = keep[1] if keep is not None else self._aten_variant_selection(problem, aten_choices)
+        if kept is None:
+            self._stats.add_passthrough("no_triton_candidates")
+            return result
+        drop = {id(x) for i, x in enumerate(aten) if i not in kept}
+        if split is not None:
+            split.dropped += len(drop)
+        return [ktc for ktc in result if id(ktc) not in drop]
+
+    def _aten_variant_selection(self, problem: Problem, aten: list[Choice]) -> list[int] | None:
+        """The ATen variants ``select`` keeps in a call without Triton configs, or None without a
+        model. The rules that keep the best choice alone (``aten_alone_*``, ``one_below_us``) are
+        not applied: they compare ATen with the Triton configs, which this call does not have."""
+        model = self._get_model()
+        if model is None:
+            return None
+        outside = model.out_of_coverage(problem, [])
+        if outside is not None:
+            raise HandlerError("out_of_coverage", f"{problem.key()}: {outside}")
+        log_t, std = self._predict(model, problem, aten)
+        options = self.options.replace(aten_alone_when_best=False, aten_alone_below_us=None, one_below_us=None)
+        none = np.empty(0)
+        return select(none, none, log_t, std, options, keep_one_triton=False, drop_slower_aten=True).aten
 
     def _affordable(
         self,
@@ -641,12 +746,22 @@ class DiodeInductorChoices(InductorChoices):
         keep = [i for i in range(len(triton)) if i not in dropped]
         return [triton[i] for i in keep], [triton_choices[i] for i in keep]
 
-    def _count_kept(self, decision: _Decision, result: list[Any]) -> None:
+    def _count_kept(self, decision: _Decision, result: list[Any], split: _SplitCalls | None) -> None:
         self._stats.add(
             candidates_kept=len(decision.triton) + len(decision.aten),
             aten_kept=len(decision.aten),
             aten_dropped=decision.n_aten - len(decision.aten),
-            single_choice=int(len(result) == 1),
+            single_choice=int(split is None and len(result) == 1),  # a split lowering: _count_split
+        )
+
+    def _count_split(self, split: _SplitCalls, last: list[Any]) -> None:
+        """The statistics of addmm's earlier calls (torch >= 2.12), counted with its last call."""
+        self._stats.add(
+            candidates_seen=split.n + split.dropped,
+            candidates_kept=split.n,
+            aten_kept=split.n_aten,
+            aten_dropped=split.dropped,
+            single_choice=int(split.n + len(last) == 1),
         )
 
     @staticmethod
@@ -746,7 +861,12 @@ class DiodeInductorChoices(InductorChoices):
         return kept_triton, kept_aten
 
     def _model_selection(
-        self, problem: Problem, op_name: str, triton: list[Choice], aten: list[Choice]
+        self,
+        problem: Problem,
+        op_name: str,
+        triton: list[Choice],
+        aten: list[Choice],
+        earlier_aten: tuple[Choice, ...] | None = None,
     ) -> tuple[list[int], list[int]]:
         model = self._get_model()
         if model is None:
@@ -756,8 +876,8 @@ class DiodeInductorChoices(InductorChoices):
             raise HandlerError("out_of_coverage", f"{problem.key()}: {outside}")
         scored_aten = list(aten)
         stand_in = not aten and op_name == "addmm" and compat.use_aten_gemm_kernels()
-        if stand_in:
-            scored_aten = [Choice.aten(op_name)]
+        if stand_in:  # the ATen choices addmm's earlier call kept, where known
+            scored_aten = list(earlier_aten) if earlier_aten else [Choice.aten(op_name)]
         log_t, std = self._predict(model, problem, triton + scored_aten)
         nt = len(triton)
         sel = select(
@@ -850,6 +970,34 @@ def _is_static(x: Any) -> bool:
     except TypeError:
         return False
     return bool(getattr(x, "is_number", True))
+
+
+def _aten_variants_call(templates: Sequence[Any], op_name: str) -> bool:
+    """Whether a call without Triton templates is addmm's ATen call with several ATen templates
+    (``aten::addmm`` and ``aten::bias_addmm``), which the handler selects among."""
+    return op_name == "addmm" and sum(_is_aten(t.uid) for t in templates) > 1
+
+
+class _SplitCalls:
+    """What addmm's hook calls before its last one returned, in one thread (torch >= 2.12)."""
+
+    def __init__(self, key: tuple[int, int]) -> None:
+        self.key = key
+        self.n = 0  # choices returned
+        self.n_aten = 0  # ATen choices returned
+        self.dropped = 0  # ATen variants left out
+        self.aten: tuple[Choice, ...] | None = ()  # the ATen choices returned; None where one did not convert
+        self.last_call = False
+
+    def add(self, ktcs: Sequence[Any]) -> None:
+        self.n += len(ktcs)
+        aten = [k for k in ktcs if _is_aten(k.template.uid)]
+        self.n_aten += len(aten)
+        if self.aten is not None and aten:
+            try:
+                self.aten += tuple(choices_from_ktcs(aten))
+            except ValueError:
+                self.aten = None
 
 
 def _is_triton(uid: str) -> bool:
