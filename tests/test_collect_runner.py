@@ -620,3 +620,42 @@ def test_a_second_run_into_an_output_being_collected_is_refused(tmp_path, capsys
             collect([bmm(16)], CollectOptions(**CPU), out)
     collect([bmm(16)], CollectOptions(**CPU), out)
     assert read_dataset(out).problems == [bmm(16)] and not lock_path(out).exists()
+
+
+def _worker_that_ignores(signals: tuple[int, ...], started: Path) -> None:
+    """A rank stuck where signals do not reach Python (as in a device call): it ignores them."""
+    for sig in signals:
+        signal.signal(sig, signal.SIG_IGN)
+    started.touch()
+    time.sleep(300)
+
+
+@pytest.mark.parametrize(
+    ("ignored", "killed"),
+    [((signal.SIGINT,), False), ((signal.SIGINT, signal.SIGTERM), True)],
+    ids=["stops-on-sigterm", "killed"],
+)
+def test_stop_workers_is_bounded(
+    tmp_path: Path, ignored: tuple[int, ...], killed: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The clean-up after an interrupt: a worker that ignores SIGINT gets SIGTERM, one that
+    ignores that too is killed; either way the clean-up ends (grace 0.2 s: 0.2 + 0.6 + 0.2 s)."""
+    import concurrent.futures
+    import logging
+    import multiprocessing
+
+    from torch_diode.collect.runner import _stop_workers
+
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    started = tmp_path / "started"
+    future = pool.submit(_worker_that_ignores, ignored, started)
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert time.monotonic() < deadline and not future.done(), "the worker did not start"
+        time.sleep(0.05)
+    (proc,) = pool._processes.values()  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="torch_diode.collect.runner"):
+        _stop_workers(pool, [future], grace_s=0.2)
+    assert not proc.is_alive()
+    assert proc.exitcode == (-signal.SIGKILL if killed else -signal.SIGTERM)
+    assert ("did not stop: killed" in caplog.text) == killed
