@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_inductor_helpers are redefined as arguments)
 """``diode bench``: the suite definitions (on the meta device and CPU), the goal checks, report and
 plots computed from a results file constructed here, resuming, and the CLI on a machine without a
 GPU. The measurements themselves need a CUDA GPU (the ``gpu`` tests at the end)."""
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_inductor_helpers import diode_dataset, model_path  # noqa: F401  (fixtures)
 
 import torch_diode
 from torch_diode.bench.report import (
@@ -419,3 +421,16 @@ def test_bench_runs_and_resumes(run_diode, tmp_path: Path) -> None:
     assert done
     r = run_diode(*args, env=ENV, check=True, timeout=600)
     assert f"{len(done)} already in the results" in r.stdout
+
+
+@pytest.mark.parametrize("mode", ["default", "max-autotune", "exhaustive"])
+def test_stock_modes_measure_without_a_registered_model(mode: str, model_path: Path) -> None:
+    """A model registered in the process (the meta-wheel registers one at import, `diode bench`
+    included) is taken out for the stock modes and installed again after them."""
+    from torch_diode.bench.measure import mode_context
+    from torch_diode.inductor import install_diode_choices, installed_handler
+
+    with install_diode_choices(model=str(model_path)) as handle:
+        with mode_context(mode) as inside:
+            assert inside is None and installed_handler() is None
+        assert installed_handler() is handle.handler

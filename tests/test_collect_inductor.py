@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_inductor_helpers are redefined as arguments)
 """The Inductor collector on CPU, driven through real Inductor compiles.
 
 On CPU, ``torch.bmm`` under max-autotune benchmarks two choices (ATen and the C++ bmm template),
@@ -12,6 +13,8 @@ import inspect
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from test_inductor_helpers import diode_dataset, model_path  # noqa: E402, F401  (fixtures)
 
 from torch_diode.collect.inductor import (  # noqa: E402
     FeedbackRecorder,
@@ -198,3 +201,15 @@ def test_a_cleared_saver_stops_the_run():
             for fn in others:
                 add_feedback_saver(fn)
     assert _savers() == others
+
+
+def test_measures_stock_inductor_with_a_model_registered(model_path):
+    """The torch-diode meta-wheel registers a model at import, in the CLI and in every collect
+    worker: the collector must still measure stock Inductor (the handler is not consulted)."""
+    from torch_diode.inductor import install_diode_choices, installed_handler
+
+    with install_diode_choices(model=str(model_path), device_types=("cpu",)) as handle:
+        with InductorCollector(hardware="cpu-test", device="cpu") as collector:
+            records, _ = collector.measure(BMM)
+        assert installed_handler() is handle.handler  # installed again after the collection
+    assert records and handle.get_stats()["calls"] == 0

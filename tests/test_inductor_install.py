@@ -300,3 +300,34 @@ def test_compile_triton_cpu_route_model_drops_every_triton_config(aten_wins_mode
     s = handle.get_stats()
     assert s["model_selections"] == 1 and s["fallbacks_total"] == 0 and s["candidates_seen"] > 100
     assert s["aten_kept"] == 1 and s["candidates_kept"] == 1
+
+
+def test_stock_inductor_takes_every_handler_out_and_back(model_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A model registered in the process (the meta-wheel registers one at import) must not change
+    what a stock measurement records: inside ``stock_inductor`` no handler is consulted; after it
+    the same handlers are installed again, in the same order."""
+    from torch_diode.inductor import stock_inductor
+
+    args = (torch.randn(64, 128), torch.randn(128, 32), torch.randn(32), torch.randn(3, 16, 24), torch.randn(3, 24, 8))
+    first = install_diode_choices(model=str(model_path), device_types=("cuda", "cpu"))
+    second = install_diode_choices(model=str(model_path), device_types=("cuda", "cpu"), top_k_configs=2)
+    try:
+        with inductor_config.patch(force_disable_caches=True):
+            with stock_inductor():
+                assert installed_handler() is None and type(V.choices) is InductorChoices
+                _compile_and_check(_three_gemms, *args)
+            assert second.get_stats()["calls"] == 0 and first.get_stats()["calls"] == 0
+            assert installed_handler() is second.handler and second.handler._active and not first.handler._active
+            _compile_and_check(_three_gemms, *args)
+            assert second.get_stats()["calls"] >= 3
+            second.uninstall()
+            assert installed_handler() is first.handler and first.handler._active
+            # an install during the block is left in place (and the handlers taken out stay out)
+            with stock_inductor():
+                third = install_diode_choices(model=str(model_path), device_types=("cpu",))
+            assert installed_handler() is third.handler
+            assert "was not installed again" in caplog.text
+            third.uninstall()
+            assert installed_handler() is None
+    finally:
+        uninstall_diode_choices()

@@ -23,6 +23,9 @@ Modes (:data:`torch_diode.bench.suite.MODES`):
   installed (``top_k_configs`` 1 or 3, other options default). The model is passed already loaded:
   loading it happens once per process, not once per compile.
 
+The stock modes run with any torch-diode handler taken out (``stock_inductor``): the torch-diode
+meta-wheel registers a model at import, in ``diode bench`` too.
+
 Modules run under ``torch.no_grad()`` (inference).
 """
 
@@ -122,10 +125,12 @@ def mode_context(mode: str, model: Any = None) -> Iterator[Any]:
     """
     if mode not in MODES:
         raise ValueError(f"mode: unknown mode {mode!r}; known: {', '.join(MODES)}")
+    from torch_diode.inductor.install import stock_inductor
+
     if mode == "exhaustive":
         from torch._inductor import config as inductor_config
 
-        with inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
+        with stock_inductor(), inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
             yield None
     elif mode in DIODE_TOP_K:
         if model is None:
@@ -137,7 +142,8 @@ def mode_context(mode: str, model: Any = None) -> Iterator[Any]:
                 raise RuntimeError(f"torch-diode's choices handler was not installed: {handle.reason}")
             yield handle
     else:
-        yield None
+        with stock_inductor():  # a model registered in the process (the meta-wheel's) is not stock
+            yield None
 
 
 def compile_for(mode: str, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -382,7 +382,12 @@ class InductorCollector:
     def __enter__(self) -> InductorCollector:
         import torch._inductor.select_algorithm  # noqa: F401  (fail here, not mid-run, if Inductor is missing)
 
+        from torch_diode.inductor.install import stock_inductor
+
         stack = ExitStack()
+        # what stock Inductor measures, even where a model is registered in this process (the
+        # torch-diode meta-wheel registers one at import, in the CLI and in every worker)
+        stack.enter_context(stock_inductor())
         stack.enter_context(_fresh_cache_dir())
         stack.enter_context(registered_saver(self.recorder))
         self._stack = stack

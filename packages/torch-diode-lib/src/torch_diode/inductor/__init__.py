@@ -5,7 +5,7 @@ This is the only package of torch-diode that imports ``torch._inductor``, and im
 not: the names below load their modules on first use.
 
 - :func:`install_diode_choices` / :func:`uninstall_diode_choices` / :func:`create_diode_choices`
-  (``torch_diode.inductor.install``);
+  / :func:`stock_inductor` (``torch_diode.inductor.install``);
 - :class:`DiodeInductorChoices` (``torch_diode.inductor.choices``);
 - :func:`problem_from_kernel_inputs`, :func:`choice_from_ktc`, :func:`problem_from_input_nodes`
   (``torch_diode.inductor.convert``).
@@ -21,6 +21,7 @@ _ATTRS = {
     "uninstall_diode_choices": "install",
     "create_diode_choices": "install",
     "installed_handler": "install",
+    "stock_inductor": "install",
     "DiodeHandle": "install",
     "DiodeInductorChoices": "choices",
     "problem_from_kernel_inputs": "convert",
@@ -37,6 +38,7 @@ __all__ = [
     "installed_handler",
     "problem_from_input_nodes",
     "problem_from_kernel_inputs",
+    "stock_inductor",
     "uninstall_diode_choices",
 ]
 
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
         create_diode_choices,
         install_diode_choices,
         installed_handler,
+        stock_inductor,
         uninstall_diode_choices,
     )
 

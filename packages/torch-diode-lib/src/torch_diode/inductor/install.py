@@ -25,10 +25,11 @@ torch 2.9 and older: one ``RuntimeWarning``, nothing installed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -82,6 +83,7 @@ class _Original:
 
 _original: _Original | None = None
 _stack: list[Any] = []  # installed handlers, the current one last
+_changes = 0  # installs and removals so far (stock_inductor puts its handlers back only if none came meanwhile)
 
 
 def _serve_installed() -> Any:
@@ -204,9 +206,11 @@ def uninstall_diode_choices() -> bool:
     Returns:
         True when something was installed.
     """
+    global _changes
     with _lock:
         if not _stack:
             return False
+        _changes += 1
         for handler in _stack:
             handler._active = False
         _stack.clear()
@@ -220,13 +224,52 @@ def installed_handler() -> Any:
         return _stack[-1] if _stack else None
 
 
+@contextlib.contextmanager
+def stock_inductor() -> Iterator[None]:
+    """Stock Inductor for the block, whatever torch-diode installed.
+
+    Every installed handler is taken out, as :func:`uninstall_diode_choices` does (a thread that
+    still holds one gets stock behaviour from it), and put back at the end, in the same order.
+    The collectors and the benchmarks' stock modes measure through this, so that a model
+    registered in the process, by ``register_model`` or by the torch-diode meta-wheel's
+    auto-registration at import, never changes what they record as stock Inductor's. Where
+    something was installed or removed during the block, what is installed then is left as it is.
+    """
+    with _lock:
+        saved = list(_stack)
+        if saved:
+            for handler in saved:
+                handler._active = False
+            _stack.clear()
+            _restore_original()
+            logger.info("torch-diode: handler %r taken out for a stock Inductor measurement", saved[-1])
+        changes = _changes
+    try:
+        yield
+    finally:
+        if saved:
+            with _lock:
+                if _changes == changes:
+                    for handler in saved:
+                        _push(handler)
+                    saved[-1]._active = True
+                    logger.info("torch-diode: handler %r installed again after the stock measurement", saved[-1])
+                else:
+                    logger.warning(
+                        "torch-diode: handler %r was not installed again after a stock Inductor measurement: "
+                        "another install or uninstall happened meanwhile",
+                        saved[-1],
+                    )
+
+
 # -- internals ----------------------------------------------------------------------------------
 
 
 def _push(handler: Any) -> None:
-    global _original
+    global _original, _changes
     from torch._inductor import config as inductor_config
 
+    _changes += 1
     holder: Any = compat.choices_virtual()
     local = compat.thread_local_store()
     if _original is None:
@@ -258,11 +301,13 @@ def _push(handler: Any) -> None:
 
 
 def _remove(handler: Any) -> bool:
+    global _changes
     from torch._inductor import config as inductor_config
 
     with _lock:
         if handler not in _stack:
             return False
+        _changes += 1
         was_current = _stack[-1] is handler
         _stack.remove(handler)
         handler._active = False
