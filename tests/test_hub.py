@@ -182,7 +182,9 @@ def tiny_model_bytes(hardware: str = "NVIDIA-H100", seed: int = 0, regret: float
         seed=seed,
         metadata={
             "training_data_hash": "0" * 64,
-            "held_out_metrics": {"regret_at_1_geomean": regret, "recall_at_3": 0.9},
+            "held_out_metrics": {
+                "overall": {"regret@1": {"geomean": regret}, "recall@3": 0.9}
+            },  # as the trainer nests them
             **{k: v for k, v in versions().items() if k != "diode_version"},
         },
     )
@@ -198,7 +200,7 @@ def entry_for(
         file=f"{name}.safetensors",
         size_bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
-        metrics={"regret_at_1_geomean": 1.05},
+        metrics={"overall.regret@1.geomean": 1.05},
         hub_repo=REPO_ID,
         hub_revision=COMMIT,
         source="test",

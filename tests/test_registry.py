@@ -73,7 +73,7 @@ def add_dist(
                 file=f"{name}.safetensors",
                 size_bytes=len(data),
                 sha256=hashlib.sha256(data).hexdigest(),
-                metrics={"regret_at_1_geomean": float(data[-1]) / 100 + 1.0},
+                metrics={"overall.regret@1.geomean": float(data[-1]) / 100 + 1.0},
                 hub_repo=REPO_ID if hub else None,
                 hub_revision=COMMIT if hub else None,
             )

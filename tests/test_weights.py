@@ -35,7 +35,7 @@ def good_entry(**change: Any) -> dict[str, Any]:
         "file": "NVIDIA-H100-matmul.safetensors",
         "size_bytes": 10,
         "sha256": "0" * 64,
-        "metrics": {"regret_at_1_geomean": 1.02},
+        "metrics": {"overall.regret@1.geomean": 1.02},
         "hub_repo": "torch-diode/models",
         "hub_revision": COMMIT,
     }
@@ -128,8 +128,12 @@ def test_verify_file(tmp_path: Path) -> None:
 
 
 def test_shipped_manifest_is_valid() -> None:
-    """The manifest in the models package reads, and lists only files that match it (or none)."""
+    """The manifest in the models package reads, and lists only files that match it (or none);
+    every entry records the metric the registry ranks a GPU's models by."""
+    from torch_diode.registry import RANKING_METRIC
+
     entries = read_manifest(SHIPPED / "manifest.json")
+    assert entries and all(RANKING_METRIC in e.metrics for e in entries)
     for entry in entries:
         if entry.packaged_path is not None and entry.packaged_path.is_file():
             verify_file(entry.packaged_path, entry)
@@ -158,7 +162,7 @@ def test_entry_for_model_file_reads_the_model(tmp_path: Path) -> None:
     entry = entry_for_model_file(path, hub_repo="torch-diode/models", hub_revision=COMMIT)
     assert entry.hardware == "NVIDIA-H100" and entry.size_bytes == path.stat().st_size
     assert entry.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert entry.metrics["regret_at_1_geomean"] == pytest.approx(1.07)
+    assert entry.metrics["overall.regret@1.geomean"] == pytest.approx(1.07)
     wrong = tmp_path / "NVIDIA-H200-matmul.safetensors"
     wrong.write_bytes(path.read_bytes())
     with pytest.raises(ManifestError, match="does not start with 'NVIDIA-H100'-"):

@@ -65,7 +65,7 @@ ENTRY_POINT_GROUP = "torch_diode.models"
 OWN_MODELS_PACKAGE = "torch_diode_models"
 #: Held-out metric used to pick among several models for one GPU (lower is better; the README's
 #: regret@1 geomean). Models that do not record it rank after those that do, then by name.
-RANKING_METRIC = "regret_at_1_geomean"
+RANKING_METRIC = "overall.regret@1.geomean"
 _NONE_INSTALLED = (
     f"none (no installed package of the {ENTRY_POINT_GROUP!r} entry-point group lists a model, "
     f"and no {OWN_MODELS_PACKAGE} package is on sys.path)"

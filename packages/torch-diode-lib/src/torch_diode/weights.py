@@ -15,7 +15,7 @@ are the ones that were published::
           "file": "NVIDIA-H100-matmul.safetensors",
           "size_bytes": 123456,
           "sha256": "<64 lowercase hex digits>",
-          "metrics": {"regret_at_1_geomean": 1.03, ...},   # held-out metrics, numbers only
+          "metrics": {"overall.regret@1.geomean": 1.03, ...},   # held-out metrics, flattened; numbers only
           "hub_repo": "owner/name",                # or null: no Hub fallback for this model
           "hub_revision": "<40 hex digits>"        # a commit, never a branch or tag (pinned)
         }
