@@ -331,3 +331,21 @@ def test_stock_inductor_takes_every_handler_out_and_back(model_path: Path, caplo
             assert installed_handler() is None
     finally:
         uninstall_diode_choices()
+
+
+def test_a_relative_model_path_survives_a_chdir(
+    model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler loads its model at the first GEMM: a relative path given to the installer or to
+    ``register_model`` must still name that file after the program changes directory."""
+    from torch_diode.registry import register_model, unregister_model
+
+    monkeypatch.chdir(model_path.parent)
+    with install_diode_choices(model=model_path.name) as handle:
+        registration = register_model(model_path.name)
+        try:
+            monkeypatch.chdir(tmp_path)
+            assert handle.handler._get_model() is not None
+            assert registration.handle.handler._get_model() is not None
+        finally:
+            unregister_model()

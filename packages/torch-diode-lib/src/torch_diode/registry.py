@@ -223,7 +223,8 @@ def models_for_hardware(key: str) -> list[ModelEntry]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _looks_like_path(value: str | os.PathLike[str]) -> bool:
+def looks_like_path(value: str | os.PathLike[str]) -> bool:
+    """Whether a model reference is a file path (else a registered model's name)."""
     if isinstance(value, os.PathLike):
         return True
     return os.sep in value or "/" in value or value.endswith(".safetensors") or os.path.isfile(value)
@@ -256,7 +257,7 @@ def resolve(
         torch_diode.hub.HubError: the Hub fetch failed (offline, not found, unreachable, timeout).
     """
     _check_name_or_path(name_or_path)
-    if _looks_like_path(name_or_path):
+    if looks_like_path(name_or_path):
         path = Path(name_or_path).expanduser()
         if path.is_dir():
             raise ModelNotFoundError(f"{str(path)!r} is a directory; pass a .safetensors model file or a model name")
@@ -266,7 +267,7 @@ def resolve(
             if path.name != stem and str(name_or_path) == path.name and stem in _get_catalog().models:
                 hint = f"to use the registered model of that name, pass {stem!r} (no .safetensors)"
             raise ModelNotFoundError(f"model file {str(path)!r} does not exist ({hint})")
-        return path
+        return path.absolute()  # a later chdir must not lose it (the handler loads it at the first GEMM)
     entry = get_model_entry(str(name_or_path))
     packaged = entry.packaged_path
     if packaged is not None and packaged.is_file():
@@ -318,7 +319,7 @@ def _register(
     path = resolve(name_or_path, timeout_s=timeout_s)
     from torch_diode.inductor.install import install_diode_choices
 
-    if _looks_like_path(name_or_path):
+    if looks_like_path(name_or_path):
         # A file no manifest vouches for: checked now (ModelFormatError), not at the first GEMM,
         # where a bad file could only make that compile fall back to stock autotuning. The handler
         # still gets the path and loads it itself (once per process, ~25 ms), as for a registered name.

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -157,6 +158,11 @@ def create_diode_choices(model: Any = None, **options: Any) -> Any:
     if model is not None and not isinstance(model, str) and callable(getattr(model, "predict", None)):
         model_obj, model = model, None
     opts = diode_config.options(model=model, **options)
+    if opts.model is not None:
+        from torch_diode.registry import looks_like_path
+
+        if looks_like_path(opts.model):  # loaded at the first GEMM: a chdir meanwhile must not lose it
+            opts = opts.replace(model=os.path.abspath(os.path.expanduser(opts.model)))
     return DiodeInductorChoices(opts, model=model_obj)
 
 
