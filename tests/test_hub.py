@@ -253,10 +253,16 @@ def test_hf_home_decides_the_cache_location(
     hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes
 ) -> None:
     monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     assert hub_cache_dir() == tmp_path / "home" / "hub"
     path = fetch_model_file(entry_for(model_bytes), timeout_s=30)
     assert path.is_relative_to(tmp_path / "home" / "hub" / "models--torch-diode--test-models")
+    # the older HUGGINGFACE_HUB_CACHE, which huggingface_hub still honours, comes before HF_HOME
+    monkeypatch.setenv("HUGGINGFACE_HUB_CACHE", str(tmp_path / "older"))
+    assert hub_cache_dir() == tmp_path / "older"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "newer"))
+    assert hub_cache_dir() == tmp_path / "newer"
 
 
 @pytest.mark.parametrize(
@@ -272,9 +278,39 @@ def test_corrupted_download_is_refused(hub: FakeHub, model_bytes: bytes, corrupt
     entry = entry_for(model_bytes)
     with pytest.raises(ChecksumMismatchError, match=f"{what} of model 'NVIDIA-H100-matmul'.*refused and not used"):
         fetch_model_file(entry, timeout_s=30)
-    # The bad copy stays refused on the next call too (served from the cache, still checked).
-    with pytest.raises(ChecksumMismatchError, match="Delete the cached copy"):
+    # The refused copy left the cache: the next call downloads it again (and refuses it again) ...
+    before = len(hub.requests)
+    with pytest.raises(ChecksumMismatchError, match="removed from the Hugging Face cache"):
         fetch_model_file(entry, timeout_s=30)
+    assert len(hub.requests) > before
+    assert not [p for p in hub_cache_dir().rglob("*") if p.is_file() and p.stat().st_size >= len(model_bytes) - 8]
+    # ... and once the Hub serves the right file, it is fetched and used
+    del hub.overrides[FILE]
+    assert fetch_model_file(entry, timeout_s=30).read_bytes() == model_bytes
+
+
+def test_a_corrupted_cached_copy_is_fetched_again(
+    hub: FakeHub, model_bytes: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached copy damaged on disk is refused, removed and downloaded again (offline: refused,
+    and removed, so that the next online call fetches it)."""
+    entry = entry_for(model_bytes)
+    path = fetch_model_file(entry, timeout_s=30)
+    blob = path.resolve()
+    blob.chmod(0o644)
+    blob.write_bytes(model_bytes[:-1] + bytes([model_bytes[-1] ^ 1]))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ChecksumMismatchError, match="the sha256"):
+        fetch_model_file(entry)
+    assert not path.exists() and not blob.exists()
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    before = len(hub.requests)
+    assert fetch_model_file(entry, timeout_s=30).read_bytes() == model_bytes
+    assert len(hub.requests) > before
+    blob = path.resolve()
+    blob.chmod(0o644)
+    blob.write_bytes(b"x" * len(model_bytes))  # damaged again: online, it is fetched again at once
+    assert fetch_model_file(entry, timeout_s=30).read_bytes() == model_bytes
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ cached), :class:`HubFileNotFoundError` (the Hub has no such repository, revision
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -36,7 +37,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from torch_diode.errors import DiodeError
-from torch_diode.weights import ModelEntry, verify_file
+from torch_diode.weights import ChecksumMismatchError, ModelEntry, verify_file
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +67,11 @@ class HubTimeoutError(HubUnavailableError):
 
 
 def hub_cache_dir() -> Path:
-    """The Hugging Face cache directory, from the environment as it is now (the Hub's own rule)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.path.expandvars(os.environ["HF_HUB_CACHE"])).expanduser()
+    """The Hugging Face cache directory, from the environment as it is now (the Hub's own rule:
+    ``HF_HUB_CACHE``, the older ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME``/hub, ``XDG_CACHE_HOME``)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.path.expandvars(os.environ[var])).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.path.expandvars(os.environ["HF_HOME"])).expanduser() / "hub"
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -126,9 +129,9 @@ def fetch_model_file(
     cache_dir = hub_cache_dir()
     where = f"{entry.file} of {entry.hub_repo} at revision {entry.hub_revision}"
     hint = (
-        f"Delete the cached copy ({cache_dir}/models--{entry.hub_repo.replace('/', '--')}) and "
-        "fetch it again; if this persists, the published file differs from the manifest: report it to the "
-        "models package's maintainers."
+        f"The refused copy was removed from the Hugging Face cache ({cache_dir}), so the next attempt downloads "
+        "it again; if this persists, the published file differs from the manifest: report it to the models "
+        "package's maintainers."
     )
 
     from huggingface_hub import hf_hub_download
@@ -142,7 +145,12 @@ def fetch_model_file(
         pass
     else:
         logger.debug("model %s found in the Hugging Face cache: %s", entry.name, cached)
-        return verify_file(Path(cached), entry, hint=hint)
+        try:
+            return _verified(Path(cached), entry, hint=hint)
+        except ChecksumMismatchError as exc:
+            if offline:
+                raise
+            logger.warning("%s; downloading it again", exc)
 
     if offline:
         raise HubOfflineError(
@@ -159,7 +167,21 @@ def fetch_model_file(
     start = time.monotonic()
     path = _download_with_deadline(entry, cache_dir=cache_dir, endpoint=endpoint, timeout_s=timeout, where=where)
     logger.info("downloaded model %s in %.1f s: %s", entry.name, time.monotonic() - start, path)
-    return verify_file(path, entry, hint=hint)
+    return _verified(path, entry, hint=hint)
+
+
+def _verified(path: Path, entry: ModelEntry, *, hint: str) -> Path:
+    """``verify_file`` on a file of the Hugging Face cache; a file it refuses is removed from the
+    cache (the snapshot's link and the blob it points to), so that it is not found again (a
+    corrupted or truncated download would otherwise be refused forever, never fetched again)."""
+    try:
+        return verify_file(path, entry, hint=hint)
+    except ChecksumMismatchError:
+        blob = path.resolve()
+        for p in (path, blob):
+            with contextlib.suppress(OSError):
+                p.unlink()
+        raise
 
 
 def _download_with_deadline(
