@@ -115,6 +115,14 @@ def test_every_artifact_has_the_lockstep_version(dists: dict[str, tuple[Path, Pa
     assert metadata["Name"] == dist_name
     assert metadata["Version"] == VERSION
     assert metadata["Requires-Python"] == ">=3.10"
+    # BSD-3-Clause asks binary redistributions to carry the notice: each artifact holds the license
+    license_text = (REPO / "LICENSE").read_text()
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert zf.read(name).decode() == license_text
+    with tarfile.open(sdist) as tf:
+        member = tf.extractfile(f"{stem}-{VERSION}/LICENSE")
+        assert member is not None and member.read().decode() == license_text
 
 
 def test_models_and_meta_pin_their_siblings_to_the_same_version(dists: dict[str, tuple[Path, Path]]) -> None:
@@ -190,6 +198,7 @@ def test_meta_wheel_holds_only_its_plugin(dists: dict[str, tuple[Path, Path]]) -
         f"{dist_info}/METADATA",
         f"{dist_info}/WHEEL",
         f"{dist_info}/entry_points.txt",
+        f"{dist_info}/licenses/LICENSE",
         f"{dist_info}/RECORD",
     }
 
