@@ -58,6 +58,7 @@ class FakeHub:
         self.repos: dict[str, dict[str, dict[str, bytes]]] = {}
         self.overrides: dict[str, bytes] = {}
         self.omit_commit_header = False
+        self.fail_status: int | None = None  # answer every request with this status (a failing Hub)
         self.requests: list[tuple[str, str]] = []  # file-download requests only
         hub = self
 
@@ -86,6 +87,8 @@ class FakeHub:
                 if "/resolve/" in self.path:
                     # (huggingface_hub may also ask other API routes, e.g. /api/agent-harnesses)
                     hub.requests.append((self.command, self.path))
+                if hub.fail_status is not None:
+                    return self._send(hub.fail_status, {}, b"server error", body)
                 parts = unquote(self.path.split("?")[0]).lstrip("/").split("/")
                 if len(parts) < 5 or parts[2] != "resolve":
                     return self._send(404, {"X-Error-Code": "RepoNotFound"}, b"not found", body)
@@ -341,6 +344,15 @@ def test_silent_server_hits_the_deadline(hf_env: Path, monkeypatch: pytest.Monke
         elapsed = time.monotonic() - start
     assert 1.4 < elapsed < 5, elapsed
     assert not any(hf_env.rglob("*.safetensors")), "nothing may land in the cache"
+
+
+def test_a_failing_hub_is_reported_as_failing(hub: FakeHub, model_bytes: bytes) -> None:
+    """huggingface_hub retries a 5xx with back-off until the deadline: the timeout says what the
+    server answered, not to check the network."""
+    hub.fail_status = 500
+    with pytest.raises(HubTimeoutError, match=r"HTTP Error 500 thrown while requesting HEAD.*try again later") as info:
+        fetch_model_file(entry_for(model_bytes), timeout_s=3)
+    assert "Check the network" not in str(info.value)
 
 
 def test_timeout_from_environment(hf_env: Path, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes) -> None:

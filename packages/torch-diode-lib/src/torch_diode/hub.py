@@ -221,17 +221,43 @@ def _download_with_deadline(
     # A daemon thread, not a ThreadPoolExecutor: executor threads are joined at interpreter exit,
     # which would make a user's program wait for a silent server after all.
     worker = threading.Thread(target=work, name=f"torch-diode-hub-{entry.name}", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
+    retries = _RetryLog(worker)
+    hf_logger = logging.getLogger("huggingface_hub")
+    hf_logger.addHandler(retries)
+    try:
+        worker.start()
+        worker.join(timeout_s)
+    finally:
+        hf_logger.removeHandler(retries)
     if worker.is_alive():
+        if retries.last is not None:  # the Hub answered, with an error huggingface_hub retries (a 5xx)
+            why = (
+                f"huggingface_hub was still retrying after: {retries.last}. The server is failing or "
+                "overloaded: try again later"
+            )
+        else:
+            why = "Check the network (HTTPS_PROXY, firewall)"
         raise HubTimeoutError(
             f"model {entry.name!r}: the Hub ({endpoint or 'huggingface.co'}) did not deliver {where} within "
-            f"{timeout_s:g} s. Check the network (HTTPS_PROXY, firewall), raise {TIMEOUT_ENV_VAR}, or download it "
-            f"ahead of time: `hf download {entry.hub_repo} {entry.file} --revision {entry.hub_revision}`."
+            f"{timeout_s:g} s; {why}, raise {TIMEOUT_ENV_VAR}, or download it ahead of time: "
+            f"`hf download {entry.hub_repo} {entry.file} --revision {entry.hub_revision}`."
         )
     if "error" in outcome:
         raise _classify(outcome["error"], entry, where=where, endpoint=endpoint)  # type: ignore[arg-type]
     return Path(outcome["path"])  # type: ignore[arg-type]
+
+
+class _RetryLog(logging.Handler):
+    """The last error huggingface_hub logged, from one download thread, before retrying it."""
+
+    def __init__(self, worker: threading.Thread) -> None:
+        super().__init__(logging.WARNING)
+        self.worker = worker
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.worker.ident and "thrown while requesting" in (message := record.getMessage()):
+            self.last = message
 
 
 def _classify(exc: BaseException, entry: ModelEntry, *, where: str, endpoint: str | None) -> BaseException:
