@@ -90,7 +90,15 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
-    for var in ("HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TORCH_DIODE_HUB_TIMEOUT_S", "TORCH_DIODE_HARDWARE"):
+    for var in (
+        "HF_HUB_OFFLINE",
+        "HF_HOME",
+        "HF_ENDPOINT",
+        "TORCH_DIODE_HUB_TIMEOUT_S",
+        "TORCH_DIODE_HARDWARE",
+        "TORCH_DIODE_MODEL",
+        "TORCH_DIODE_DISABLE",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     registry._reset_for_tests()
@@ -379,6 +387,43 @@ def test_autoregister_installs_the_handler_once(site: Path, monkeypatch: pytest.
     assert registry.unregister_model() is True
     assert installed_handler() is None and registry.current_registration() is None
     assert registry.unregister_model() is False
+
+
+def test_autoregister_uses_the_model_torch_diode_model_names(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    """TORCH_DIODE_MODEL (a path or a registered name) is the model auto-registration registers,
+    not the GPU's best; one it cannot use is said, and nothing else is registered in its place."""
+    pytest.importorskip("torch._inductor.choices")
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    mine = tmp_path / "mine.safetensors"
+    mine.write_bytes(model_bytes("TESTGPU-A", seed=1))
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "custom:TESTGPU-A")
+    monkeypatch.setenv("TORCH_DIODE_MODEL", str(mine))
+    registration = registry.autoregister()
+    assert registration is not None and registration.path == mine
+    registry.unregister_model()
+
+    monkeypatch.setattr(registry, "_autoregistered", False)
+    monkeypatch.setenv("TORCH_DIODE_MODEL", str(tmp_path / "typo.safetensors"))
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        assert registry.autoregister() is None
+    [record] = [r for r in diode_records(caplog) if r.levelno >= logging.WARNING]
+    assert "TORCH_DIODE_MODEL=" in record.getMessage() and "typo.safetensors" in record.getMessage()
+    assert registry.current_registration() is None
+
+
+def test_autoregister_with_torch_diode_disable_says_so_quietly(
+    site: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    """The user turned torch-diode off: one INFO line, not a warning on every import."""
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    monkeypatch.setenv("TORCH_DIODE_HARDWARE", "custom:TESTGPU-A")
+    monkeypatch.setenv("TORCH_DIODE_DISABLE", "1")
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        assert registry.autoregister() is None
+    [record] = diode_records(caplog)
+    assert record.levelno == logging.INFO and "TORCH_DIODE_DISABLE" in record.getMessage()
 
 
 def test_register_model_by_path_and_failures_install_nothing(site: Path, tmp_path: Path) -> None:

@@ -69,6 +69,10 @@ class ModelNotFoundError(DiodeError, LookupError):
     """No model of the requested name or hardware key is available."""
 
 
+class HandlerNotInstalledError(DiodeError):
+    """The choices handler could not be installed (torch older than 2.10, ``TORCH_DIODE_DISABLE=1``)."""
+
+
 class FileInUseError(DiodeError):
     """A dataset file is being written by another open writer (another collection into it)."""
 

@@ -18,8 +18,11 @@ Resolution order. :func:`resolve` turns a model name or a path into a verified l
    stock autotuning in place.
 
 The network is touched only in step 4, only while a model is being registered
-(:func:`register_model`, :func:`autoregister`), never at import time or during a compile: the
-choices handler receives a local file and loads its weights lazily, at the first GEMM.
+(:func:`register_model`, :func:`autoregister`), never during a compile: the choices handler
+receives a local file and loads its weights lazily, at the first GEMM. ``import
+torch_diode_models`` and the meta-wheel's plugin run :func:`autoregister` at import, so with a
+models wheel that does not carry its weights (a slim wheel) the first import downloads them,
+within ``TORCH_DIODE_HUB_TIMEOUT_S`` (20 s); the full wheel never touches the network.
 
 Entry-point contract (how a models wheel, ours or a user's, plugs in). Declare, in the wheel's
 ``pyproject.toml``::
@@ -38,7 +41,8 @@ Registration. :func:`register_model` installs torch-diode's Inductor choices han
 (:func:`torch_diode.inductor.install.install_diode_choices`) with a resolved model, replacing any
 model registered before; :func:`unregister_model` removes it. :func:`autoregister` (run by
 ``import torch_diode_models`` and by the ``torch-diode`` meta-wheel's plugin) does this once per
-process for the best model for the detected GPU, so importing both, in either order, registers once.
+process for the best model for the detected GPU, or for the model ``TORCH_DIODE_MODEL`` names,
+so importing both, in either order, registers once.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from torch_diode.errors import DiodeError, HardwareError, ModelNotFoundError
+from torch_diode.errors import DiodeError, HandlerNotInstalledError, HardwareError, ModelNotFoundError
 from torch_diode.weights import MANIFEST_FILENAME, ManifestError, ModelEntry, read_manifest, verify_file
 
 logger = logging.getLogger(__name__)
@@ -70,10 +74,6 @@ _NONE_INSTALLED = (
     f"none (no installed package of the {ENTRY_POINT_GROUP!r} entry-point group lists a model, "
     f"and no {OWN_MODELS_PACKAGE} package is on sys.path)"
 )
-
-
-class HandlerNotInstalledError(DiodeError):
-    """The choices handler could not be installed (torch older than 2.10, ``TORCH_DIODE_DISABLE=1``)."""
 
 
 @dataclass(frozen=True)
@@ -365,9 +365,12 @@ def autoregister(*, timeout_s: float | None = None) -> Registration | None:
     """Register the best model for the detected GPU, once per process; later calls return the result.
 
     Hardware comes from :func:`torch_diode.hardware.detect` (``TORCH_DIODE_HARDWARE`` overrides it).
-    Nothing is registered, with one log line saying why, when there is no GPU (INFO), when no
-    installed models package lists a model for the GPU (WARNING, naming the GPU and the keys that
-    have models), or when the model's weights cannot be obtained in time (WARNING; stock Inductor
+    Where ``TORCH_DIODE_MODEL`` (``torch_diode.config.model``) names a model (a path or a registered
+    name), that model is registered instead, whatever the GPU.
+    Nothing is registered, with one log line saying why, when ``TORCH_DIODE_DISABLE`` is set (INFO),
+    when there is no GPU (INFO), when no installed models package lists a model for the GPU
+    (WARNING, naming the GPU and the keys that have models), or when the model's weights cannot be
+    obtained in time or ``TORCH_DIODE_MODEL``'s model cannot be used (WARNING; stock Inductor
     autotuning stays). A model registered before with :func:`register_model` is left in place.
     """
     global _autoregistered
@@ -376,6 +379,27 @@ def autoregister(*, timeout_s: float | None = None) -> Registration | None:
             _autoregistered = True
             return _registration
         _autoregistered = True
+        from torch_diode.config import config as diode_config
+
+        try:
+            disabled, chosen = diode_config.disable, diode_config.model
+        except (ValueError, TypeError) as exc:  # a malformed TORCH_DIODE_* variable
+            logger.warning("torch-diode registered no model (stock Inductor autotuning is used): %s", exc)
+            return None
+        if disabled:
+            logger.info("torch-diode registered no model: TORCH_DIODE_DISABLE is set")
+            return None
+        if chosen is not None:
+            try:
+                return _register(chosen, timeout_s=timeout_s, options={}, why=" (TORCH_DIODE_MODEL)")
+            except (DiodeError, ValueError, TypeError) as exc:
+                logger.warning(
+                    "torch-diode registered no model (stock Inductor autotuning is used): TORCH_DIODE_MODEL=%r "
+                    "cannot be used: %s",
+                    chosen,
+                    exc,
+                )
+                return None
         from torch_diode.hardware import detect
 
         try:

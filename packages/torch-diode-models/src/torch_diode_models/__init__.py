@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torch_diode import plugin_autoload_disabled
-from torch_diode.errors import HardwareError
+from torch_diode.errors import HandlerNotInstalledError, HardwareError
 from torch_diode.hardware import HardwareInfo, detect
 from torch_diode.registry import (
     PredictionStats,
@@ -59,6 +59,7 @@ from torch_diode.registry import (
 )
 
 __all__ = [
+    "HandlerNotInstalledError",
     "PredictionProfile",
     "PredictionStats",
     "Registration",
