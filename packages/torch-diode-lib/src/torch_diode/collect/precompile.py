@@ -177,7 +177,13 @@ class _TargetDriver:
 def emulate(target: Target) -> None:
     """Make this process's Triton compile as ``target``'s machine does: its GPU target, its
     ``triton_key()`` and its cache-invalidating environment. For compile processes only."""
-    import triton
+    try:
+        import triton
+    except ImportError:
+        raise TargetMismatch(
+            f"Triton is not installed here; {target.gpu_name} compiles with triton {target.triton_version}: install "
+            f"triton=={target.triton_version} (a virtual environment of its own) to compile for that machine"
+        ) from None
     import triton.runtime.cache as triton_cache
     from triton.runtime import driver
 
