@@ -334,6 +334,15 @@ class DiodeInductorChoices(InductorChoices):
         # handler; a copy must be the same handler (one model, one cache, one set of stats).
         return self
 
+    def __repr__(self) -> str:
+        if self.options.model is not None:
+            what = f"model={self.options.model!r}"
+        elif self._given_model is not None:
+            what = f"model=<{getattr(self._given_model, 'hardware', '?')} model object>"
+        else:
+            what = f"lut={self.options.lut!r}"
+        return f"DiodeInductorChoices({what}, top_k_configs={self.options.top_k_configs!r})"
+
     # -- identity -------------------------------------------------------------------------------
     def model_hash(self) -> str | None:
         """sha256 of the model file, or None without a model (or when it cannot be loaded)."""

@@ -247,8 +247,8 @@ def stock_inductor() -> Iterator[None]:
             for handler in saved:
                 handler._active = False
             _stack.clear()
-            _restore_original()
-            logger.info("torch-diode: handler %r taken out for a stock Inductor measurement", saved[-1])
+            _restore_original(quiet=True)
+            logger.info("torch-diode: %r taken out while stock Inductor is measured", saved[-1])
         changes = _changes
     try:
         yield
@@ -257,9 +257,9 @@ def stock_inductor() -> Iterator[None]:
             with _lock:
                 if _changes == changes:
                     for handler in saved:
-                        _push(handler)
+                        _push(handler, quiet=True)
                     saved[-1]._active = True
-                    logger.info("torch-diode: handler %r installed again after the stock measurement", saved[-1])
+                    logger.info("torch-diode: %r installed again", saved[-1])
                 else:
                     logger.warning(
                         "torch-diode: handler %r was not installed again after a stock Inductor measurement: "
@@ -271,8 +271,10 @@ def stock_inductor() -> Iterator[None]:
 # -- internals ----------------------------------------------------------------------------------
 
 
-def _push(handler: Any) -> None:
+def _push(handler: Any, *, quiet: bool = False) -> None:
+    """Install ``handler`` on top (``quiet``: its steps logged at DEBUG, not INFO)."""
     global _original, _changes
+    say = logger.debug if quiet else logger.info
     from torch._inductor import config as inductor_config
 
     _changes += 1
@@ -287,10 +289,10 @@ def _push(handler: Any) -> None:
             choices_class=inductor_config.inductor_choices_class,
         )
         holder._default = _serve_installed
-        logger.info("torch-diode: Inductor's default choices handler (all threads) is now %r", handler)
+        say("torch-diode: Inductor's default choices handler (all threads) is now %r", handler)
         if value is not _UNSET:
             delattr(local, holder._key)
-            logger.info("torch-diode: replaced this thread's choices handler %r", value)
+            say("torch-diode: replaced this thread's choices handler %r", value)
         if _original.choices_class is not None:
             logger.warning(
                 "torch-diode: config.inductor_choices_class=%r is superseded while torch-diode is installed",
@@ -300,10 +302,10 @@ def _push(handler: Any) -> None:
         previous = _stack[-1] if _stack else None
         if previous is not None:
             previous._active = False
-        logger.info("torch-diode: replaced the installed handler %r with %r", previous, handler)
+        say("torch-diode: replaced the installed handler %r with %r", previous, handler)
     _stack.append(handler)
     inductor_config.inductor_choices_class = DiodeChoicesFactory(handler)
-    logger.info("torch-diode: config.inductor_choices_class (this thread) is now the torch-diode factory")
+    say("torch-diode: config.inductor_choices_class (this thread) is now the torch-diode factory")
 
 
 def _remove(handler: Any) -> bool:
@@ -326,8 +328,9 @@ def _remove(handler: Any) -> bool:
     return True
 
 
-def _restore_original() -> None:
+def _restore_original(*, quiet: bool = False) -> None:
     global _original
+    say = logger.debug if quiet else logger.info
     from torch._inductor import config as inductor_config
 
     original = _original
@@ -348,17 +351,15 @@ def _restore_original() -> None:
             elif current is not _UNSET:
                 delattr(local, holder._key)
         else:
-            logger.info(
-                "torch-diode: this thread's choices handler %r was set after the install; left in place", current
-            )
+            say("torch-diode: this thread's choices handler %r was set after the install; left in place", current)
         if isinstance(inductor_config.inductor_choices_class, DiodeChoicesFactory):
             inductor_config.inductor_choices_class = original.choices_class
     else:
-        logger.info(
+        say(
             "torch-diode: uninstalled from another thread than the installing one; that thread's "
             "config.inductor_choices_class is left to its own (per-thread) config on torch >= 2.12"
         )
         if not compat.config_is_thread_local():
             inductor_config.inductor_choices_class = original.choices_class
     _original = None
-    logger.info("torch-diode: uninstalled; Inductor's stock choices handler is back")
+    say("torch-diode: uninstalled; Inductor's stock choices handler is back")
