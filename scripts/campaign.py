@@ -101,11 +101,48 @@ def cmd_plan(args: argparse.Namespace) -> int:
         train_output_misaligned=args.train_output_misaligned,
     )
     plan = plan_campaign(opts, args.shapeset)
-    path = plan.save(_dir(args) / "plan.json")
+    path = _dir(args) / "plan.json"
+    if path.exists() and not args.replace:
+        _refuse_another_plan(args, path, plan)
+    path = plan.save(path)
     print(f"{path}: {len(plan.train)} training and {len(plan.val)} validation problems")
     for split in ("train", "val"):
         print(split, json.dumps(plan.mix(split)))
     return 0
+
+
+#: The plan options that ``campaign.py plan`` takes from its command line, with their flags.
+_PLAN_FLAGS = {
+    "seed": "--seed",
+    "train_one_misaligned": "--train-one-misaligned",
+    "train_output_misaligned": "--train-output-misaligned",
+}
+
+
+def _refuse_another_plan(args: argparse.Namespace, path: Path, plan: CampaignPlan) -> None:
+    """Writing a plan over one with other lists would leave the files collected for the old one
+    out of step with it (the committed plans were grown with options the defaults do not have):
+    refused unless it is the same plan, or ``--replace`` says so."""
+    try:
+        old = CampaignPlan.load(path)
+    except ValueError as e:
+        _fail(args, f"{path} exists and cannot be read ({e}); add --replace to write a new plan over it")
+    if old.to_dict() == plan.to_dict():
+        return
+    old_opts, new_opts = old.options.__dict__, plan.options.__dict__
+    differ = [k for k in old_opts if old_opts[k] != new_opts[k]]
+    if old.shapeset != plan.shapeset:
+        differ.append("shapeset")
+    was = ", ".join(f"{k}={getattr(old, k) if k == 'shapeset' else old_opts[k]!r}" for k in differ) or "other lists"
+    again = " ".join(f"{_PLAN_FLAGS[k]} {old_opts[k]}" for k in differ if k in _PLAN_FLAGS)
+    if old.shapeset != plan.shapeset:
+        again = f"{again} --shapeset {old.shapeset}".strip()
+    how = f"rerun with its options ({again}) to write it again" if again else "its options cannot be given here"
+    _fail(
+        args,
+        f"{path} exists with other lists ({was}): the files collected for it would no longer match; {how}, "
+        "or add --replace to replace it",
+    )
 
 
 def _split_problems(args: argparse.Namespace, plan: CampaignPlan) -> list | None:
@@ -502,6 +539,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="N more training problems whose operands' rows are 16-byte aligned and whose output's are not, after "
         "those of --train-one-misaligned",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="write over an existing plan.json with other lists (refused otherwise: the files collected for it "
+        "would no longer match it)",
     )
     p.set_defaults(func=cmd_plan)
     r = sub.add_parser("run", help="collect (resumes)")

@@ -121,6 +121,27 @@ def test_script_without_a_plan_says_how_to_write_it(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith(f"campaign.py {args[0]}: error: ") and expect in lines[0], lines
 
 
+def test_plan_is_not_replaced_by_other_lists(tmp_path: Path) -> None:
+    """`campaign.py plan` with the defaults wrote a smaller plan over the committed one (1,450
+    training problems down to 1,100) without a word; now it refuses, naming the options that make
+    the existing plan, and writes it again only with them (or with --replace)."""
+    script = [sys.executable, str(REPO / "scripts" / "campaign.py"), "--data-dir", str(tmp_path)]
+    (tmp_path / "NVIDIA-H100").mkdir()
+    plan = tmp_path / "NVIDIA-H100" / "plan.json"
+    committed = (REPO / "data" / "NVIDIA-H100" / "plan.json").read_bytes()
+    plan.write_bytes(committed)
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [*script, "plan", "--hardware", "NVIDIA-H100", *extra], capture_output=True, text=True, timeout=300
+    )
+    proc = run()
+    assert proc.returncode == 2 and plan.read_bytes() == committed, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "--train-one-misaligned 200 --train-output-misaligned 150" in line and "--replace" in line
+    proc = run("--train-one-misaligned", "200", "--train-output-misaligned", "150")
+    assert proc.returncode == 0 and plan.read_bytes() == committed, proc.stderr
+    assert run("--replace").returncode == 0 and plan.read_bytes() != committed
+
+
 def test_size_buckets() -> None:
     assert size_bucket(Problem(op="mm", m=16, n=4096, k=4096)) == "decode (M<=64)"
     assert size_bucket(Problem(op="mm", m=8192, n=256, k=512)) == "tall-skinny"
@@ -234,6 +255,18 @@ def test_unpack_chunk_refuses_a_bad_pack_and_writes_nothing(tmp_path: Path) -> N
         ValueError, match=r"member 'data/NVIDIA-H100' is not a file or directory under data/NVIDIA-H200/"
     ):
         unpack_chunk(_pack(other, tmp_path / "b.tgz"), data, "NVIDIA-H200")
+    # another GPU's timings under this GPU's directory
+    from torch_diode.dataset import Dataset, write_dataset
+    from torch_diode.records import Choice, Provenance, TimingRecord
+
+    foreign = tmp_path / "foreign" / "NVIDIA-H200"
+    foreign.mkdir(parents=True)
+    rec = TimingRecord(
+        problem=Problem(op="mm", m=8, n=8, k=8), choice=Choice.aten("mm"), time_us=1.0, hardware="NVIDIA-H100"
+    )
+    write_dataset(Dataset.from_records([rec], Provenance(hardware="NVIDIA-H100")), foreign / "val.msgpack")
+    with pytest.raises(ValueError, match=r"val.msgpack holds timings of NVIDIA-H100, not only NVIDIA-H200's"):
+        unpack_chunk(_pack(foreign, tmp_path / "d.tgz"), data, "NVIDIA-H200")
     # not a tar archive
     (tmp_path / "c.tgz").write_bytes(b"not a tar")
     with pytest.raises(ValueError, match=r"c.tgz: not a readable tar archive"):

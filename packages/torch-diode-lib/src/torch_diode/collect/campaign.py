@@ -342,8 +342,8 @@ def unpack_chunk(
     ``data/<KEY>/...``) into ``data_dir/<KEY>/``. Returns (files written, sidecars removed).
 
     All or nothing: every member must be a regular file or directory under ``data/<KEY>/``, and
-    every dataset in it (``*.msgpack``, ``*.msgpack.partial``) must read strictly; otherwise
-    ``ValueError`` says which and nothing is written. A ``<split>.msgpack.partial`` in the
+    every dataset in it (``*.msgpack``, ``*.msgpack.partial``) must read strictly and hold only
+    ``<KEY>``'s timings; otherwise ``ValueError`` says which and nothing is written. A ``<split>.msgpack.partial`` in the
     destination that the pack does not hold is removed: the chunk settled it (plain ``tar x``
     leaves it behind, and a stale sidecar duplicates parts the file already holds).
     """
@@ -379,12 +379,17 @@ def unpack_chunk(
             for f in files:
                 if f.name.endswith((".msgpack", ".msgpack.partial")):
                     try:
-                        read_dataset(f)
+                        keys = read_dataset(f).hardware_keys
                     except Exception as e:
                         raise ValueError(
                             f"{pack}: {f.relative_to(tmp)} is not a complete dataset ({e}); nothing was copied: "
                             "take the pack from the chunk again or rerun the chunk"
                         ) from None
+                    if any(k != hardware for k in keys):
+                        raise ValueError(
+                            f"{pack}: {f.relative_to(tmp)} holds timings of {', '.join(keys)}, not only {hardware}'s; "
+                            "nothing was copied: GPUs' timings are never mixed (is this another GPU's chunk?)"
+                        )
             kept = {f.relative_to(root) for f in files}
             removed = [s for s in sorted(dest.glob("*.msgpack.partial")) if s.relative_to(dest) not in kept]
             written = []
