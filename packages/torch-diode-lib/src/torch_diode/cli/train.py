@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train a kernel-time model on the timings of one GPU: an MLP ensemble predicting log "
         "kernel time per (problem, choice), ATen included, with a neighbour memory of the training problems, "
         "an ATen head and a ranking forest that re-ranks the networks' shortlist (each optional, below). "
-        "Problems, never rows, are split into training and validation sets; early stopping keeps the best "
-        "validation epoch. The same --seed gives the same model, bit for bit, on the same machine and "
+        "Problems, never rows, are split into training and validation sets; with --early-stopping the best "
+        "validation epoch is kept (off by default: the last epoch is kept). The same --seed gives the same model, bit for bit, on the same machine and "
         "thread count.",
     )
     _add_dataset_args(t)
