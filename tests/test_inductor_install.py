@@ -227,6 +227,14 @@ def test_compile_addmm_with_a_broadcast_bias_keeps_one_aten_variant() -> None:
             torch.testing.assert_close(torch.compile(linear_2d_bias)(x, w, bias), linear_2d_bias(x, w, bias))
     s = handle.get_stats()  # counted at addmm's last hook call (its Triton templates': none on CPU)
     assert (s["aten_kept"], s["aten_dropped"], s["single_choice"], s["fallbacks_total"]) == (1, 1, 1, 0)
+    # a handler for CUDA GEMMs only leaves this CPU GEMM alone, and counts nothing of it
+    with install_diode_choices(model=str(shipped)) as handle:
+        with inductor_config.patch(force_disable_caches=True, max_autotune=True):
+            torch._dynamo.reset()
+            torch.testing.assert_close(torch.compile(linear_2d_bias)(x, w, bias), linear_2d_bias(x, w, bias))
+    s = handle.get_stats()
+    assert (s["aten_kept"], s["aten_dropped"], s["single_choice"], s["candidates_seen"]) == (0, 0, 0, 0)
+    assert s["passthrough"].get("device_type") == 1
 
 
 def test_compile_in_a_thread_started_after_install_uses_the_handler(model_path: Path) -> None:

@@ -457,9 +457,10 @@ class DiodeInductorChoices(InductorChoices):
     ) -> list[Any]:
         t0 = time.perf_counter()
         self._stats.add(calls=1)
-        split = self._split_calls(kernel_inputs, templates, op_name)
+        split: _SplitCalls | None = None
         out: list[Any] = []
         try:
+            split = self._split_calls(kernel_inputs, templates, op_name)
             skip = self._skip_reason(kernel_inputs, templates, op_name)
             if skip is not None:
                 self._stats.add_passthrough(skip)
@@ -493,10 +494,17 @@ class DiodeInductorChoices(InductorChoices):
             return out
         finally:
             if split is not None:
-                if split.last_call:
-                    self._count_split(split, out)
-                else:
-                    split.add(out)
+                try:
+                    if not split.last_call:
+                        split.add(out)
+                    elif (
+                        self._active
+                        and not diode_config.disable
+                        and kernel_inputs.device_type in self.options.device_types
+                    ):
+                        self._count_split(split, out)
+                except Exception as e:  # statistics only: never a reason for a compile to fail
+                    logger.debug("torch-diode: addmm's split calls not counted: %s", e)
             dt = time.perf_counter() - t0
             with self._stats.lock:
                 self._stats.hook_time_s += dt
