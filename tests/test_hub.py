@@ -353,6 +353,14 @@ def test_a_failing_hub_is_reported_as_failing(hub: FakeHub, model_bytes: bytes) 
     with pytest.raises(HubTimeoutError, match=r"HTTP Error 500 thrown while requesting HEAD.*try again later") as info:
         fetch_model_file(entry_for(model_bytes), timeout_s=3)
     assert "Check the network" not in str(info.value)
+    # The download thread retries on after the deadline: let its next try succeed and wait for
+    # it, so that it does not outlive this test (a leftover thread closing its socket late can
+    # close a descriptor number a later test's connection reuses).
+    hub.fail_status = None
+    for thread in threading.enumerate():
+        if thread.name.startswith("torch-diode-hub-"):
+            thread.join(60)
+            assert not thread.is_alive()
 
 
 def test_timeout_from_environment(hf_env: Path, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes) -> None:
