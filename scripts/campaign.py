@@ -111,11 +111,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The plan options that ``campaign.py plan`` takes from its command line, with their flags.
+#: The plan settings that ``campaign.py plan`` takes from its command line, with their flags.
 _PLAN_FLAGS = {
     "seed": "--seed",
     "train_one_misaligned": "--train-one-misaligned",
     "train_output_misaligned": "--train-output-misaligned",
+    "shapeset": "--shapeset",
 }
 
 
@@ -129,14 +130,11 @@ def _refuse_another_plan(args: argparse.Namespace, path: Path, plan: CampaignPla
         _fail(args, f"{path} exists and cannot be read ({e}); add --replace to write a new plan over it")
     if old.to_dict() == plan.to_dict():
         return
-    old_opts, new_opts = old.options.__dict__, plan.options.__dict__
-    differ = [k for k in old_opts if old_opts[k] != new_opts[k]]
-    if old.shapeset != plan.shapeset:
-        differ.append("shapeset")
-    was = ", ".join(f"{k}={getattr(old, k) if k == 'shapeset' else old_opts[k]!r}" for k in differ) or "other lists"
-    again = " ".join(f"{_PLAN_FLAGS[k]} {old_opts[k]}" for k in differ if k in _PLAN_FLAGS)
-    if old.shapeset != plan.shapeset:
-        again = f"{again} --shapeset {old.shapeset}".strip()
+    was_set = {**old.options.__dict__, "shapeset": old.shapeset}
+    now_set = {**plan.options.__dict__, "shapeset": plan.shapeset}
+    differ = [k for k in was_set if was_set[k] != now_set[k]]
+    was = ", ".join(f"{k}={was_set[k]!r}" for k in differ) or "other lists"
+    again = " ".join(f"{_PLAN_FLAGS[k]} {was_set[k]}" for k in differ if k in _PLAN_FLAGS)
     how = f"rerun with its options ({again}) to write it again" if again else "its options cannot be given here"
     _fail(
         args,

@@ -125,14 +125,7 @@ def mode_context(mode: str, model: Any = None) -> Iterator[Any]:
     """
     if mode not in MODES:
         raise ValueError(f"mode: unknown mode {mode!r}; known: {', '.join(MODES)}")
-    from torch_diode.inductor.install import stock_inductor
-
-    if mode == "exhaustive":
-        from torch._inductor import config as inductor_config
-
-        with stock_inductor(), inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE"):
-            yield None
-    elif mode in DIODE_TOP_K:
+    if mode in DIODE_TOP_K:
         if model is None:
             raise ValueError(f"mode {mode}: needs a torch-diode model")
         from torch_diode.inductor import install_diode_choices
@@ -141,9 +134,17 @@ def mode_context(mode: str, model: Any = None) -> Iterator[Any]:
             if not handle.installed:
                 raise RuntimeError(f"torch-diode's choices handler was not installed: {handle.reason}")
             yield handle
-    else:
-        with stock_inductor():  # a model registered in the process (the meta-wheel's) is not stock
-            yield None
+        return
+    from torch._inductor import config as inductor_config
+
+    from torch_diode.inductor.install import stock_inductor
+
+    exhaustive = mode == "exhaustive"
+    space = (
+        inductor_config.patch(max_autotune_gemm_search_space="EXHAUSTIVE") if exhaustive else contextlib.nullcontext()
+    )
+    with stock_inductor(), space:  # a model registered in the process (the meta-wheel's) is not stock
+        yield None
 
 
 def compile_for(mode: str, fn: Callable[..., Any]) -> Callable[..., Any]:

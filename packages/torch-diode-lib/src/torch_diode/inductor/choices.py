@@ -725,12 +725,9 @@ class DiodeInductorChoices(InductorChoices):
         """The ATen variants ``select`` keeps in a call without Triton configs, or None without a
         model. The rules that keep the best choice alone (``aten_alone_*``, ``one_below_us``) are
         not applied: they compare ATen with the Triton configs, which this call does not have."""
-        model = self._get_model()
+        model = self._covered_model(problem, [])
         if model is None:
             return None
-        outside = model.out_of_coverage(problem, [])
-        if outside is not None:
-            raise HandlerError("out_of_coverage", f"{problem.key()}: {outside}")
         log_t, std = self._predict(model, problem, aten)
         options = self.options.replace(aten_alone_when_best=False, aten_alone_below_us=None, one_below_us=None)
         none = np.empty(0)
@@ -877,6 +874,16 @@ class DiodeInductorChoices(InductorChoices):
         self._stats.add(lut_hits=1)
         return kept_triton, kept_aten
 
+    def _covered_model(self, problem: Problem, triton: list[Choice]) -> Any:
+        """The model (None without one), if ``problem`` with these Triton candidates lies within
+        what it was trained on; else ``HandlerError("out_of_coverage")``."""
+        model = self._get_model()
+        if model is not None:
+            outside = model.out_of_coverage(problem, triton)
+            if outside is not None:
+                raise HandlerError("out_of_coverage", f"{problem.key()}: {outside}")
+        return model
+
     def _model_selection(
         self,
         problem: Problem,
@@ -885,12 +892,9 @@ class DiodeInductorChoices(InductorChoices):
         aten: list[Choice],
         earlier_aten: tuple[Choice, ...] | None = None,
     ) -> tuple[list[int], list[int]]:
-        model = self._get_model()
+        model = self._covered_model(problem, triton)
         if model is None:
             raise HandlerError("no_model", f"no lookup-table hit for {problem.key()} and no model configured")
-        outside = model.out_of_coverage(problem, triton)
-        if outside is not None:
-            raise HandlerError("out_of_coverage", f"{problem.key()}: {outside}")
         scored_aten = list(aten)
         stand_in = not aten and op_name == "addmm" and compat.use_aten_gemm_kernels()
         if stand_in:  # the ATen choices addmm's earlier call kept, where known

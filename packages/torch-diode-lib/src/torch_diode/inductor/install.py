@@ -217,10 +217,7 @@ def uninstall_diode_choices() -> bool:
         if not _stack:
             return False
         _changes += 1
-        for handler in _stack:
-            handler._active = False
-        _stack.clear()
-        _restore_original()
+        _take_all_out()
     return True
 
 
@@ -242,12 +239,8 @@ def stock_inductor() -> Iterator[None]:
     something was installed or removed during the block, what is installed then is left as it is.
     """
     with _lock:
-        saved = list(_stack)
+        saved = _take_all_out(quiet=True)
         if saved:
-            for handler in saved:
-                handler._active = False
-            _stack.clear()
-            _restore_original(quiet=True)
             logger.info("torch-diode: %r taken out while stock Inductor is measured", saved[-1])
         changes = _changes
     try:
@@ -269,6 +262,18 @@ def stock_inductor() -> Iterator[None]:
 
 
 # -- internals ----------------------------------------------------------------------------------
+
+
+def _take_all_out(*, quiet: bool = False) -> list[Any]:
+    """Deactivate and remove every installed handler and restore Inductor's state from before the
+    first install (under ``_lock``); the handlers that were installed, the current one last."""
+    saved = list(_stack)
+    if saved:
+        for handler in saved:
+            handler._active = False
+        _stack.clear()
+        _restore_original(quiet=quiet)
+    return saved
 
 
 def _push(handler: Any, *, quiet: bool = False) -> None:
