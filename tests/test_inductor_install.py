@@ -103,7 +103,7 @@ def test_uninstall_leaves_a_handler_the_user_set_after_the_install(model_path: P
 
 def test_idempotent_and_replacing(model_path: Path) -> None:
     first = install_diode_choices(model=str(model_path), top_k_configs=2)
-    assert first.handler._get_model() is not None  # loaded, as after a first GEMM
+    assert first.handler._get_model() is not None  # loaded at the install
     same = install_diode_choices(model=str(model_path), top_k_configs=2)
     assert same.handler is first.handler
     same.uninstall()  # an idempotent re-install owns nothing
@@ -167,6 +167,30 @@ def test_bad_options_are_refused_before_anything_changes(model_path: Path) -> No
     with pytest.raises(ValueError, match="performance_threshold"):
         install_diode_choices(model=str(model_path), performance_threshold=0.5)
     assert installed_handler() is None
+
+
+def test_a_model_or_table_that_cannot_be_used_is_refused_at_install(model_path: Path, tmp_path: Path) -> None:
+    """Not at the first GEMM, where it could only make each compile fall back to stock autotuning."""
+    from torch_diode.errors import DatasetFormatError, ModelFormatError, ModelNotFoundError
+
+    corrupt = tmp_path / "corrupt.safetensors"
+    data = bytearray(model_path.read_bytes())
+    data[-64:] = b"\x00" * 64  # tensor bytes no longer match their recorded sha256
+    corrupt.write_bytes(bytes(data))
+    before = V.choices
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        install_diode_choices(model=str(tmp_path / "missing.safetensors"))
+    with pytest.raises(ModelNotFoundError, match="no-such-model"):
+        install_diode_choices(model="no-such-model")
+    with pytest.raises(ModelFormatError):
+        install_diode_choices(model=str(corrupt))
+    with pytest.raises(ModelFormatError):
+        create_diode_choices(model=str(corrupt))
+    with pytest.raises(DatasetFormatError, match="no such file"):
+        install_diode_choices(model=str(model_path), lut=str(tmp_path / "missing-lut.json"))
+    assert installed_handler() is None and V.choices is before
+    with install_diode_choices(model=str(model_path)) as handle:  # loaded once, here: the first GEMM finds it
+        assert handle.handler._model is not None and handle.handler._model.model_hash == handle.handler.model_hash()
 
 
 # -- full torch.compile on CPU ------------------------------------------------------------------
@@ -344,8 +368,11 @@ def test_stock_inductor_takes_every_handler_out_and_back(model_path: Path, caplo
 def test_a_relative_model_path_survives_a_chdir(
     model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The handler loads its model at the first GEMM: a relative path given to the installer or to
+    """A compile subprocess (``TORCHINDUCTOR_FX_COMPILE_MODE=subprocess``) gets the handler pickled,
+    options only, and loads the model again: a relative path given to the installer or to
     ``register_model`` must still name that file after the program changes directory."""
+    import pickle
+
     from torch_diode.registry import register_model, unregister_model
 
     monkeypatch.chdir(model_path.parent)
@@ -353,7 +380,7 @@ def test_a_relative_model_path_survives_a_chdir(
         registration = register_model(model_path.name)
         try:
             monkeypatch.chdir(tmp_path)
-            assert handle.handler._get_model() is not None
-            assert registration.handle.handler._get_model() is not None
+            for handler in (handle.handler, registration.handle.handler):
+                assert pickle.loads(pickle.dumps(handler))._get_model() is not None
         finally:
             unregister_model()

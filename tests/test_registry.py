@@ -378,7 +378,7 @@ def test_autoregister_installs_the_handler_once(site: Path, monkeypatch: pytest.
     handler = installed_handler()
     assert handler is registration.handle.handler
     assert handler.options.model == str(registration.path)
-    assert handler._model is None, "the weights load lazily, at the first GEMM"
+    assert handler._model is not None, "the weights are loaded and checked at registration, not at the first GEMM"
     assert registry.autoregister() is registration and installed_handler() is handler  # idempotent
 
     stats = registry.prediction_stats()
@@ -435,7 +435,7 @@ def test_register_model_by_path_and_failures_install_nothing(site: Path, tmp_pat
     registration = registry.register_model(own, top_k_configs=2)
     assert registration.name == "TESTGPU-A-mine" and registration.hardware == "TESTGPU-A"  # read from the file
     assert installed_handler().options.top_k_configs == 2
-    assert installed_handler().options.model == str(own) and installed_handler()._model is None  # loads lazily
+    assert installed_handler().options.model == str(own) and installed_handler()._model is not None  # loaded now
     registry.unregister_model()
     # a file given by path is checked at registration: a bad one installs nothing
     text = tmp_path / "notes.txt"

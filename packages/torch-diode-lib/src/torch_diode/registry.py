@@ -19,7 +19,7 @@ Resolution order. :func:`resolve` turns a model name or a path into a verified l
 
 The network is touched only in step 4, only while a model is being registered
 (:func:`register_model`, :func:`autoregister`), never during a compile: the choices handler
-receives a local file and loads its weights lazily, at the first GEMM. ``import
+receives a local file and loads and checks its weights when it is installed. ``import
 torch_diode_models`` and the meta-wheel's plugin run :func:`autoregister` at import, so with a
 models wheel that does not carry its weights (a slim wheel) the first import downloads them,
 within ``TORCH_DIODE_HUB_TIMEOUT_S`` (20 s); the full wheel never touches the network.
@@ -267,7 +267,9 @@ def resolve(
             if path.name != stem and str(name_or_path) == path.name and stem in _get_catalog().models:
                 hint = f"to use the registered model of that name, pass {stem!r} (no .safetensors)"
             raise ModelNotFoundError(f"model file {str(path)!r} does not exist ({hint})")
-        return path.absolute()  # a later chdir must not lose it (the handler loads it at the first GEMM)
+        return (
+            path.absolute()
+        )  # a later chdir must not lose it (the handler holds the path; a subprocess compile loads it)
     entry = get_model_entry(str(name_or_path))
     packaged = entry.packaged_path
     if packaged is not None and packaged.is_file():
@@ -292,10 +294,10 @@ def register_model(
 ) -> Registration:
     """Resolve a model and install torch-diode's Inductor choices handler with it (process-wide).
 
-    Replaces the model registered before, if any. A model file given by path is read and checked
-    here (a corrupt or foreign file raises :class:`~torch_diode.errors.ModelFormatError` and installs
-    nothing); a registered name's file was verified against its manifest. Either way the handler
-    loads the weights itself, at the first GEMM that needs them.
+    Replaces the model registered before, if any. The model file is loaded and checked here (a
+    corrupt or foreign file raises :class:`~torch_diode.errors.ModelFormatError` and installs
+    nothing; a registered name's file is verified against its manifest first), not at the first
+    GEMM, where a bad file could only make that compile fall back to stock autotuning.
 
     Args:
         name_or_path: a registered model name or the path of a model file.
@@ -319,20 +321,16 @@ def _register(
     path = resolve(name_or_path, timeout_s=timeout_s)
     from torch_diode.inductor.install import install_diode_choices
 
-    if looks_like_path(name_or_path):
-        # A file no manifest vouches for: checked now (ModelFormatError), not at the first GEMM,
-        # where a bad file could only make that compile fall back to stock autotuning. The handler
-        # still gets the path and loads it itself (once per process, ~25 ms), as for a registered name.
-        from torch_diode.model import load_model
-
-        name, hardware = path.name.removesuffix(".safetensors"), load_model(path).hardware
-    else:
-        name = str(name_or_path)
-        hardware = get_model_entry(name).hardware
     with _lock:
+        # The installer loads and checks the file (ModelFormatError: nothing installed), ~25 ms.
         handle = install_diode_choices(model=str(path), **options)
         if not handle.installed:
             raise HandlerNotInstalledError(f"torch-diode's choices handler was not installed: {handle.reason}")
+        if looks_like_path(name_or_path):  # a file no manifest vouches for: its own metadata names the GPU
+            name, hardware = path.name.removesuffix(".safetensors"), handle.handler._get_model().hardware
+        else:
+            name = str(name_or_path)
+            hardware = get_model_entry(name).hardware
         _registration = Registration(name=name, path=path, hardware=hardware, handle=handle)
     logger.info("torch-diode registered model %s%s: %s", name, why, path)
     return _registration

@@ -2,8 +2,8 @@
 
 ``import torch_diode_models`` registers the best model for the detected GPU
 (:func:`torch_diode.registry.autoregister`: once per process, whichever of ``torch_diode`` and
-``torch_diode_models`` is imported first; the weights load lazily, at the first GEMM that needs
-them). With no GPU, or a GPU no model was trained for, nothing is registered and one log line
+``torch_diode_models`` is imported first; the weights are loaded and checked then, about 25 ms).
+With no GPU, or a GPU no model was trained for, nothing is registered and one log line
 says why. ``TORCH_DIODE_HARDWARE=NVIDIA-H100`` (any key, or ``none``) overrides detection;
 ``TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD=1`` turns the automatic registration off (here and in the
 ``torch-diode`` meta-wheel's plugin), leaving :func:`register_model` to you.

@@ -413,6 +413,28 @@ class DiodeInductorChoices(InductorChoices):
         self._stats = _Stats()
 
     # -- lazy resources -------------------------------------------------------------------------
+    def preload(self) -> None:
+        """Load the model and the lookup table now instead of at the first GEMM, raising what loading
+        raises (:func:`~torch_diode.inductor.create_diode_choices` and ``install_diode_choices`` call it,
+        so a wrong model or table is an error there, not a silent stock fallback in the compile).
+
+        Raises:
+            ModelNotFoundError: a model path that does not exist, or an unknown name.
+            ModelFormatError / ChecksumMismatchError: a corrupt, foreign or altered model file.
+            torch_diode.hub.HubError: a registered model whose file is not downloaded
+                (``torch_diode_models.register_model`` fetches it).
+            DatasetFormatError / SchemaVersionError: a lookup table that cannot be read.
+        """
+        with self._load_lock:
+            if self._model is None and self.options.model is not None:
+                self._model = _load_model(self.options.model)
+                self._model_error = None
+            if self.options.lut is not None and not self._lut_loaded:
+                from torch_diode.lut import KernelLUT
+
+                self._lut = KernelLUT.load(self.options.lut)
+                self._lut_loaded, self._lut_error = True, None
+
     def _get_model(self) -> Any:
         if self._model is not None or self.options.model is None:
             return self._model

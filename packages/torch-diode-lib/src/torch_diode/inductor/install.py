@@ -145,9 +145,14 @@ def create_diode_choices(model: Any = None, **options: Any) -> Any:
     ``DiodeModel``; ``options`` are :class:`~torch_diode.config.DiodeOptions` fields, defaulting
     to :data:`torch_diode.config.config`.
 
+    The model and the lookup table are loaded and checked here (about 25 ms for a shipped model), so
+    a missing, unknown or corrupt one is an error now rather than a stock fallback at the first GEMM.
+
     Raises:
         TypeError / ValueError: an unknown or invalid option, or no model and no lookup table.
         RuntimeError: torch is older than 2.10.
+        DiodeError: the model or table cannot be used (:meth:`DiodeInductorChoices.preload` lists
+            which: ``ModelNotFoundError``, ``ModelFormatError``, a registered model not downloaded, ...).
     """
     reason = compat.unsupported_reason()
     if reason is not None:
@@ -161,9 +166,11 @@ def create_diode_choices(model: Any = None, **options: Any) -> Any:
     if opts.model is not None:
         from torch_diode.registry import looks_like_path
 
-        if looks_like_path(opts.model):  # loaded at the first GEMM: a chdir meanwhile must not lose it
+        if looks_like_path(opts.model):  # a compile subprocess loads it again: a chdir meanwhile must not lose it
             opts = opts.replace(model=os.path.abspath(os.path.expanduser(opts.model)))
-    return DiodeInductorChoices(opts, model=model_obj)
+    handler = DiodeInductorChoices(opts, model=model_obj)
+    handler.preload()
+    return handler
 
 
 def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
@@ -184,6 +191,8 @@ def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
 
     Raises:
         TypeError / ValueError: an unknown or invalid option, or neither a model nor a table.
+        DiodeError: the model or the lookup table cannot be used (missing, unknown, corrupt, or a
+            registered model not downloaded); nothing is installed then.
     """
     global _warned_unsupported
     reason = compat.unsupported_reason()
