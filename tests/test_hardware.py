@@ -222,8 +222,12 @@ def test_cli_hardware_env(run_diode) -> None:
     proc = run_diode("hardware", "--json", env={ENV_VAR: "NVIDIA-H100"}, check=True)
     d = json.loads(proc.stdout)
     assert d["key"] == "NVIDIA-H100" and d["source"] == "env" and d["has_spec"] is True
+    assert d["models"] == ["NVIDIA-H100-matmul"]  # torch-diode-models' (installed in the tests session)
+    proc = run_diode("hardware", env={ENV_VAR: "NVIDIA-H200"}, check=True)
+    assert "models:             NVIDIA-H200-matmul (best first" in proc.stdout
     proc = run_diode("hardware", env={ENV_VAR: "custom:ACME-X1"}, check=True)
     assert "ACME-X1" in proc.stdout and "custom key" in proc.stdout
+    assert "models:             none installed for ACME-X1" in proc.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
@@ -233,8 +237,9 @@ def test_cli_hardware_no_gpu(run_diode) -> None:
 
 
 def test_cli_hardware_errors(run_diode) -> None:
-    # The lib's own error (the meta-wheel's plugin would log its own line about the same variable).
-    proc = run_diode("hardware", env={ENV_VAR: "NVIDIA-H300", "TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    # One line: the command line does not run the meta-wheel's plugin (installed in the tests session),
+    # which logged an error of its own about the same variable before the command's.
+    proc = run_diode("hardware", env={ENV_VAR: "NVIDIA-H300"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("diode hardware: error: TORCH_DIODE_HARDWARE='NVIDIA-H300'")

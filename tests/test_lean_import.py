@@ -22,8 +22,9 @@ LIB_SRC = REPO / "packages" / "torch-diode-lib" / "src"
 
 
 def _run(
-    code: str, *, extra_path: tuple[Path, ...] = (), env: dict[str, str] | None = None
+    code: str, *, extra_path: tuple[Path, ...] = (), env: dict[str, str] | None = None, argv: list[str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code`` (or ``python *argv`` when given) in a fresh interpreter."""
     full_env = dict(os.environ)
     full_env.pop("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", None)
     full_env.update(env or {})
@@ -31,7 +32,11 @@ def _run(
         [*(str(p) for p in extra_path), str(LIB_SRC), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full_env, timeout=300
+        [sys.executable, *(argv if argv is not None else ["-c", textwrap.dedent(code)])],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
     )
     assert proc.returncode == 0, f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
@@ -164,3 +169,37 @@ def test_plugin_autoload_can_be_disabled(tmp_path: Path) -> None:
     )
     _run("import torch_diode", extra_path=(site,), env=LIB_ONLY)
     assert not marker.exists()
+
+
+def test_the_command_line_runs_no_plugin(tmp_path: Path) -> None:
+    """``diode ...`` and ``python -m torch_diode ...`` skip the plugins: no command needs a model
+    registered, and the meta-wheel's would import Inductor (about 2 s a command) and log its own
+    error beside the command's for a bad ``TORCH_DIODE_HARDWARE``."""
+    marker = tmp_path / "calls.txt"
+    site = _fake_plugin_dist(
+        tmp_path / "site",
+        "diode_test_cli_plugin",
+        f"""
+        import sys
+        def register():
+            with open({str(marker)!r}, "a") as f:
+                f.write(repr(sys.orig_argv[1:3]) + "\\n")
+        """,
+    )
+    # What pip writes for the console script `diode = _torch_diode_cli:main` (test_packaging checks that entry).
+    script = tmp_path / "diode"
+    script.write_text("import sys\nfrom _torch_diode_cli import main\nsys.exit(main())\n")
+    for argv in (
+        [str(script), "--version"],
+        ["-m", "torch_diode", "--version"],
+        ["-X", "utf8", "-I", "-mtorch_diode", "--version"],
+    ):
+        proc = _run("", argv=argv, extra_path=(site,))
+        assert proc.stdout.startswith("diode ") and proc.stderr == ""
+    assert not marker.exists()
+    # Anything else still runs them: options before -c, a script that takes -m torch_diode as arguments.
+    other = tmp_path / "other.py"
+    other.write_text("import torch_diode\n")
+    _run("", argv=["-W", "ignore", "-c", "import torch_diode"], extra_path=(site,))
+    _run("", argv=[str(other), "-m", "torch_diode"], extra_path=(site,))
+    assert marker.read_text().splitlines() == ["['-W', 'ignore']", f"[{str(other)!r}, '-m']"]

@@ -60,7 +60,8 @@ def _build(package: str, outdir: Path, *, slim: bool = False) -> tuple[Path, Pat
 def sources() -> dict[str, set[str]]:
     """The source files of each import package, listed before the builds start."""
     return {
-        LIB: _source_files(PACKAGES / LIB / "src" / "torch_diode"),
+        LIB: _source_files(PACKAGES / LIB / "src" / "torch_diode")
+        | _source_files(PACKAGES / LIB / "src" / "_torch_diode_cli"),
         MODELS: _source_files(MODELS_SRC),
         META: _source_files(PACKAGES / META / "src" / "torch_diode_autoregister"),
     }
@@ -146,7 +147,8 @@ def test_lib_dependencies_extras_and_console_script(dists: dict[str, tuple[Path,
     assert set(metadata.get_all("Provides-Extra")) == {"plot", "progress", "test"}
     assert "matplotlib>=3.7; extra == 'plot'" in requires
     assert "tqdm>=4.60; extra == 'progress'" in requires
-    assert _entry_points(dists[LIB][0]) == {"console_scripts": {"diode": "torch_diode.cli:main"}}
+    # not torch_diode.cli:main: through _torch_diode_cli the command line skips the meta-wheel's plugin
+    assert _entry_points(dists[LIB][0]) == {"console_scripts": {"diode": "_torch_diode_cli:main"}}
 
 
 def test_entry_points_announce_models_and_the_autoregister_plugin(dists: dict[str, tuple[Path, Path]]) -> None:
@@ -165,7 +167,7 @@ def test_lib_wheel_holds_the_torch_diode_package_and_no_weights(
 ) -> None:
     names = _wheel_names(dists[LIB][0])
     packages = {n.split("/")[0] for n in names if not n.startswith(f"torch_diode_lib-{VERSION}.dist-info/")}
-    assert packages == {"torch_diode"}
+    assert packages == {"torch_diode", "_torch_diode_cli"}
     assert "torch_diode/py.typed" in names
     assert not [n for n in names if n.endswith((".safetensors", ".pt", ".pth", ".bin", ".pkl"))]
     source = {n for n in sources[LIB] if not n.endswith(".safetensors")}

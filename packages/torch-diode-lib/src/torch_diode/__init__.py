@@ -3,7 +3,7 @@
 Importing this package has no side effects on torch: it does not import ``torch._inductor``,
 install a choices handler or change any config. The one exception is opt-in: when an
 auto-registration plugin is installed (the ``torch-diode`` meta-wheel declares one in the
-``torch_diode.plugins`` entry-point group), it runs once, here.
+``torch_diode.plugins`` entry-point group), it runs once, here (not in the ``diode`` command line).
 """
 
 from torch_diode._version import __version__
@@ -52,14 +52,37 @@ def plugin_autoload_disabled() -> bool:
     return os.environ.get("TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD", "").strip() not in ("", "0")
 
 
+def _entered_as_command_line() -> bool:
+    """Whether this process is the ``diode`` command line: the console script imports
+    ``_torch_diode_cli`` before ``torch_diode``; ``python -m torch_diode`` shows in ``sys.orig_argv``
+    (its package is imported before ``sys.argv`` names it)."""
+    import sys
+
+    if "_torch_diode_cli" in sys.modules:
+        return True
+    argv = list(getattr(sys, "orig_argv", ()))[1:]
+    while argv:  # the interpreter's own options, up to -m, -c or a script
+        arg = argv.pop(0)
+        if arg.startswith("-m"):
+            return (arg[2:] or (argv[0] if argv else "")) == "torch_diode"
+        if arg in ("-W", "-X", "--check-hash-based-pycs"):
+            argv[:1] = []  # the option's value
+        elif not arg.startswith("-") or arg.startswith("-c") or arg == "-":
+            return False
+    return False
+
+
 def _run_plugins() -> None:
     """Run each installed ``torch_diode.plugins`` entry point once (the torch-diode meta-wheel installs
     ``autoregister``). A failing plugin is logged, never raised: ``import torch_diode`` must not break.
     Set ``TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD=1`` to skip them (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+    The ``diode`` command line skips them (its commands install or take out handlers themselves).
     """
     from importlib.metadata import entry_points
 
     if plugin_autoload_disabled():
+        return
+    if _entered_as_command_line():  # `diode` / `python -m torch_diode`: no command needs a model registered
         return
     for entry_point in entry_points(group="torch_diode.plugins"):
         try:

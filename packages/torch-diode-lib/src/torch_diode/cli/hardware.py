@@ -8,6 +8,7 @@ import sys
 
 from torch_diode.cli import UsageError
 from torch_diode.hardware import ENV_VAR, HARDWARE_SPECS, KNOWN_KEYS, detect
+from torch_diode.registry import models_for_hardware
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "hardware",
         help="show the detected GPU, its hardware key and why",
         description=f"Show the GPU torch sees, the hardware key torch-diode gives it and why. "
-        f"{ENV_VAR} overrides detection (a known key, custom:<name>, or none). Known keys: {', '.join(KNOWN_KEYS)}.",
+        f"{ENV_VAR} overrides detection (a known key, custom:<name>, or none). Known keys: {', '.join(KNOWN_KEYS)}. "
+        "Lists the installed models for the key, the one auto-registration would take first.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--device", type=int, default=None, help="CUDA device index (default: the current device)")
@@ -27,9 +29,11 @@ def _hardware(args: argparse.Namespace) -> int:
         raise UsageError(f"--device: must be a non-negative device index, got {args.device}")
     info = detect(args.device)
     spec = HARDWARE_SPECS.get(info.key) if info.key else None
+    models = [entry.name for entry in models_for_hardware(info.key)] if info.key else []
     if args.json:
         d = info.to_dict()
         d["has_spec"] = spec is not None
+        d["models"] = models
         json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
@@ -46,5 +50,11 @@ def _hardware(args: argparse.Namespace) -> int:
         f"reason:             {info.reason}",
         f"datasheet spec:     {'yes' if spec else 'no'}",
     ]
+    if info.key:
+        lines.append(
+            f"models:             {', '.join(models)} (best first; auto-registration takes the first)"
+            if models
+            else f"models:             none installed for {info.key}"
+        )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
