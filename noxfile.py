@@ -153,8 +153,10 @@ def _check_dists() -> list[str]:
         packages = {n.split("/")[0] for n in names if ".dist-info/" not in n}
         weights = sorted(n for n in names if n.endswith(".safetensors"))
         if dist_name == "torch-diode-lib":
-            if packages != {"torch_diode"} or weights:
-                problems.append(f"{label}: must hold only torch_diode and no weights, holds {packages} {weights}")
+            if packages != {"torch_diode", "_torch_diode_cli"} or weights:
+                problems.append(
+                    f"{label}: must hold only torch_diode, _torch_diode_cli and no weights, holds {packages} {weights}"
+                )
         elif dist_name == "torch-diode-models":
             source = MODELS / "src" / "torch_diode_models"
             expected = (
@@ -241,4 +243,5 @@ def package_smoke(session: nox.Session) -> None:
                 f"  {name:16} import {step['import']:18} handler={step['handler']} "
                 f"registration={step['registration']} +inductor_modules={step['inductor_modules_added']}"
             )
+        lines.append(f"  {name:16} `diode hardware` lists models {report['command_line']['models']}")
     session.log("package_smoke summary (TORCH_DIODE_HARDWARE=NVIDIA-H100, CPU):\n" + "\n".join(lines))

@@ -8,8 +8,13 @@ interpreter's, the model torch-diode registered, and the log lines it wrote. It 
 import, then the whole report as one JSON line (or writes it to ``--json-out``). Run it on CPU with ``TORCH_DIODE_HARDWARE`` set to a GPU
 key to see what a machine with that GPU would register.
 
-Only the lib-only combination is asserted (exit 1 on a violation): with only torch-diode-lib
-installed, ``import torch_diode`` must change nothing in torch.
+Then it runs the installed ``diode`` console script twice: ``diode hardware --json`` (the models
+it lists for ``TORCH_DIODE_HARDWARE``) and ``diode hardware`` with an unknown key, which must fail
+with exactly one line on stderr in every combination (the command line runs no plugin: the
+meta-wheel's would log an error of its own first).
+
+Asserted (exit 1 on a violation): with only torch-diode-lib installed, ``import torch_diode`` must
+change nothing in torch; in every combination, that one line.
 
     python scripts/smoke_check_install.py --combination lib-only [--json-out report.json]
 """
@@ -95,6 +100,25 @@ def _import_step(module: str, capture: _Capture, reference_config: dict[str, str
     return step
 
 
+def _command_line() -> dict[str, Any]:
+    """The installed ``diode`` script: the models it lists for TORCH_DIODE_HARDWARE, and its stderr
+    for an unknown key."""
+    script = os.path.join(os.path.dirname(sys.executable), "diode")
+    listed = subprocess.run([script, "hardware", "--json"], capture_output=True, text=True, timeout=300)
+    bad_key = subprocess.run(
+        [script, "hardware"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TORCH_DIODE_HARDWARE": "NVIDIA-H300"},
+    )
+    return {
+        "models": json.loads(listed.stdout)["models"] if listed.returncode == 0 else f"failed: {listed.stderr}",
+        "bad_key_returncode": bad_key.returncode,
+        "bad_key_stderr": bad_key.stderr.strip().splitlines(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--combination", required=True, help="the install combination's name, e.g. lib-only")
@@ -129,7 +153,16 @@ def main(argv: list[str] | None = None) -> int:
         for line in step["log"]:
             print(f"    log: {line}")
 
+    cli = report["command_line"] = _command_line()
+    print(f"  diode hardware --json: models {cli['models']}; with an unknown key: exit {cli['bad_key_returncode']}")
+    for line in cli["bad_key_stderr"]:
+        print(f"    stderr: {line}")
+
     violations: list[str] = []
+    if cli["bad_key_returncode"] != 2 or len(cli["bad_key_stderr"]) != 1:
+        violations.append(
+            f"`diode hardware` with an unknown key: exit {cli['bad_key_returncode']}, stderr {cli['bad_key_stderr']}"
+        )
     if args.combination == "lib-only":
         first = report["steps"][0]
         if first["inductor_modules_added"]:
