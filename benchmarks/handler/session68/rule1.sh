@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Session 68, rule 1 (PLAN.md): on the GPU machine, from the repository root, with the wheels of
 # `nox -s build` carried as dist/. Results under $OUT.
+#   bash rule1.sh --check [TEST_PATHS...]   step 1, then the gpu tests of TEST_PATHS (none: no tests)
+#   bash rule1.sh TEST_PATHS...             the gpu tests of TEST_PATHS only
 set -u
+check=0
+if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site dist/*.whl
 export PYTHONPATH=/tmp/site
 {
@@ -9,7 +13,7 @@ export PYTHONPATH=/tmp/site
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   date -u
 } > "$OUT/env.txt" 2>&1
-{
+[ "$check" = 1 ] && {
   echo "== 1a. import torch_diode with the meta-wheel's plugin: registration, model loaded at registration"
   time python3 -c "
 import torch_diode
@@ -26,6 +30,9 @@ print('model loaded at registration:', h._model is not None, 'hash', h.model_has
   time python3 -m torch_diode hardware
   date -u
 } > "$OUT/h1.log" 2>&1
-# 2. every gpu test, the plugin active in every test process (sources first on PYTHONPATH, /tmp/site after)
-python3 scripts/run_gpu_tests_parallel.py --deadline-s 440
-echo "run_gpu_tests_parallel exit $?" >> "$OUT/env.txt"
+# 2. the gpu tests of the paths given, the plugin active in every test process (sources first on
+# PYTHONPATH, /tmp/site after)
+if [ "$#" -gt 0 ]; then
+  python3 scripts/run_gpu_tests_parallel.py "$@" --deadline-s 440
+  echo "run_gpu_tests_parallel $* exit $?" >> "$OUT/env.txt"
+fi
