@@ -40,11 +40,14 @@ TEMPLATES: dict[str, tuple[Any, Any]] = {
 
 @contextlib.contextmanager
 def inductor_graph(**config: Any) -> Iterator[GraphLowering]:
-    """A real GraphLowering as V.graph, max-autotune on, caches off (plus ``config``)."""
+    """A real GraphLowering as V.graph, max-autotune on, caches off (plus ``config``); without a
+    GPU, Inductor's heuristics see a GPU's warp size (``compat.gpu_warp_without_a_gpu``)."""
+    from torch_diode.inductor import compat
+
     graph = GraphLowering(torch.fx.symbolic_trace(lambda x: x))
     settings: dict[str, Any] = {"max_autotune": True, "force_disable_caches": True}
     settings.update(config)
-    with V.set_graph_handler(graph), inductor_config.patch(**settings):
+    with V.set_graph_handler(graph), inductor_config.patch(**settings), compat.gpu_warp_without_a_gpu():
         yield graph
 
 

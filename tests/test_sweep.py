@@ -336,6 +336,33 @@ def test_order_for_reuse_groups_problems_sharing_kernel_specs():
     assert sweep.order_for_reuse([]) == []
 
 
+def test_the_space_without_a_gpu_is_a_gpus(fake_cuda):
+    """torch 2.14's register-spill prune reads the warp size from the GPU and prunes nothing
+    without one: on this CPU machine 2.14 gave 1,650 Triton configs here, 2.10-2.13 give 1,400
+    (``compat.gpu_warp_without_a_gpu``; this fails on 2.14 without it)."""
+    items = sweep.inductor_choices(mm(1024, 1024, 2048), "EXHAUSTIVE")
+    triton = [it.choice for it in items if it.kind == "triton"]
+    assert len(triton) == 1400
+    assert not [c for c in triton if c.block_m * c.block_n / (c.num_warps * 32) > 255]  # the prune's rule
+
+
+def test_gpu_warp_without_a_gpu_reports_32_lanes_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_diode.inductor import compat
+
+    real = torch.cuda.current_device, torch.cuda.get_device_properties
+    monkeypatch.setattr(compat, "torch_version", lambda: (2, 14))
+    with compat.gpu_warp_without_a_gpu():
+        if not torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            assert props.warp_size == 32
+            with pytest.raises(AttributeError, match="only warp_size"):
+                props.multi_processor_count  # noqa: B018
+    assert (torch.cuda.current_device, torch.cuda.get_device_properties) == real
+    monkeypatch.setattr(compat, "torch_version", lambda: (2, 13))
+    with compat.gpu_warp_without_a_gpu():  # 2.10-2.13 assume 32 lanes themselves: nothing changes
+        assert (torch.cuda.current_device, torch.cuda.get_device_properties) == real
+
+
 def test_max_compile_cost_leaves_out_slow_fp32_fma_tiles_only(fake_cuda):
     cap = 131072.0
     c = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(search_space="EXHAUSTIVE", max_compile_cost=cap))

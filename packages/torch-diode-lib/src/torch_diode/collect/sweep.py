@@ -363,7 +363,7 @@ def inductor_choices(problem: Problem, search_space: str = "EXHAUSTIVE") -> list
     """ATen and Triton choices Inductor's heuristic gives for ``problem`` under max-autotune.
 
     Builds real ``ir.InputBuffer`` nodes on a ``cuda`` device (a fake one works without a GPU; see
-    ``tests/test_sweep.py``), asks ``InductorChoices().get_ktc`` for the templates of the op's
+    ``tests/test_sweep.py`` and ``compat.gpu_warp_without_a_gpu``), asks ``InductorChoices().get_ktc`` for the templates of the op's
     lowering and converts every KTC with ``torch_diode.inductor.convert.choice_from_ktc``. TMA,
     Blackwell and subgraph (decompose_k, contiguous_mm) templates are not swept.
     """
@@ -379,6 +379,7 @@ def inductor_choices(problem: Problem, search_space: str = "EXHAUSTIVE") -> list
     from torch._inductor.kernel_inputs import MMKernelInputs
     from torch._inductor.virtualized import V
 
+    from torch_diode.inductor import compat
     from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
 
     p = problem
@@ -393,6 +394,7 @@ def inductor_choices(problem: Problem, search_space: str = "EXHAUSTIVE") -> list
         inductor_config.patch(
             max_autotune=True, max_autotune_gemm_search_space=search_space, force_disable_caches=True
         ),
+        compat.gpu_warp_without_a_gpu(),  # without a GPU, torch 2.14 would skip a prune the GPU makes
     ):
         a = ir.InputBuffer(name="sweep_a", layout=ir.FixedLayout(dev, dtype, list(sa), list(p.stride_a)))
         b = ir.InputBuffer(name="sweep_b", layout=ir.FixedLayout(dev, dtype, list(sb), list(p.stride_b)))

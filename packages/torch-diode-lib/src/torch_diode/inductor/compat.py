@@ -8,9 +8,12 @@ Facts and line references: ``shared/reference/inductor-hooks.md``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import re
+import threading
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -185,3 +188,47 @@ def mm_template_kwargs(heuristic: Any, kernel_inputs: Any, op_name: str) -> list
                 return None
         out.append(kw)
     return out
+
+
+#: The warp size :func:`gpu_warp_without_a_gpu` reports: every NVIDIA GPU's (the only GPUs whose
+#: spaces are enumerated without the GPU: the sweep's and campaign's checks on a CPU machine).
+NVIDIA_WARP_SIZE = 32
+_no_gpu_lock = threading.Lock()
+
+
+class _WarpOnlyProperties:
+    """Device properties holding a warp size alone; any other property is missing (AttributeError)."""
+
+    warp_size = NVIDIA_WARP_SIZE
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"no CUDA device here: only warp_size is known ({name!r} asked)")
+
+
+@contextlib.contextmanager
+def gpu_warp_without_a_gpu() -> Iterator[None]:
+    """Enumerate Inductor's GEMM configs on a machine without a CUDA GPU as a GPU would.
+
+    torch 2.14's ``BaseConfigHeuristic._prune_reg_spill_configs`` (the register-spill prune of
+    the EXHAUSTIVE space, ``acc_regs > 255``) reads the warp size from
+    ``torch.cuda.get_device_properties``, and prunes nothing when that fails: on a CPU machine
+    2.14 enumerated 1,650 Triton configs for an fp16 1024x1024x2048 mm where 2.10-2.13 (which
+    assume 32 lanes, on any machine) enumerate 1,400, as 2.14 does where a GPU reports its 32
+    lanes (read from its source; the GPU machines have 2.11). The 250 more are tiles of 128x128
+    and more with two warps, and the like, whose accumulators alone exceed 255 registers a thread. Inside this block, without a CUDA device on torch 2.14+,
+    ``torch.cuda.current_device()`` is 0 and its properties hold ``warp_size`` = 32 alone;
+    elsewhere nothing changes. Process-wide while it lasts (one block at a time).
+    """
+    import torch
+
+    if torch_version() < (2, 14) or torch.cuda.is_available():
+        yield
+        return
+    with _no_gpu_lock:
+        saved = torch.cuda.current_device, torch.cuda.get_device_properties
+        torch.cuda.current_device = lambda: 0  # type: ignore[assignment]
+        torch.cuda.get_device_properties = lambda *args, **kwargs: _WarpOnlyProperties()  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            torch.cuda.current_device, torch.cuda.get_device_properties = saved  # type: ignore[assignment]
