@@ -124,17 +124,25 @@ def _fake_plugin_dist(root: Path, module: str, body: str) -> Path:
     return root
 
 
-def test_plugin_runs_once_per_process(tmp_path: Path) -> None:
+def _recording_plugin(tmp_path: Path, module: str, line: str) -> tuple[Path, Path]:
+    """A plugin distribution whose ``register()`` appends the Python expression ``line`` (evaluated
+    in the plugin, with ``sys`` imported) to a marker file; returns (site, marker)."""
     marker = tmp_path / "calls.txt"
     site = _fake_plugin_dist(
         tmp_path / "site",
-        "diode_test_counting_plugin",
+        module,
         f"""
+        import sys
         def register():
             with open({str(marker)!r}, "a") as f:
-                f.write("called\\n")
+                f.write(str({line}) + "\\n")
         """,
     )
+    return site, marker
+
+
+def test_plugin_runs_once_per_process(tmp_path: Path) -> None:
+    site, marker = _recording_plugin(tmp_path, "diode_test_counting_plugin", "'called'")
     _run(
         "import importlib, torch_diode; import torch_diode; importlib.import_module('torch_diode')", extra_path=(site,)
     )
@@ -175,17 +183,7 @@ def test_the_command_line_runs_no_plugin(tmp_path: Path) -> None:
     """``diode ...`` and ``python -m torch_diode ...`` skip the plugins: no command needs a model
     registered, and the meta-wheel's would import Inductor (about 2 s a command) and log its own
     error beside the command's for a bad ``TORCH_DIODE_HARDWARE``."""
-    marker = tmp_path / "calls.txt"
-    site = _fake_plugin_dist(
-        tmp_path / "site",
-        "diode_test_cli_plugin",
-        f"""
-        import sys
-        def register():
-            with open({str(marker)!r}, "a") as f:
-                f.write(repr(sys.orig_argv[1:3]) + "\\n")
-        """,
-    )
+    site, marker = _recording_plugin(tmp_path, "diode_test_cli_plugin", "repr(sys.orig_argv[1:3])")
     # What pip writes for the console script `diode = _torch_diode_cli:main` (test_packaging checks that entry).
     script = tmp_path / "diode"
     script.write_text("import sys\nfrom _torch_diode_cli import main\nsys.exit(main())\n")
