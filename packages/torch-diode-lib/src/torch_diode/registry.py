@@ -267,9 +267,8 @@ def resolve(
             if path.name != stem and str(name_or_path) == path.name and stem in _get_catalog().models:
                 hint = f"to use the registered model of that name, pass {stem!r} (no .safetensors)"
             raise ModelNotFoundError(f"model file {str(path)!r} does not exist ({hint})")
-        return (
-            path.absolute()
-        )  # a later chdir must not lose it (the handler holds the path; a subprocess compile loads it)
+        # Absolute: a later chdir must not lose it (the handler keeps the path; a compile subprocess loads it).
+        return path.absolute()
     entry = get_model_entry(str(name_or_path))
     packaged = entry.packaged_path
     if packaged is not None and packaged.is_file():

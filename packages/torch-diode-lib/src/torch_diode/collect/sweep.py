@@ -363,9 +363,10 @@ def inductor_choices(problem: Problem, search_space: str = "EXHAUSTIVE") -> list
     """ATen and Triton choices Inductor's heuristic gives for ``problem`` under max-autotune.
 
     Builds real ``ir.InputBuffer`` nodes on a ``cuda`` device (a fake one works without a GPU; see
-    ``tests/test_sweep.py`` and ``compat.gpu_warp_without_a_gpu``), asks ``InductorChoices().get_ktc`` for the templates of the op's
-    lowering and converts every KTC with ``torch_diode.inductor.convert.choice_from_ktc``. TMA,
-    Blackwell and subgraph (decompose_k, contiguous_mm) templates are not swept.
+    ``tests/test_sweep.py`` and ``compat.gpu_warp_without_a_gpu``), asks
+    ``InductorChoices().get_ktc`` for the templates of the op's lowering and converts every KTC
+    with ``torch_diode.inductor.convert.choice_from_ktc``. TMA, Blackwell and subgraph
+    (decompose_k, contiguous_mm) templates are not swept.
     """
     if search_space not in SEARCH_SPACES:
         raise ValueError(f"search_space: must be one of {', '.join(SEARCH_SPACES)}, got {search_space!r}")

@@ -215,9 +215,10 @@ def gpu_warp_without_a_gpu() -> Iterator[None]:
     2.14 enumerated 1,650 Triton configs for an fp16 1024x1024x2048 mm where 2.10-2.13 (which
     assume 32 lanes, on any machine) enumerate 1,400, as 2.14 does where a GPU reports its 32
     lanes (read from its source; the GPU machines have 2.11). The 250 more are tiles of 128x128
-    and more with two warps, and the like, whose accumulators alone exceed 255 registers a thread. Inside this block, without a CUDA device on torch 2.14+,
-    ``torch.cuda.current_device()`` is 0 and its properties hold ``warp_size`` = 32 alone;
-    elsewhere nothing changes. Process-wide while it lasts (one block at a time).
+    and more with two warps, and the like, whose accumulators alone exceed 255 registers a
+    thread. Inside this block, without a CUDA device on torch 2.14+, ``torch.cuda.current_device()``
+    is 0 and its properties hold ``warp_size`` = 32 alone; elsewhere nothing changes.
+    Process-wide while it lasts (one block at a time).
     """
     import torch
 
