@@ -193,6 +193,24 @@ def test_a_model_or_table_that_cannot_be_used_is_refused_at_install(model_path: 
         assert handle.handler._model is not None and handle.handler._model.model_hash == handle.handler.model_hash()
 
 
+def test_installing_the_installed_handler_again_reads_no_file(model_path: Path, tmp_path: Path) -> None:
+    """An install equal to the current one returns it before any loading: the file is not read again
+    (it may even be gone: the installed handler holds its model)."""
+    import shutil
+
+    from torch_diode.errors import ModelNotFoundError
+
+    copy = tmp_path / "copy.safetensors"
+    shutil.copy(model_path, copy)
+    with install_diode_choices(model=str(copy), top_k_configs=2) as first:
+        copy.unlink()
+        again = install_diode_choices(model=str(copy), top_k_configs=2)
+        assert again.handler is first.handler
+        with pytest.raises(ModelNotFoundError):
+            install_diode_choices(model=str(copy), top_k_configs=3)  # another handler: loaded, and refused
+        assert installed_handler() is first.handler
+
+
 # -- full torch.compile on CPU ------------------------------------------------------------------
 
 

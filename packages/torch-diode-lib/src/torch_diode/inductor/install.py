@@ -157,6 +157,13 @@ def create_diode_choices(model: Any = None, **options: Any) -> Any:
     reason = compat.unsupported_reason()
     if reason is not None:
         raise RuntimeError(reason)
+    handler = _new_handler(model, options)
+    handler.preload()
+    return handler
+
+
+def _new_handler(model: Any, options: dict[str, Any]) -> Any:
+    """A handler of ``model`` and ``options`` (a path made absolute), its model not loaded yet."""
     from torch_diode.inductor.choices import DiodeInductorChoices
 
     model_obj = None
@@ -168,9 +175,7 @@ def create_diode_choices(model: Any = None, **options: Any) -> Any:
 
         if looks_like_path(opts.model):  # a compile subprocess loads it again: a chdir meanwhile must not lose it
             opts = opts.replace(model=os.path.abspath(os.path.expanduser(opts.model)))
-    handler = DiodeInductorChoices(opts, model=model_obj)
-    handler.preload()
-    return handler
+    return DiodeInductorChoices(opts, model=model_obj)
 
 
 def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
@@ -205,12 +210,13 @@ def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
     if diode_config.disable:
         logger.info("torch-diode is not installed: TORCH_DIODE_DISABLE is set")
         return DiodeHandle(None, installed=False, owns=False, reason="TORCH_DIODE_DISABLE is set")
-    handler = create_diode_choices(model, **options)
+    handler = _new_handler(model, options)
     with _lock:
         current = _stack[-1] if _stack else None
         if current is not None and current.options == handler.options and current._given_model is handler._given_model:
             logger.debug("torch-diode: handler already installed with the same model and options")
             return DiodeHandle(current, installed=True, owns=False)
+        handler.preload()  # a model that cannot be used raises here and installs nothing
         _push(handler)
     return DiodeHandle(handler, installed=True, owns=True)
 
