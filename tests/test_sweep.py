@@ -352,6 +352,8 @@ def test_gpu_warp_without_a_gpu_reports_32_lanes_and_restores(monkeypatch: pytes
     real = torch.cuda.current_device, torch.cuda.get_device_properties
     monkeypatch.setattr(compat, "torch_version", lambda: (2, 14))
     with compat.gpu_warp_without_a_gpu():
+        with compat.gpu_warp_without_a_gpu():  # nested (an enumeration inside another): no deadlock
+            pass
         if not torch.cuda.is_available():
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             assert props.warp_size == 32

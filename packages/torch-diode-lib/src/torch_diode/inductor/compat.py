@@ -193,7 +193,7 @@ def mm_template_kwargs(heuristic: Any, kernel_inputs: Any, op_name: str) -> list
 #: The warp size :func:`gpu_warp_without_a_gpu` reports: every NVIDIA GPU's (the only GPUs whose
 #: spaces are enumerated without the GPU: the sweep's and campaign's checks on a CPU machine).
 NVIDIA_WARP_SIZE = 32
-_no_gpu_lock = threading.Lock()
+_no_gpu_lock = threading.RLock()  # re-entrant: a block may enumerate inside another
 
 
 class _WarpOnlyProperties:
