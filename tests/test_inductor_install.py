@@ -193,6 +193,47 @@ def test_a_model_or_table_that_cannot_be_used_is_refused_at_install(model_path: 
         assert handle.handler._model is not None and handle.handler._model.model_hash == handle.handler.model_hash()
 
 
+def test_installing_by_name_beside_a_registration_does_not_deadlock() -> None:
+    """The installer loads its model outside its lock: resolving a registered name takes the
+    registry's lock, which ``register_model`` holds while it installs, so loading under the
+    installer's lock deadlocked the two (and then every compiling thread, which takes the
+    installer's lock for its handler). In a fresh interpreter: a deadlock cannot hang this suite."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import threading, time
+from torch_diode import registry
+from torch_diode.inductor import install
+from torch_diode.inductor.choices import DiodeInductorChoices  # imports Inductor now, not in the race
+registry.get_model_entry("NVIDIA-H100-matmul")
+holding = threading.Event()
+def registration_in_progress():  # as register_model does: the registry's lock, then the installer's
+    with registry._lock:
+        holding.set()
+        time.sleep(1.0)  # meanwhile the other thread installs by name
+        with install._lock:
+            pass
+t = threading.Thread(target=registration_in_progress, daemon=True)
+t.start()
+holding.wait()
+u = threading.Thread(target=lambda: install.install_diode_choices(model="NVIDIA-H100-matmul"), daemon=True)
+u.start()
+t.join(15)
+u.join(15)
+print("still running:", t.is_alive(), u.is_alive(), flush=True)
+if not (t.is_alive() or u.is_alive()):  # else the installer's lock is held for good: asking would hang
+    print("installed:", install.installed_handler() is not None)
+"""
+    env = {**os.environ, "TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-2:] == ["still running: False False", "installed: True"], (
+        proc.stdout + proc.stderr
+    )
+
+
 def test_installing_the_installed_handler_again_reads_no_file(model_path: Path, tmp_path: Path) -> None:
     """An install equal to the current one returns it before any loading: the file is not read again
     (it may even be gone: the installed handler holds its model)."""

@@ -17,6 +17,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 LIB_SRC = REPO / "packages" / "torch-diode-lib" / "src"
 
@@ -190,7 +192,7 @@ def test_the_command_line_runs_no_plugin(tmp_path: Path) -> None:
     for argv in (
         [str(script), "--version"],
         ["-m", "torch_diode", "--version"],
-        ["-X", "utf8", "-I", "-mtorch_diode", "--version"],
+        ["-X", "utf8", "-Bm", "torch_diode", "--version"],  # not -I: it would hide PYTHONPATH's plugin
     ):
         proc = _run("", argv=argv, extra_path=(site,))
         assert proc.stdout.startswith("diode ") and proc.stderr == ""
@@ -201,3 +203,29 @@ def test_the_command_line_runs_no_plugin(tmp_path: Path) -> None:
     _run("", argv=["-W", "ignore", "-c", "import torch_diode"], extra_path=(site,))
     _run("", argv=[str(other), "-m", "torch_diode"], extra_path=(site,))
     assert marker.read_text().splitlines() == ["['-W', 'ignore']", f"[{str(other)!r}, '-m']"]
+
+
+def test_the_command_lines_python_options_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python [options] -m torch_diode`` in every form CPython accepts, and nothing else."""
+    import torch_diode
+
+    monkeypatch.delitem(sys.modules, "_torch_diode_cli", raising=False)
+    cases = {
+        ("-m", "torch_diode"): True,
+        ("-mtorch_diode",): True,
+        ("-Im", "torch_diode"): True,  # clustered flags: -I then -m
+        ("-OW", "ignore", "-m", "torch_diode"): True,
+        ("-Wignore", "-Bmtorch_diode"): True,
+        ("-X", "dev", "-m", "torch_diode"): True,
+        ("--check-hash-based-pycs", "always", "-m", "torch_diode"): True,
+        ("-Wm", "-m", "torch_diode"): True,  # -W's value is "m"
+        ("-m", "torch_diode.cli"): False,
+        ("-c", "import torch_diode", "-m", "torch_diode"): False,
+        ("-Ic", "import torch_diode"): False,
+        ("script.py", "-m", "torch_diode"): False,
+        ("-", "-m", "torch_diode"): False,
+        ("-X", "-m", "torch_diode"): False,  # -X's value is "-m": torch_diode is a script
+    }
+    for argv, want in cases.items():
+        monkeypatch.setattr(sys, "orig_argv", ["python", *argv])
+        assert torch_diode._entered_as_command_line() is want, argv

@@ -63,12 +63,21 @@ def _entered_as_command_line() -> bool:
     argv = list(getattr(sys, "orig_argv", ()))[1:]
     while argv:  # the interpreter's own options, up to -m, -c or a script
         arg = argv.pop(0)
-        if arg.startswith("-m"):
-            return (arg[2:] or (argv[0] if argv else "")) == "torch_diode"
-        if arg in ("-W", "-X", "--check-hash-based-pycs"):
-            argv[:1] = []  # the option's value
-        elif not arg.startswith("-") or arg.startswith("-c") or arg == "-":
-            return False
+        if arg == "--check-hash-based-pycs":
+            argv[:1] = []  # its value
+        elif arg.startswith("--") and arg != "--":
+            continue  # a long option without a value (--version, --help ... end the interpreter anyway)
+        elif not arg.startswith("-") or arg in ("-", "--"):
+            return False  # a script, stdin, or the end of the options
+        else:  # one or more short options: -B, -Im, -Wignore, -OX dev ...
+            for i, flag in enumerate(arg[1:], start=2):
+                if flag in "cm":  # the rest of the option, or the next argument, is the code or module
+                    value = arg[i:] or (argv[0] if argv else "")
+                    return flag == "m" and value == "torch_diode"
+                if flag in "WX":  # takes the rest of the option, or the next argument
+                    if not arg[i:]:
+                        argv[:1] = []
+                    break
     return False
 
 

@@ -211,14 +211,29 @@ def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
         logger.info("torch-diode is not installed: TORCH_DIODE_DISABLE is set")
         return DiodeHandle(None, installed=False, owns=False, reason="TORCH_DIODE_DISABLE is set")
     handler = _new_handler(model, options)
+    same = _installed_equal(handler)
+    if same is not None:
+        return same
+    # Loaded outside the lock: compiling threads take it for their handler (_serve_installed), and
+    # resolving a registered name takes the registry's lock, which register_model holds while it
+    # installs (loading under this lock deadlocked the two). A model that cannot be used raises here.
+    handler.preload()
+    with _lock:
+        same = _installed_equal(handler)  # installed by another thread meanwhile
+        if same is not None:
+            return same
+        _push(handler)
+    return DiodeHandle(handler, installed=True, owns=True)
+
+
+def _installed_equal(handler: Any) -> DiodeHandle | None:
+    """A handle of the installed handler when it equals ``handler`` (same options and model object)."""
     with _lock:
         current = _stack[-1] if _stack else None
         if current is not None and current.options == handler.options and current._given_model is handler._given_model:
             logger.debug("torch-diode: handler already installed with the same model and options")
             return DiodeHandle(current, installed=True, owns=False)
-        handler.preload()  # a model that cannot be used raises here and installs nothing
-        _push(handler)
-    return DiodeHandle(handler, installed=True, owns=True)
+    return None
 
 
 def uninstall_diode_choices() -> bool:
