@@ -18,6 +18,7 @@ from test_inductor_helpers import (  # noqa: F401  (fixtures)
     TEMPLATES,
     buf,
     call_hook,
+    corrupt_copy,
     diode_dataset,
     inductor_graph,
     kernel_inputs,
@@ -550,10 +551,7 @@ def stock_result(ki: Any, op: str) -> list[tuple[str, dict[str, Any]]]:
 def test_corrupt_model_file_falls_back_to_stock(
     tmp_path: Path, model_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    bad = tmp_path / "corrupt.safetensors"
-    data = bytearray(model_path.read_bytes())
-    data[-64:] = b"\x00" * 64  # tensor bytes no longer match their recorded sha256
-    bad.write_bytes(bytes(data))
+    bad = corrupt_copy(model_path, tmp_path / "corrupt.safetensors")
     handler = DiodeInductorChoices(DiodeOptions(model=str(bad)))
     caplog.set_level(logging.DEBUG, logger="torch_diode")
     with inductor_graph():

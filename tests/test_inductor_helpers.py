@@ -155,6 +155,14 @@ def model_path(tmp_path_factory: pytest.TempPathFactory, diode_dataset: Dataset)
     return train_model(diode_dataset, tmp_path_factory.mktemp("model") / "NVIDIA-H100-test.safetensors")
 
 
+def corrupt_copy(model_path: Path, dest: Path) -> Path:
+    """``model_path``'s bytes with the last 64 zeroed (tensor bytes no longer match their recorded sha256)."""
+    data = bytearray(model_path.read_bytes())
+    data[-64:] = b"\x00" * 64
+    dest.write_bytes(bytes(data))
+    return dest
+
+
 @pytest.fixture(scope="session")
 def other_model_path(tmp_path_factory: pytest.TempPathFactory, diode_dataset: Dataset) -> Path:
     """A second, different model (fewer problems), for uuid tests."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_inductor_helpers import diode_dataset, model_path  # noqa: F401  (fixtures)
+from test_inductor_helpers import corrupt_copy, diode_dataset, model_path  # noqa: F401  (fixtures)
 from torch._inductor import config as inductor_config
 from torch._inductor.choices import InductorChoices
 from torch._inductor.virtualized import V
@@ -173,10 +173,7 @@ def test_a_model_or_table_that_cannot_be_used_is_refused_at_install(model_path: 
     """Not at the first GEMM, where it could only make each compile fall back to stock autotuning."""
     from torch_diode.errors import DatasetFormatError, ModelFormatError, ModelNotFoundError
 
-    corrupt = tmp_path / "corrupt.safetensors"
-    data = bytearray(model_path.read_bytes())
-    data[-64:] = b"\x00" * 64  # tensor bytes no longer match their recorded sha256
-    corrupt.write_bytes(bytes(data))
+    corrupt = corrupt_copy(model_path, tmp_path / "corrupt.safetensors")
     before = V.choices
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         install_diode_choices(model=str(tmp_path / "missing.safetensors"))
