@@ -205,6 +205,30 @@ def test_the_command_line_runs_no_plugin(tmp_path: Path) -> None:
     assert marker.read_text().splitlines() == ["['-W', 'ignore']", f"[{str(other)!r}, '-m']"]
 
 
+def test_processes_the_command_line_spawns_run_no_plugin(tmp_path: Path) -> None:
+    """``python -m torch_diode collect --workers N``'s ranks are ``multiprocessing`` spawn children:
+    their command line is ``python -c 'from multiprocessing.spawn import ...'`` and they are given the
+    parent's ``sys.argv`` (this package's ``__main__.py`` first) before they import ``torch_diode``.
+    They skip the plugins as the parent does; a spawned child of any other program still runs them."""
+    site, marker = _recording_plugin(tmp_path, "diode_test_spawn_plugin", "sys.argv[1]")
+    spawn = """
+        import importlib, multiprocessing as mp, sys
+        sys.argv = [{argv0!r}, {label!r}]  # what the parent's sys.argv is
+        child = mp.get_context("spawn").Process(target=importlib.import_module, args=("torch_diode",))
+        child.start()
+        child.join()
+        assert child.exitcode == 0, child.exitcode
+        """
+    main = str(LIB_SRC / "torch_diode" / "__main__.py")
+    _run(spawn.format(argv0=main, label="collect"), extra_path=(site,))
+    assert not marker.exists()
+    other = tmp_path / "__main__.py"  # another program's __main__.py
+    other.write_text("")
+    _run(spawn.format(argv0=str(tmp_path / "train.py"), label="a script's child"), extra_path=(site,))
+    _run(spawn.format(argv0=str(other), label="another package's child"), extra_path=(site,))
+    assert marker.read_text().splitlines() == ["a script's child", "another package's child"]
+
+
 def test_the_command_lines_python_options_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     """``python [options] -m torch_diode`` in every form CPython accepts, and nothing else."""
     import torch_diode

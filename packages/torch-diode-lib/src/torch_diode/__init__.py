@@ -53,13 +53,21 @@ def plugin_autoload_disabled() -> bool:
 
 
 def _entered_as_command_line() -> bool:
-    """Whether this process is the ``diode`` command line: the console script imports
-    ``_torch_diode_cli`` before ``torch_diode``; ``python -m torch_diode`` shows in ``sys.orig_argv``
-    (its package is imported before ``sys.argv`` names it)."""
+    """Whether this process is the ``diode`` command line, or a process it spawned (``collect
+    --workers``' ranks): the console script imports ``_torch_diode_cli`` before ``torch_diode`` (and
+    its spawned children run the script, so import it too); ``python -m torch_diode`` shows in
+    ``sys.orig_argv`` (its package is imported before ``sys.argv`` names it), and its spawned
+    children are given its ``sys.argv`` (``multiprocessing`` does not import a ``__main__.py`` there)."""
+    import os
     import sys
 
     if "_torch_diode_cli" in sys.modules:
         return True
+    argv0 = (getattr(sys, "argv", None) or [""])[0]
+    if os.path.basename(argv0) == "__main__.py" and os.path.isfile(argv0):
+        here = os.path.dirname(os.path.abspath(__file__))
+        if os.path.samefile(os.path.dirname(os.path.abspath(argv0)), here):
+            return True  # this package's __main__.py: a child of `python -m torch_diode`
     argv = list(getattr(sys, "orig_argv", ()))[1:]
     while argv:  # the interpreter's own options, up to -m, -c or a script
         arg = argv.pop(0)
