@@ -19,6 +19,16 @@ CUDA graph holding ``--graph-iters`` calls. Prints a table and writes everything
     python scripts/check_handler_gpu.py --model m.safetensors --mode speed \
         --variant 'short={"aten_alone_below_us": 50}'  # also compiled with other handler options, same run
 
+Dynamic shapes (``--mode dynamic``, not part of ``all``): each correctness op x dtype compiled
+once with ``dynamic=True``, its first call's sizes being the hints Inductor and the handler choose
+kernels at, then called at the other sizes of ``DYNAMIC_SIZES`` with the same kernels (K = 1001
+and 77 after a hint of K = 1024, which every BLOCK_K divides: a config whose ``EVEN_K`` were read
+from the hint would skip the K tail) and compared with eager; and the LLM and linear layers of
+``DYNAMIC_SPEED_PROBLEMS`` compiled cold once each, stock and with torch-diode, with M (tokens)
+dynamic from its first call at the problem's M, then timed at every M of ``DYNAMIC_M``.
+
+    python scripts/check_handler_gpu.py --model NVIDIA-H200-matmul --mode dynamic --output dyn.json
+
 ``--variant NAME=JSON`` (repeatable) compiles each speed problem once more per variant, with the
 handler's options changed by the JSON object, right after the ``diode`` compile (``diode:NAME``
 columns; the summary gives each variant's kernel time over ``diode``'s).
@@ -74,6 +84,15 @@ SPEED_PROBLEMS: list[GemmProblem] = [
     GemmProblem("odd_small", "mm", 127, 255, 383),
     GemmProblem("fp32_square", "mm", 1024, 1024, 1024, dtype="float32"),
 ]
+
+#: (M, N, K, batch) of a dynamic-shape case's calls, in order; the first is the compile's hint.
+#: No size is 1 (a size of 1 is specialised: another graph). nn.Linear's N and K are its weight's
+#: (80 and 1024): only its M varies, as rows of a [batch, M, K] input.
+DYNAMIC_SIZES = ((96, 80, 1024, 3), (200, 136, 1001, 5), (1000, 64, 77, 2), (7, 300, 4096, 2))
+#: The speed problems whose M (tokens, rows) is made dynamic, and the Ms they are timed at (after
+#: the compile's first call at the problem's own M).
+DYNAMIC_SPEED_PROBLEMS = ("llm_qkv_prefill", "llm_mlp_up", "llm_mlp_down", "llm_lm_head", "linear_bias_8k", "vit_b_mlp")
+DYNAMIC_M = (16, 333, 2048, 8192)
 
 CORRECTNESS_OPS = ("mm", "addmm", "bmm", "baddbmm", "linear")
 CORRECTNESS_DTYPES = ("float16", "bfloat16", "float32")
@@ -232,12 +251,10 @@ def compile_and_time(
     with torch-diode's handler installed with those options) and its kernel time: ``compile_s``
     (the first call), ``diode`` (the handler's stats over the compile), ``kernel_us`` (rounded to
     ``kernel_digits``), in that order; ``error`` instead of what a failure left unmeasured."""
-    from torch_diode.inductor import install_diode_choices
-
     out: dict[str, Any] = {}
     try:
         with contextlib.ExitStack() as stack:
-            handle = stack.enter_context(install_diode_choices(model=model, **options)) if options is not None else None
+            handle = _enter_handler(stack, model, options)
             before = handle.get_stats() if handle else None
             stack.enter_context(cold_compile_state())
             compiled = compile_for("max-autotune", fn)
@@ -248,6 +265,18 @@ def compile_and_time(
     except Exception as e:  # reported with the result; the caller's other compiles go on
         out["error"] = f"{type(e).__name__}: {e}"[:500]
     return out
+
+
+def _enter_handler(stack: contextlib.ExitStack, model: str, options: dict[str, Any] | None) -> Any:
+    """torch-diode's handler with ``options`` for the rest of ``stack`` (its handle), or stock
+    Inductor when ``options`` is None (any handler installed, by the torch-diode meta-wheel's
+    auto-registration too, taken out: None)."""
+    from torch_diode.inductor import install_diode_choices, stock_inductor
+
+    if options is None:
+        stack.enter_context(stock_inductor())
+        return None
+    return stack.enter_context(install_diode_choices(model=model, **options))
 
 
 def run_speed(
@@ -289,6 +318,166 @@ def run_speed(
         )
         torch.cuda.empty_cache()
     return rows
+
+
+def compile_dynamic(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compile`` of ``fn`` as the speed check compiles it, with every size dynamic."""
+    import torch
+
+    from torch_diode.bench.measure import AUTOTUNE_MODE
+
+    return torch.compile(fn, mode=AUTOTUNE_MODE, dynamic=True)
+
+
+def _graphs_compiled() -> int:
+    import torch._dynamo.utils
+
+    return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+
+
+def dynamic_case_calls(
+    op: str, dtype: str, *, device: str = "cuda"
+) -> list[tuple[Callable[..., Any], tuple[Any, ...]]]:
+    """The eager function and arguments of each of a dynamic case's calls (``DYNAMIC_SIZES``), one
+    function for all of them (nn.Linear: one module)."""
+    import torch
+
+    calls = []
+    lin = None
+    for i, (m, n, k, batch) in enumerate(DYNAMIC_SIZES):
+        if op == "linear":
+            if lin is None:
+                lin = torch.nn.Linear(
+                    DYNAMIC_SIZES[0][2], DYNAMIC_SIZES[0][1], device=device, dtype=getattr(torch, dtype)
+                )
+            _, args = make_args(
+                GemmProblem("dyn", "mm", batch * m, 8, lin.in_features, dtype=dtype), seed=i, device=device
+            )
+            calls.append((lin, (args[0].view(batch, m, lin.in_features),)))
+        else:
+            calls.append(make_args(GemmProblem("dyn", op, m, n, k, batch=batch, dtype=dtype), seed=i, device=device))
+    return calls
+
+
+def run_dynamic_correctness(handle: Any, ops: list[str], *, device: str = "cuda") -> list[dict[str, Any]]:
+    """Each op x dtype compiled once with ``dynamic=True`` and called at every size of
+    ``DYNAMIC_SIZES``; each call compared with eager."""
+    import torch
+
+    rows = []
+    for op in ops:
+        for dtype in CORRECTNESS_DTYPES:
+            rtol, atol = TOLERANCE[dtype]
+            name = f"dynamic-{op}-{dtype}"
+            row: dict[str, Any] = {"case": name, "op": op, "dtype": dtype, "calls": [], "error": None}
+            before, graphs = handle.get_stats(), _graphs_compiled()
+            try:
+                with cold_compile_state():
+                    compiled = None
+                    for fn, args in dynamic_case_calls(op, dtype, device=device):
+                        if compiled is None:
+                            compiled = compile_dynamic(fn)
+                        with torch.no_grad():
+                            got, want = compiled(*args), fn(*args)
+                        err = (got.float() - want.float()).abs()
+                        ok = bool((err <= atol + rtol * want.float().abs()).all())
+                        row["calls"].append(
+                            {"sizes": [list(a.shape) for a in args], "ok": ok, "max_abs_err": float(err.max())}
+                        )
+                    row["graphs"] = _graphs_compiled() - graphs
+            except Exception as e:  # a failed compile or call is a failed case, reported with its cause
+                row["error"] = f"{type(e).__name__}: {e}"[:500]
+            row["ok"] = (
+                row["error"] is None and len(row["calls"]) == len(DYNAMIC_SIZES) and all(c["ok"] for c in row["calls"])
+            )
+            row["diode"] = stats_delta(before, handle.get_stats())
+            row["exercised"] = row["diode"]["gemm_calls"] > 0
+            rows.append(row)
+            errs = " ".join(f"{c['max_abs_err']:.2g}" for c in row["calls"])
+            print(
+                f"{'PASS' if row['ok'] else 'FAIL'} {name:<28} graphs {row.get('graphs', '?')} errors {errs:<28} "
+                f"kept {row['diode']['candidates_kept']}/{row['diode']['candidates_seen']} "
+                f"{'' if row['exercised'] else '(hook not exercised)'} {row['error'] or ''}",
+                flush=True,
+            )
+    return rows
+
+
+def run_dynamic_speed(
+    model: str, options: dict[str, Any], problems: list[GemmProblem], *, graph_iters: int, reps: int
+) -> list[dict[str, Any]]:
+    """Each problem compiled cold once, stock and with torch-diode, with M dynamic from a first call
+    at the problem's M; then each compiled function and eager ATen timed at every M of ``DYNAMIC_M``."""
+    import dataclasses
+
+    import torch
+
+    warm_up_compile()
+    rows = []
+    for p in problems:
+        row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), "hint_m": p.m, **asdict(p)}
+        at_m = {m: make_args(dataclasses.replace(p, m=m)) for m in (p.m, *DYNAMIC_M)}
+        fn, hint_args = at_m[p.m]
+        for variant, opts in (("stock", None), ("diode", options)):
+            try:
+                with contextlib.ExitStack() as stack:
+                    handle = _enter_handler(stack, model, opts)
+                    before = handle.get_stats() if handle else None
+                    stack.enter_context(cold_compile_state())
+                    torch._dynamo.mark_dynamic(hint_args[-2], 0)  # A's rows: M
+                    compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs")
+                    graphs = _graphs_compiled()
+                    row[f"{variant}_compile_s"] = round(first_call_s(compiled, hint_args), 3)
+                    if handle is not None:
+                        row[variant] = stats_delta(before, handle.get_stats())
+                    for m in DYNAMIC_M:
+                        row[f"{variant}_us_m{m}"] = round(
+                            kernel_time_us(compiled, at_m[m][1], graph_iters=graph_iters, reps=reps), 2
+                        )
+                    row[f"{variant}_graphs"] = _graphs_compiled() - graphs
+            except Exception as e:  # reported with the result; the other compiles go on
+                row[f"{variant}_error"] = f"{type(e).__name__}: {e}"[:500]
+        for m in DYNAMIC_M:
+            row[f"aten_us_m{m}"] = round(kernel_time_us(fn, at_m[m][1], graph_iters=graph_iters, reps=reps), 2)
+        rows.append(row)
+        cells = " ".join(
+            f"{row.get(f'stock_us_m{m}', math.nan):>8.1f}/{row.get(f'diode_us_m{m}', math.nan):<8.1f}"
+            for m in DYNAMIC_M
+        )
+        print(
+            f"{p.name:<18} {p.describe():<34} {row.get('stock_compile_s', math.nan):>8.2f} "
+            f"{row.get('diode_compile_s', math.nan):>8.2f} {cells}",
+            flush=True,
+        )
+        torch.cuda.empty_cache()
+    return rows
+
+
+def summarize_dynamic_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Kernel time with torch-diode over stock's, per M and over every (problem, M)."""
+    pairs = {
+        (r["problem"], m): r[f"diode_us_m{m}"] / r[f"stock_us_m{m}"]
+        for r in rows
+        for m in DYNAMIC_M
+        if f"diode_us_m{m}" in r and f"stock_us_m{m}" in r
+    }
+    if not pairs:
+        return {"pairs": 0}
+    ok = [r for r in rows if "stock_compile_s" in r and "diode_compile_s" in r]
+    return {
+        "pairs": len(pairs),
+        "median_stock_compile_s": round(statistics.median(r["stock_compile_s"] for r in ok), 3) if ok else None,
+        "median_diode_compile_s": round(statistics.median(r["diode_compile_s"] for r in ok), 3) if ok else None,
+        "geomean_kernel_ratio_diode_over_stock": round(geomean(list(pairs.values())), 4),
+        "max_kernel_ratio_diode_over_stock": round(max(pairs.values()), 4),
+        "min_kernel_ratio_diode_over_stock": round(min(pairs.values()), 4),
+        "geomean_by_m": {
+            str(m): round(geomean([v for (_, mm), v in pairs.items() if mm == m]), 4)
+            for m in DYNAMIC_M
+            if any(mm == m for _, mm in pairs)
+        },
+        "ratio": {f"{name}@{m}": round(v, 4) for (name, m), v in pairs.items()},
+    }
 
 
 def geomean(xs: list[float]) -> float:
@@ -342,7 +531,7 @@ def summarize_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", help="model file or registered model name")
-    ap.add_argument("--mode", choices=("all", "correctness", "speed"), default="all")
+    ap.add_argument("--mode", choices=("all", "correctness", "speed", "dynamic"), default="all")
     ap.add_argument("--problems", help="comma-separated SPEED_PROBLEMS names (default: all)")
     ap.add_argument("--ops", help="comma-separated correctness ops (default: all)")
     ap.add_argument("--top-k", type=int, default=None, help="top_k_configs (default: the handler's)")
@@ -382,8 +571,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown problem(s) {sorted(unknown)}; known: {', '.join(p.name for p in SPEED_PROBLEMS)}")
         problems = [p for p in SPEED_PROBLEMS if p.name in wanted]
     cases = correctness_cases()
+    dynamic_ops = list(CORRECTNESS_OPS)
     if args.ops:
         cases = [c for c in cases if c[0] in set(args.ops.split(","))]
+        dynamic_ops = [op for op in dynamic_ops if op in set(args.ops.split(","))]
+    dynamic_problems = [p for p in problems if p.name in DYNAMIC_SPEED_PROBLEMS]
     options = {
         k: v
         for k, v in (
@@ -425,6 +617,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"speed        {p.name:<18} {p.describe()}")
         for op, p, case in cases:
             print(f"correctness  {p.name:<34} {op} {case}")
+        for op in dynamic_ops:
+            for dtype in CORRECTNESS_DTYPES:
+                print(f"dynamic      {'dynamic-' + op + '-' + dtype:<34} {op} at (M, N, K, batch) {DYNAMIC_SIZES}")
+        for p in dynamic_problems:
+            print(f"dynamic      {p.name:<18} {p.describe()} at M {p.m}, then {DYNAMIC_M}")
         return 0
     import torch
 
@@ -452,6 +649,16 @@ def main(argv: list[str] | None = None) -> int:
                 "failed": [r["case"] for r in rows if not r["ok"]],
                 "not_exercised": [r["case"] for r in rows if not r["exercised"]],
             }
+        if args.mode == "dynamic":
+            print(f"== dynamic shapes: {len(dynamic_ops) * len(CORRECTNESS_DTYPES)} cases, sizes {DYNAMIC_SIZES}")
+            rows = run_dynamic_correctness(handle, dynamic_ops)
+            result["dynamic_correctness"] = {
+                "sizes": DYNAMIC_SIZES,
+                "cases": rows,
+                "passed": sum(r["ok"] for r in rows),
+                "failed": [r["case"] for r in rows if not r["ok"]],
+                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
+            }
     if args.mode in ("all", "speed"):
         names = ["diode"] + [f"diode:{v}" for v in variants]
         print(f"== speed ({len(problems)} problems, cold compile per GEMM, stock then {', '.join(names)})")
@@ -469,13 +676,24 @@ def main(argv: list[str] | None = None) -> int:
             }
         result["speed"] = {"problems": rows, "summary": summary}
         print(json.dumps(summary, indent=2))
-    if "correctness" in result:
-        c = result["correctness"]
-        print(f"correctness: {c['passed']}/{len(c['cases'])} passed; failed: {c['failed'] or 'none'}")
+    if args.mode == "dynamic" and dynamic_problems:
+        print(f"== dynamic M: {len(dynamic_problems)} problems, compiled cold at their M, timed at M {DYNAMIC_M}")
+        print(
+            f"{'problem':<18} {'shape':<34} {'stock s':>8} {'diode s':>8} "
+            + " ".join(f"{'us M=' + str(m):>17}" for m in DYNAMIC_M)
+        )
+        rows = run_dynamic_speed(args.model, options, dynamic_problems, graph_iters=args.graph_iters, reps=args.reps)
+        summary = summarize_dynamic_speed(rows)
+        result["dynamic_speed"] = {"m": DYNAMIC_M, "problems": rows, "summary": summary}
+        print(json.dumps(summary, indent=2))
+    for key in ("correctness", "dynamic_correctness"):
+        if key in result:
+            c = result[key]
+            print(f"{key}: {c['passed']}/{len(c['cases'])} passed; failed: {c['failed'] or 'none'}")
     if args.output:
         args.output.write_text(json.dumps(result, indent=2, default=str))
         print(f"wrote {args.output}")
-    failed = bool(result.get("correctness", {}).get("failed"))
+    failed = any(result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness"))
     return 1 if failed else 0
 
 

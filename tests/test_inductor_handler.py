@@ -483,6 +483,37 @@ def test_decision_cache_replays_identical_ktcs(model_path: Path) -> None:
         }
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_dynamic_sizes_are_ranked_at_their_hints_with_inductors_even_k(op: str, model_path: Path) -> None:
+    """``torch.compile(dynamic=True)`` lowers GEMMs whose sizes are symbols. The handler ranks the
+    kernels Inductor would build at the symbols' hints (where Inductor benchmarks too): each
+    config's ``EVEN_K`` stays Inductor's, False for a symbolic K whatever its hint (one read at
+    K = 1024, which every BLOCK_K divides, would skip K's tail at the other sizes the kernel runs
+    at), and the model ranks that kernel (``even_k`` is one of its features), so a static
+    problem's decision, made first at the same sizes, is not replayed. A static K keeps EVEN_K."""
+    from torch._dynamo.source import ConstantSource
+
+    options = DiodeOptions(model=str(model_path))
+    handler = DiodeInductorChoices(options)
+    model = load_model(model_path)
+    with inductor_graph() as graph:
+        env = graph.sizevars.shape_env
+        m, k = (env.create_symbol(v, ConstantSource(name)) for name, v in (("m", 200), ("k", 1024)))
+        static_ki = kernel_inputs(op, 200, 136, 1024)
+        static = call_hook(handler, static_ki, op)
+        for dynamic_ki, even_k in ((kernel_inputs(op, m, 136, k), False), (kernel_inputs(op, m, 136, 1024), True)):
+            assert problem_from_kernel_inputs(dynamic_ki, op) == problem_from_kernel_inputs(static_ki, op)
+            out = call_hook(handler, dynamic_ki, op)
+            want_triton, want_aten = expected_selection(model, dynamic_ki, op, options)
+            triton_out = [x for x in out if x.template.uid.startswith("triton::")]
+            assert {choice_from_ktc(x) for x in triton_out} == want_triton
+            assert any(x.template.uid.startswith("aten::") for x in out) == want_aten
+            assert triton_out and all(kw(x)["EVEN_K"] is even_k for x in triton_out)
+    assert all(kw(x)["EVEN_K"] is True for x in static if x.template.uid.startswith("triton::"))
+    s = handler.get_stats()
+    assert (s["model_selections"], s["decision_cache_hits"], s["fallbacks_total"]) == (3, 0, 0)
+
+
 def test_no_cache_predicts_every_time(model_path: Path) -> None:
     handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), cache_predictions=False))
     with inductor_graph():

@@ -317,6 +317,34 @@ def test_compile_addmm_with_a_broadcast_bias_keeps_one_aten_variant() -> None:
     assert s["passthrough"].get("device_type") == 1
 
 
+def test_compile_with_dynamic_sizes_selects_at_the_hints_and_runs_at_every_size() -> None:
+    """A real max-autotune compile with ``dynamic=True`` (one graph for every size): addmm's
+    lowering reaches the handler with symbolic sizes, which selects between its ATen variants at
+    the first call's sizes (the hints) without a fallback; the compiled function equals eager at
+    every size it is then called with, bmm and mm beside it."""
+    shipped = Path(__file__).resolve().parents[1] / (
+        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors"
+    )
+    w, bias = torch.randn(128, 256, dtype=torch.float16), torch.randn(128, dtype=torch.float16)
+
+    def layers(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.addmm(bias.expand(x.shape[0], -1), x, w.t()), x @ w.t(), torch.bmm(y, z)
+
+    with install_diode_choices(model=str(shipped), device_types=("cpu",)) as handle:
+        with inductor_config.patch(force_disable_caches=True, max_autotune=True):
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
+            compiled = torch.compile(layers, dynamic=True)
+            for m in (512, 37, 1000):
+                args = (torch.randn(m, 256), torch.randn(3, m, 40), torch.randn(3, 40, m + 1))
+                args = tuple(a.to(torch.float16) for a in args)
+                for got, want in zip(compiled(*args), layers(*args)):
+                    torch.testing.assert_close(got, want)
+            assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    s = handle.get_stats()
+    assert (s["aten_kept"], s["aten_dropped"], s["single_choice"], s["fallbacks_total"]) == (1, 1, 1, 0)
+
+
 def test_compile_in_a_thread_started_after_install_uses_the_handler(model_path: Path) -> None:
     args = (torch.randn(32, 48), torch.randn(48, 16), torch.randn(16), torch.randn(2, 8, 12), torch.randn(2, 12, 4))
     with install_diode_choices(model=str(model_path), device_types=("cuda", "cpu")) as handle:
