@@ -29,6 +29,17 @@ dynamic from its first call at the problem's M, then timed at every M of ``DYNAM
 
     python scripts/check_handler_gpu.py --model NVIDIA-H200-matmul --mode dynamic --output dyn.json
 
+Fusions (``--mode fusion``, not part of ``all``): GEMMs whose Triton templates Inductor fuses
+pointwise work into (``FUSION_PATTERNS``: bias + ReLU, linear + GELU, SwiGLU, a residual add, a
+scaled A operand: epilogues and a prologue) at odd sizes (K = 1001), in fp16, bf16 and fp32, with
+Inductor's default GEMM backends and with ``TRITON`` alone (so a Triton template, and its fusion,
+is certain to be picked), and the benchmark suite's five modules (Llama decoder blocks at prefill
+and decode, ViT blocks), each compiled with the handler. Against a float64 reference, a compiled
+result passes when its largest error is at most 4x eager's in the same dtype plus 1e-4 of the
+reference's largest magnitude (a wrong kernel is off by far more; summation orders differ by less).
+
+    python scripts/check_handler_gpu.py --model NVIDIA-H200-matmul --mode fusion --output fusion.json
+
 ``--variant NAME=JSON`` (repeatable) compiles each speed problem once more per variant, with the
 handler's options changed by the JSON object, right after the ``diode`` compile (``diode:NAME``
 columns; the summary gives each variant's kernel time over ``diode``'s).
@@ -93,6 +104,10 @@ DYNAMIC_SIZES = ((96, 80, 1024, 3), (200, 136, 1001, 5), (1000, 64, 77, 2), (7, 
 #: the compile's first call at the problem's own M).
 DYNAMIC_SPEED_PROBLEMS = ("llm_qkv_prefill", "llm_mlp_up", "llm_mlp_down", "llm_lm_head", "linear_bias_8k", "vit_b_mlp")
 DYNAMIC_M = (16, 333, 2048, 8192)
+
+#: Pointwise work fused into a GEMM's Triton template (epilogues, one prologue), at (M, N, K) = FUSION_SIZES.
+FUSION_PATTERNS = ("relu_addmm", "gelu_linear", "swiglu", "residual", "scaled_prologue")
+FUSION_SIZES = (200, 136, 1001)
 
 CORRECTNESS_OPS = ("mm", "addmm", "bmm", "baddbmm", "linear")
 CORRECTNESS_DTYPES = ("float16", "bfloat16", "float32")
@@ -480,6 +495,100 @@ def summarize_dynamic_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def fusion_case(pattern: str, dtype: str, *, device: str = "cuda") -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The eager function of a ``FUSION_PATTERNS`` pattern and its arguments."""
+    import torch
+    import torch.nn.functional as F
+
+    m, n, k = FUSION_SIZES
+    g = torch.Generator(device=device).manual_seed(0)
+    dt = getattr(torch, dtype)
+
+    def rand(*shape: int, scale: float = 1.0 / math.sqrt(k)) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g, device=device) * scale).to(dt)
+
+    x, w, w2 = rand(m, k, scale=1.0), rand(n, k), rand(n, k)
+    fns: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+        "relu_addmm": (lambda x, w, b: torch.relu(torch.addmm(b, x, w.t())), (x, w, rand(n, scale=1.0))),
+        "gelu_linear": (lambda x, w, b: F.gelu(F.linear(x, w, b)), (x, w, rand(n, scale=1.0))),
+        "swiglu": (lambda x, w, w2: F.silu(x @ w.t()) * (x @ w2.t()), (x, w, w2)),
+        "residual": (lambda x, w, r: r + 0.5 * (x @ w.t()), (x, w, rand(m, n, scale=1.0))),
+        "scaled_prologue": (lambda x, s, w: (x * s) @ w.t(), (x, rand(k, scale=1.0), w)),
+    }
+    if pattern not in fns:
+        raise ValueError(f"unknown fusion pattern {pattern!r}; known: {', '.join(fns)}")
+    return fns[pattern]
+
+
+def _as_float64(x: Any) -> Any:
+    import torch
+
+    return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def accuracy_row(fn: Callable[..., Any], args: tuple[Any, ...], compiled: Callable[..., Any]) -> dict[str, Any]:
+    """The compiled function's and eager's largest errors against a float64 reference (``fn``
+    on float64 copies of the arguments; a module: a float64 copy of it), and whether the compiled
+    one is within 4x eager's plus 1e-4 of the reference's largest magnitude."""
+    import copy
+
+    import torch
+
+    ref_fn = copy.deepcopy(fn).double() if isinstance(fn, torch.nn.Module) else fn
+    with torch.no_grad():
+        got, want = compiled(*args), fn(*args)
+        ref = ref_fn(*(_as_float64(a) for a in args))
+    err = float((got.double() - ref).abs().max())
+    err_eager = float((want.double() - ref).abs().max())
+    bound = 4 * err_eager + 1e-4 * float(ref.abs().max())
+    return {"ok": bool(err <= bound), "max_abs_err": err, "eager_max_abs_err": err_eager, "bound": bound}
+
+
+def run_fusion(handle: Any, *, device: str = "cuda") -> list[dict[str, Any]]:
+    """Each ``FUSION_PATTERNS`` pattern x dtype x GEMM backends, then the suite's modules, compiled
+    cold with the handler (``max-autotune-no-cudagraphs``) and checked by :func:`accuracy_row`."""
+    import torch
+    from torch._inductor import config as inductor_config
+
+    from torch_diode.bench.suite import MORE_MODULES, QUICK_MODULES
+
+    cases: list[tuple[str, Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]], str | None]] = [
+        (
+            f"{pattern}-{dtype}-{backends or 'default'}",
+            lambda p=pattern, d=dtype: fusion_case(p, d, device=device),
+            backends,
+        )
+        for pattern in FUSION_PATTERNS
+        for dtype in CORRECTNESS_DTYPES
+        for backends in (None, "TRITON")
+    ]
+    cases += [(m.name, lambda m=m: m.build(device), None) for m in (*QUICK_MODULES, *MORE_MODULES)]
+    rows = []
+    for name, build, backends in cases:
+        row: dict[str, Any] = {"case": name, "backends": backends or "default"}
+        before = handle.get_stats()
+        try:
+            fn, args = build()
+            patch = {"max_autotune_gemm_backends": backends} if backends else {}
+            with cold_compile_state(), inductor_config.patch(patch):
+                row.update(accuracy_row(fn, args, compile_for("max-autotune", fn)))
+            row["error"] = None
+        except Exception as e:  # a failed compile is a failed case, reported with its cause
+            row.update(ok=False, error=f"{type(e).__name__}: {e}"[:500])
+        row["diode"] = stats_delta(before, handle.get_stats())
+        row["exercised"] = row["diode"]["gemm_calls"] > 0
+        rows.append(row)
+        print(
+            f"{'PASS' if row['ok'] else 'FAIL'} {name:<50} err {row.get('max_abs_err', math.nan):.3g} "
+            f"(eager {row.get('eager_max_abs_err', math.nan):.3g}) kept {row['diode']['candidates_kept']}/"
+            f"{row['diode']['candidates_seen']} {'' if row['exercised'] else '(hook not exercised)'} "
+            f"{row['error'] or ''}",
+            flush=True,
+        )
+        torch.cuda.empty_cache()
+    return rows
+
+
 def geomean(xs: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(x) for x in xs))
 
@@ -531,7 +640,7 @@ def summarize_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", help="model file or registered model name")
-    ap.add_argument("--mode", choices=("all", "correctness", "speed", "dynamic"), default="all")
+    ap.add_argument("--mode", choices=("all", "correctness", "speed", "dynamic", "fusion"), default="all")
     ap.add_argument("--problems", help="comma-separated SPEED_PROBLEMS names (default: all)")
     ap.add_argument("--ops", help="comma-separated correctness ops (default: all)")
     ap.add_argument("--top-k", type=int, default=None, help="top_k_configs (default: the handler's)")
@@ -649,6 +758,17 @@ def main(argv: list[str] | None = None) -> int:
                 "failed": [r["case"] for r in rows if not r["ok"]],
                 "not_exercised": [r["case"] for r in rows if not r["exercised"]],
             }
+        if args.mode == "fusion":
+            print(
+                f"== fusion: {len(FUSION_PATTERNS)} patterns x {len(CORRECTNESS_DTYPES)} dtypes x 2 backend sets, 5 modules"
+            )
+            rows = run_fusion(handle)
+            result["fusion"] = {
+                "cases": rows,
+                "passed": sum(r["ok"] for r in rows),
+                "failed": [r["case"] for r in rows if not r["ok"]],
+                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
+            }
         if args.mode == "dynamic":
             print(f"== dynamic shapes: {len(dynamic_ops) * len(CORRECTNESS_DTYPES)} cases, sizes {DYNAMIC_SIZES}")
             rows = run_dynamic_correctness(handle, dynamic_ops)
@@ -686,14 +806,14 @@ def main(argv: list[str] | None = None) -> int:
         summary = summarize_dynamic_speed(rows)
         result["dynamic_speed"] = {"m": DYNAMIC_M, "problems": rows, "summary": summary}
         print(json.dumps(summary, indent=2))
-    for key in ("correctness", "dynamic_correctness"):
+    for key in ("correctness", "dynamic_correctness", "fusion"):
         if key in result:
             c = result[key]
             print(f"{key}: {c['passed']}/{len(c['cases'])} passed; failed: {c['failed'] or 'none'}")
     if args.output:
         args.output.write_text(json.dumps(result, indent=2, default=str))
         print(f"wrote {args.output}")
-    failed = any(result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness"))
+    failed = any(result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness", "fusion"))
     return 1 if failed else 0
 
 
