@@ -40,6 +40,14 @@ reference's largest magnitude (a wrong kernel is off by far more; summation orde
 
     python scripts/check_handler_gpu.py --model NVIDIA-H200-matmul --mode fusion --output fusion.json
 
+Training (``--mode training``, not part of ``all``): a two-layer MLP at odd sizes (fp16, bf16,
+fp32) and the suite's Llama-3.2-1B prefill and ViT-B/16 blocks (bf16), compiled with the handler,
+forward and backward (the backward's GEMMs, on transposed operands, go through the handler too);
+the loss's gradient with respect to the input and every parameter against a float64 reference,
+each tensor passing as in ``--mode fusion``.
+
+    python scripts/check_handler_gpu.py --model NVIDIA-H200-matmul --mode training --output training.json
+
 ``--variant NAME=JSON`` (repeatable) compiles each speed problem once more per variant, with the
 handler's options changed by the JSON object, right after the ``diode`` compile (``diode:NAME``
 columns; the summary gives each variant's kernel time over ``diode``'s).
@@ -544,6 +552,82 @@ def accuracy_row(fn: Callable[..., Any], args: tuple[Any, ...], compiled: Callab
     return {"ok": bool(err <= bound), "max_abs_err": err, "eager_max_abs_err": err_eager, "bound": bound}
 
 
+def _grads(fn: Any, x: Any, compiled: Callable[..., Any] | None = None) -> list[Any]:
+    """The gradients of ``out.float().square().mean()`` (``out`` = ``(compiled or fn)(x)``) with
+    respect to ``x`` and each of ``fn``'s parameters, in that order."""
+    x = x.detach().clone().requires_grad_(True)
+    for p in fn.parameters():
+        p.grad = None
+    out = (compiled or fn)(x)
+    out.float().square().mean().backward()
+    return [x.grad, *(p.grad for p in fn.parameters())]
+
+
+def accuracy_grads_row(module: Any, x: Any, compile_fn: Callable[[Any], Callable[..., Any]]) -> dict[str, Any]:
+    """:func:`accuracy_row`'s test for training: the compiled module's and eager's gradients of
+    the loss (input and every parameter) against a float64 copy's; every tensor must pass."""
+    import copy
+
+    import torch
+
+    reference = [g.double() for g in _grads(copy.deepcopy(module).double(), x.double())]
+    eager = _grads(module, x)
+    compiled = _grads(module, x, compile_fn(module))
+    worst = 0.0
+    ok = True
+    for got, want, ref in zip(compiled, eager, reference):
+        err = float((got.double() - ref).abs().max())
+        err_eager = float((want.double() - ref).abs().max())
+        ok &= err <= 4 * err_eager + 1e-4 * float(ref.abs().max())
+        worst = max(worst, err / max(err_eager, torch.finfo(torch.float64).tiny))
+    return {"ok": bool(ok), "tensors": len(reference), "worst_err_over_eager": worst}
+
+
+def run_training(handle: Any, *, device: str = "cuda") -> list[dict[str, Any]]:
+    """``--mode training``'s cases, each compiled cold with the handler and checked by
+    :func:`accuracy_grads_row`."""
+    import torch
+
+    from torch_diode.bench.suite import QUICK_MODULES
+
+    def mlp(dtype: str) -> tuple[Any, Any]:
+        m, n, k = FUSION_SIZES
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(k, n), torch.nn.GELU(), torch.nn.Linear(n, 333))
+        net = net.to(device=device, dtype=getattr(torch, dtype))
+        return net, torch.randn(m, k, device=device, dtype=getattr(torch, dtype))
+
+    def block(case: Any) -> tuple[Any, Any]:
+        torch.manual_seed(0)
+        module, args = case.build(device)
+        return module.train(), args[0]
+
+    cases = [(f"train mlp-{dtype}", lambda d=dtype: mlp(d)) for dtype in CORRECTNESS_DTYPES]
+    cases += [(f"train {c.name}", lambda c=c: block(c)) for c in QUICK_MODULES]
+    rows = []
+    for name, build in cases:
+        row: dict[str, Any] = {"case": name}
+        before = handle.get_stats()
+        try:
+            module, x = build()
+            with cold_compile_state():
+                row.update(accuracy_grads_row(module, x, lambda f: compile_for("max-autotune", f)))
+            row["error"] = None
+        except Exception as e:  # a failed compile is a failed case, reported with its cause
+            row.update(ok=False, error=f"{type(e).__name__}: {e}"[:500])
+        row["diode"] = stats_delta(before, handle.get_stats())
+        row["exercised"] = row["diode"]["gemm_calls"] > 0
+        rows.append(row)
+        print(
+            f"{'PASS' if row['ok'] else 'FAIL'} {name:<50} {row.get('tensors', '?')} gradients, worst error "
+            f"{row.get('worst_err_over_eager', math.nan):.3g}x eager's; kept {row['diode']['candidates_kept']}/"
+            f"{row['diode']['candidates_seen']} in {row['diode']['gemm_calls']} GEMMs {row['error'] or ''}",
+            flush=True,
+        )
+        torch.cuda.empty_cache()
+    return rows
+
+
 def run_fusion(handle: Any, *, device: str = "cuda") -> list[dict[str, Any]]:
     """Each ``FUSION_PATTERNS`` pattern x dtype x GEMM backends, then the suite's modules, compiled
     cold with the handler (``max-autotune-no-cudagraphs``) and checked by :func:`accuracy_row`."""
@@ -640,7 +724,7 @@ def summarize_speed(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", help="model file or registered model name")
-    ap.add_argument("--mode", choices=("all", "correctness", "speed", "dynamic", "fusion"), default="all")
+    ap.add_argument("--mode", choices=("all", "correctness", "speed", "dynamic", "fusion", "training"), default="all")
     ap.add_argument("--problems", help="comma-separated SPEED_PROBLEMS names (default: all)")
     ap.add_argument("--ops", help="comma-separated correctness ops (default: all)")
     ap.add_argument("--top-k", type=int, default=None, help="top_k_configs (default: the handler's)")
@@ -769,6 +853,15 @@ def main(argv: list[str] | None = None) -> int:
                 "failed": [r["case"] for r in rows if not r["ok"]],
                 "not_exercised": [r["case"] for r in rows if not r["exercised"]],
             }
+        if args.mode == "training":
+            print("== training: forward and backward, gradients against a float64 reference")
+            rows = run_training(handle)
+            result["training"] = {
+                "cases": rows,
+                "passed": sum(r["ok"] for r in rows),
+                "failed": [r["case"] for r in rows if not r["ok"]],
+                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
+            }
         if args.mode == "dynamic":
             print(f"== dynamic shapes: {len(dynamic_ops) * len(CORRECTNESS_DTYPES)} cases, sizes {DYNAMIC_SIZES}")
             rows = run_dynamic_correctness(handle, dynamic_ops)
@@ -806,14 +899,16 @@ def main(argv: list[str] | None = None) -> int:
         summary = summarize_dynamic_speed(rows)
         result["dynamic_speed"] = {"m": DYNAMIC_M, "problems": rows, "summary": summary}
         print(json.dumps(summary, indent=2))
-    for key in ("correctness", "dynamic_correctness", "fusion"):
+    for key in ("correctness", "dynamic_correctness", "fusion", "training"):
         if key in result:
             c = result[key]
             print(f"{key}: {c['passed']}/{len(c['cases'])} passed; failed: {c['failed'] or 'none'}")
     if args.output:
         args.output.write_text(json.dumps(result, indent=2, default=str))
         print(f"wrote {args.output}")
-    failed = any(result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness", "fusion"))
+    failed = any(
+        result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness", "fusion", "training")
+    )
     return 1 if failed else 0
 
 
