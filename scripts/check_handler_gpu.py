@@ -558,7 +558,7 @@ def _grads(fn: Any, x: Any, compiled: Callable[..., Any] | None = None) -> list[
     x = x.detach().clone().requires_grad_(True)
     for p in fn.parameters():
         p.grad = None
-    out = (compiled or fn)(x)
+    out = (compiled if compiled is not None else fn)(x)  # not `or`: a module without __len__ has no truth value
     out.float().square().mean().backward()
     return [x.grad, *(p.grad for p in fn.parameters())]
 
