@@ -209,6 +209,30 @@ def select(
     return Selection(kept, aten_kept, confident, confidence)
 
 
+#: Triton templates whose shared memory :func:`fits_shared_memory` bounds (the GEMM templates
+#: mm / addmm and bmm / baddbmm lower to; the persistent TMA template adds an epilogue buffer).
+SHARED_MEMORY_BOUNDED = frozenset({"triton::mm", "triton::bmm"})
+
+
+def fits_shared_memory(problem: Problem, choice: Choice, limit: int) -> bool:
+    """Whether a choice is sure to fit in ``limit`` bytes of shared memory a block.
+
+    Inductor's bound of a GEMM config's shared memory (``get_shared_memory_estimation``):
+    ``num_stages x (BLOCK_M x BLOCK_K + BLOCK_K x BLOCK_N) x itemsize + 128``. What Triton allocates
+    is often less (one stage fewer, or fewer still), so a config over the bound may run; one within
+    it always did: in the committed H100 and H200 datasets, none of the ~36,000 configs Triton
+    refused for shared memory was within it. EXHAUSTIVE holds configs over the limit (on an H100 or
+    H200, 227 KiB: 64x128x128 tiles with five bf16 stages need 240 KiB), which the model, trained on
+    the configs that ran, cannot tell from those that run. ATen choices, and Triton templates
+    outside :data:`SHARED_MEMORY_BOUNDED`, are not judged (True)."""
+    if choice.is_aten or choice.template not in SHARED_MEMORY_BOUNDED:
+        return True
+    bm, bn, bk, stages = choice.block_m, choice.block_n, choice.block_k, choice.num_stages
+    if not (bm and bn and bk and stages):
+        return True
+    return stages * (bm * bk + bk * bn) * problem.itemsize + 128 <= limit
+
+
 class _Stats:
     """Counters of one handler; thread-safe (compiles in several threads share a handler)."""
 
@@ -226,6 +250,7 @@ class _Stats:
         "low_confidence",
         "single_choice",
         "compile_cost_skipped",
+        "shared_memory_guard",
     )
 
     def __init__(self) -> None:
@@ -397,6 +422,8 @@ class DiodeInductorChoices(InductorChoices):
         seen before: its selection is replayed without enumerating or predicting),
         ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
         ``compile_cost_skipped`` (widened configs left out by ``max_compile_cost``),
+        ``shared_memory_guard`` (selections where no kept choice was sure to fit in shared memory,
+        so one that is was added: :meth:`_model_selection`),
         ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (GEMM lowerings
         left with one choice: nothing to benchmark; addmm's separate calls on torch >= 2.12 count
         as one lowering, with the candidates and ATen choices of its earlier calls),
@@ -923,6 +950,9 @@ class DiodeInductorChoices(InductorChoices):
             scored_aten = list(earlier_aten) if earlier_aten else [Choice.aten(op_name)]
         log_t, std = self._predict(model, problem, triton + scored_aten)
         nt = len(triton)
+        order = order_of(
+            problem, triton, log_t[:nt], diversity=self.options.diversity, cliff_guard=self.options.cliff_guard
+        )
         sel = select(
             log_t[:nt],
             std[:nt],
@@ -930,14 +960,26 @@ class DiodeInductorChoices(InductorChoices):
             std[nt:],
             self.options,
             keep_one_triton=not aten and not stand_in,
-            triton_order=order_of(
-                problem, triton, log_t[:nt], diversity=self.options.diversity, cliff_guard=self.options.cliff_guard
-            ),
+            triton_order=order,
             drop_slower_aten=aten_variant_call_trusted(problem),
         )
         self._stats.add(model_selections=1, low_confidence=int(not sel.confident))
         self._stats.add_confidence(sel.confidence)
-        return sel.triton, (sel.aten if aten else [])
+        kept_triton, kept_aten = list(sel.triton), (list(sel.aten) if aten else [])
+        limit = getattr(getattr(model, "gpu", None), "smem_per_block_bytes", None)
+        # stand_in: addmm's earlier call (torch >= 2.12) always keeps an ATen choice beside these
+        if limit and not kept_aten and not stand_in:
+            if not any(fits_shared_memory(problem, triton[i], limit) for i in kept_triton):
+                # A config Triton refuses for shared memory fails Inductor's benchmark (the others
+                # are used), but one kept alone is not benchmarked: the compiled kernel would fail to
+                # launch. Add the best ATen choice, else the first config of the order sure to fit.
+                if aten:
+                    kept_aten = [int(np.argmin(log_t[nt:]))]
+                else:
+                    spare = next((int(i) for i in order if fits_shared_memory(problem, triton[int(i)], limit)), None)
+                    kept_triton += [] if spare is None or spare in kept_triton else [spare]
+                self._stats.add(shared_memory_guard=1)
+        return kept_triton, kept_aten
 
     def _predict(self, model: Any, problem: Problem, choices: list[Choice]) -> tuple[np.ndarray, np.ndarray]:
         unique = list(dict.fromkeys(choices))
