@@ -33,12 +33,12 @@ from torch._inductor.kernel_inputs import MMKernelInputs
 
 from torch_diode.config import DiodeOptions
 from torch_diode.dataset import Dataset
-from torch_diode.inductor.choices import DiodeInductorChoices, Selection, select, top_k_count
+from torch_diode.inductor.choices import DiodeInductorChoices, Selection, fits_shared_memory, select, top_k_count
 from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
 from torch_diode.lut import KernelLUT
 from torch_diode.model import load_model
 from torch_diode.ranking import order_of
-from torch_diode.records import Choice, Provenance, TimingRecord
+from torch_diode.records import Choice, Problem, Provenance, TimingRecord
 
 OPS = ["mm", "addmm", "bmm", "baddbmm"]
 SHAPE = (200, 136, 1001)  # odd sizes: K not divisible by any BLOCK_K
@@ -512,6 +512,79 @@ def test_dynamic_sizes_are_ranked_at_their_hints_with_inductors_even_k(op: str, 
     assert all(kw(x)["EVEN_K"] is True for x in static if x.template.uid.startswith("triton::"))
     s = handler.get_stats()
     assert (s["model_selections"], s["decision_cache_hits"], s["fallbacks_total"]) == (3, 0, 0)
+
+
+def test_fits_shared_memory_on_hand_computed_footprints() -> None:
+    """Inductor's bound, stages x (BLOCK_M x BLOCK_K + BLOCK_K x BLOCK_N) x itemsize + 128 bytes,
+    against an H100 / H200 block's 232,448 (227 KiB)."""
+    limit = 232_448
+    bf16 = Problem(
+        op="bmm", m=128, n=96, k=1024, batch=53, dtype="bfloat16", stride_a=(131072, 1024, 1), stride_b=(98304, 96, 1)
+    )
+    fp32 = Problem(op="mm", m=128, n=96, k=1024, dtype="float32", stride_a=(1024, 1), stride_b=(96, 1))
+
+    def triton(bm: int, bn: int, bk: int, stages: int, template: str = "triton::bmm") -> Choice:
+        return Choice(template=template, block_m=bm, block_n=bn, block_k=bk, group_m=8, num_stages=stages, num_warps=8)
+
+    assert not fits_shared_memory(bf16, triton(64, 128, 128, 5), limit)  # 5 x 24,576 x 2 + 128 = 245,888
+    assert fits_shared_memory(bf16, triton(64, 128, 128, 4), limit)  # 196,736
+    assert fits_shared_memory(bf16, triton(64, 128, 128, 5), 245_888)  # the bound itself fits
+    assert not fits_shared_memory(bf16, triton(64, 128, 128, 5), 245_887)
+    assert not fits_shared_memory(bf16, triton(128, 128, 128, 4), limit)  # 262,272
+    assert fits_shared_memory(bf16, triton(64, 128, 64, 5, "triton::mm"), limit)  # 122,968
+    assert not fits_shared_memory(fp32, triton(64, 128, 64, 5, "triton::mm"), limit)  # 4 bytes: 245,888
+    assert fits_shared_memory(bf16, Choice.aten("baddbmm"), 1)  # ATen is not judged
+    assert fits_shared_memory(bf16, triton(256, 256, 256, 9, "triton::mm_persistent_tma"), limit)  # nor other templates
+
+
+#: A problem where the shipped H200 file keeps one Triton config alone (its 20 us rule) that needs
+#: more shared memory than the GPU has: on an H200 the compile failed there ("No valid triton
+#: configs. OutOfMemoryError ... Required: 245760 Hardware limit: 232448", session 69 rule 4).
+OVER_SHARED_MEMORY = ("baddbmm", 53, 128, 96, 1024)
+
+
+def _over_shared_memory_inputs() -> MMKernelInputs:
+    _, batch, m, n, k = OVER_SHARED_MEMORY
+    a = buf([batch, m, k], [m * k, k, 1], torch.bfloat16)
+    b = buf([batch, k, n], [k * n, n, 1], torch.bfloat16)
+    bias = buf([batch, m, n], [0, 0, 1], torch.bfloat16)
+    return MMKernelInputs([bias, a, b], scalars={"alpha": 1, "beta": 1})
+
+
+@pytest.mark.parametrize("aten_offered", [True, False])
+def test_a_config_kept_alone_that_may_not_fit_in_shared_memory_gets_a_fallback(aten_offered: bool) -> None:
+    """Where no choice kept is sure to fit in shared memory, the handler adds the best ATen choice
+    or, with no ATen offered (``max_autotune_gemm_backends="TRITON"``), the first config of the
+    model's order that is sure to fit: Inductor then benchmarks them and drops the config that fails,
+    where the config kept alone failed the compile."""
+    shipped = Path(__file__).resolve().parents[1] / (
+        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors"
+    )
+    handler = DiodeInductorChoices(DiodeOptions(model=str(shipped)))
+    model = load_model(shipped)
+    op = OVER_SHARED_MEMORY[0]
+    templates = list(TEMPLATES[op]) if aten_offered else [TEMPLATES[op][1]]
+    with inductor_graph():
+        ki = _over_shared_memory_inputs()
+        problem = problem_from_kernel_inputs(ki, op)
+        out = call_hook(handler, ki, op, templates)
+        stock = [choice_from_ktc(x) for x in stock_ktcs(ki, op)[TEMPLATES[op][1].uid]]
+    limit = model.gpu.smem_per_block_bytes
+    # what the model prefers: one config, over the limit, predicted under 20 us with confidence
+    pred = model.predict(problem, stock)
+    lt = np.asarray(pred.log_time_us, np.float64)
+    order = order_of(problem, stock, lt)
+    first = stock[int(order[0])]
+    assert not fits_shared_memory(problem, first, limit) and math.exp(lt[int(order[0])]) < 20
+    kept = [choice_from_ktc(x) for x in out]
+    assert kept[0] == first or first in kept
+    if aten_offered:
+        assert sorted(c.template for c in kept) == ["aten::baddbmm", "triton::bmm"]
+    else:
+        spare = next(stock[int(i)] for i in order if fits_shared_memory(problem, stock[int(i)], limit))
+        assert set(kept) == {first, spare}
+    s = handler.get_stats()
+    assert (s["shared_memory_guard"], s["single_choice"], s["fallbacks_total"]) == (1, 0, 0)
 
 
 def test_no_cache_predicts_every_time(model_path: Path) -> None:
