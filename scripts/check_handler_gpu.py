@@ -382,48 +382,74 @@ def dynamic_case_calls(
     return calls
 
 
+def run_checked_cases(
+    handle: Any, cases: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], None]]], describe: Callable[..., str]
+) -> list[dict[str, Any]]:
+    """Each case's ``check(row)`` (a cold compile with the handler and its comparison, writing its
+    figures and ``ok`` into the row), with the handler's stats over it; an exception is a failed case
+    with its cause. Prints one line a case: ``describe(row)`` between the name and the stats."""
+    import torch
+
+    rows = []
+    for name, fields, check in cases:
+        row: dict[str, Any] = {"case": name, **fields}
+        before = handle.get_stats()
+        try:
+            check(row)
+            row["error"] = None
+        except Exception as e:  # a failed compile or call is a failed case, reported with its cause
+            row.update(ok=False, error=f"{type(e).__name__}: {e}"[:500])
+        row["diode"] = stats_delta(before, handle.get_stats())
+        row["exercised"] = row["diode"]["gemm_calls"] > 0
+        rows.append(row)
+        print(
+            f"{'PASS' if row['ok'] else 'FAIL'} {name:<50} {describe(row)} kept {row['diode']['candidates_kept']}/"
+            f"{row['diode']['candidates_seen']} in {row['diode']['gemm_calls']} GEMMs "
+            f"{'' if row['exercised'] else '(hook not exercised)'} {row['error'] or ''}",
+            flush=True,
+        )
+        torch.cuda.empty_cache()
+    return rows
+
+
+def case_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A check's rows with how many passed, and which failed or never reached the handler."""
+    return {
+        "cases": rows,
+        "passed": sum(r["ok"] for r in rows),
+        "failed": [r["case"] for r in rows if not r["ok"]],
+        "not_exercised": [r["case"] for r in rows if not r["exercised"]],
+    }
+
+
 def run_dynamic_correctness(handle: Any, ops: list[str], *, device: str = "cuda") -> list[dict[str, Any]]:
     """Each op x dtype compiled once with ``dynamic=True`` and called at every size of
     ``DYNAMIC_SIZES``; each call compared with eager."""
     import torch
 
-    rows = []
-    for op in ops:
-        for dtype in CORRECTNESS_DTYPES:
-            rtol, atol = TOLERANCE[dtype]
-            name = f"dynamic-{op}-{dtype}"
-            row: dict[str, Any] = {"case": name, "op": op, "dtype": dtype, "calls": [], "error": None}
-            before, graphs = handle.get_stats(), _graphs_compiled()
-            try:
-                with cold_compile_state():
-                    compiled = None
-                    for fn, args in dynamic_case_calls(op, dtype, device=device):
-                        if compiled is None:
-                            compiled = compile_dynamic(fn)
-                        with torch.no_grad():
-                            got, want = compiled(*args), fn(*args)
-                        err = (got.float() - want.float()).abs()
-                        ok = bool((err <= atol + rtol * want.float().abs()).all())
-                        row["calls"].append(
-                            {"sizes": [list(a.shape) for a in args], "ok": ok, "max_abs_err": float(err.max())}
-                        )
-                    row["graphs"] = _graphs_compiled() - graphs
-            except Exception as e:  # a failed compile or call is a failed case, reported with its cause
-                row["error"] = f"{type(e).__name__}: {e}"[:500]
-            row["ok"] = (
-                row["error"] is None and len(row["calls"]) == len(DYNAMIC_SIZES) and all(c["ok"] for c in row["calls"])
-            )
-            row["diode"] = stats_delta(before, handle.get_stats())
-            row["exercised"] = row["diode"]["gemm_calls"] > 0
-            rows.append(row)
-            errs = " ".join(f"{c['max_abs_err']:.2g}" for c in row["calls"])
-            print(
-                f"{'PASS' if row['ok'] else 'FAIL'} {name:<28} graphs {row.get('graphs', '?')} errors {errs:<28} "
-                f"kept {row['diode']['candidates_kept']}/{row['diode']['candidates_seen']} "
-                f"{'' if row['exercised'] else '(hook not exercised)'} {row['error'] or ''}",
-                flush=True,
-            )
-    return rows
+    def check(row: dict[str, Any]) -> None:
+        rtol, atol = TOLERANCE[row["dtype"]]
+        row["calls"] = []
+        graphs = _graphs_compiled()
+        with cold_compile_state():
+            compiled = None
+            for fn, args in dynamic_case_calls(row["op"], row["dtype"], device=device):
+                if compiled is None:
+                    compiled = compile_dynamic(fn)
+                with torch.no_grad():
+                    got, want = compiled(*args), fn(*args)
+                err = (got.float() - want.float()).abs()
+                ok = bool((err <= atol + rtol * want.float().abs()).all())
+                row["calls"].append({"sizes": [list(a.shape) for a in args], "ok": ok, "max_abs_err": float(err.max())})
+            row["graphs"] = _graphs_compiled() - graphs
+        row["ok"] = len(row["calls"]) == len(DYNAMIC_SIZES) and all(c["ok"] for c in row["calls"])
+
+    def describe(row: dict[str, Any]) -> str:
+        errs = " ".join(f"{c['max_abs_err']:.2g}" for c in row.get("calls", []))
+        return f"graphs {row.get('graphs', '?')} errors {errs:<28}"
+
+    cases = [(f"dynamic-{op}-{dtype}", {"op": op, "dtype": dtype}, check) for op in ops for dtype in CORRECTNESS_DTYPES]
+    return run_checked_cases(handle, cases, describe)
 
 
 def run_dynamic_speed(
@@ -602,36 +628,23 @@ def run_training(handle: Any, *, device: str = "cuda") -> list[dict[str, Any]]:
         module, args = case.build(device)
         return module.train(), args[0]
 
-    cases = [(f"train mlp-{dtype}", lambda d=dtype: mlp(d)) for dtype in CORRECTNESS_DTYPES]
-    cases += [(f"train {c.name}", lambda c=c: block(c)) for c in QUICK_MODULES]
-    rows = []
-    for name, build in cases:
-        row: dict[str, Any] = {"case": name}
-        before = handle.get_stats()
-        try:
-            module, x = build()
-            with cold_compile_state():
-                row.update(accuracy_grads_row(module, x, lambda f: compile_for("max-autotune", f)))
-            row["error"] = None
-        except Exception as e:  # a failed compile is a failed case, reported with its cause
-            row.update(ok=False, error=f"{type(e).__name__}: {e}"[:500])
-        row["diode"] = stats_delta(before, handle.get_stats())
-        row["exercised"] = row["diode"]["gemm_calls"] > 0
-        rows.append(row)
-        print(
-            f"{'PASS' if row['ok'] else 'FAIL'} {name:<50} {row.get('tensors', '?')} gradients, worst error "
-            f"{row.get('worst_err_over_eager', math.nan):.3g}x eager's; kept {row['diode']['candidates_kept']}/"
-            f"{row['diode']['candidates_seen']} in {row['diode']['gemm_calls']} GEMMs {row['error'] or ''}",
-            flush=True,
-        )
-        torch.cuda.empty_cache()
-    return rows
+    def check(row: dict[str, Any], build: Callable[[], tuple[Any, Any]]) -> None:
+        module, x = build()
+        with cold_compile_state():
+            row.update(accuracy_grads_row(module, x, lambda f: compile_for("max-autotune", f)))
+
+    def describe(row: dict[str, Any]) -> str:
+        return f"{row.get('tensors', '?')} gradients, worst error {row.get('worst_err_over_eager', math.nan):.3g}x eager's;"
+
+    builds = [(f"train mlp-{dtype}", lambda d=dtype: mlp(d)) for dtype in CORRECTNESS_DTYPES]
+    builds += [(f"train {c.name}", lambda c=c: block(c)) for c in QUICK_MODULES]
+    cases = [(name, {}, lambda row, b=b: check(row, b)) for name, b in builds]
+    return run_checked_cases(handle, cases, describe)
 
 
 def run_fusion(handle: Any, *, device: str = "cuda") -> list[dict[str, Any]]:
     """Each ``FUSION_PATTERNS`` pattern x dtype x GEMM backends, then the suite's modules, compiled
     cold with the handler (``max-autotune-no-cudagraphs``) and checked by :func:`accuracy_row`."""
-    import torch
     from torch._inductor import config as inductor_config
 
     from torch_diode.bench.suite import MORE_MODULES, QUICK_MODULES
@@ -647,30 +660,24 @@ def run_fusion(handle: Any, *, device: str = "cuda") -> list[dict[str, Any]]:
         for backends in (None, "TRITON")
     ]
     cases += [(m.name, lambda m=m: m.build(device), None) for m in (*QUICK_MODULES, *MORE_MODULES)]
-    rows = []
-    for name, build, backends in cases:
-        row: dict[str, Any] = {"case": name, "backends": backends or "default"}
-        before = handle.get_stats()
-        try:
-            fn, args = build()
-            patch = {"max_autotune_gemm_backends": backends} if backends else {}
-            with cold_compile_state(), inductor_config.patch(patch):
-                row.update(accuracy_row(fn, args, compile_for("max-autotune", fn)))
-            row["error"] = None
-        except Exception as e:  # a failed compile is a failed case, reported with its cause
-            row.update(ok=False, error=f"{type(e).__name__}: {e}"[:500])
-        row["diode"] = stats_delta(before, handle.get_stats())
-        row["exercised"] = row["diode"]["gemm_calls"] > 0
-        rows.append(row)
-        print(
-            f"{'PASS' if row['ok'] else 'FAIL'} {name:<50} err {row.get('max_abs_err', math.nan):.3g} "
-            f"(eager {row.get('eager_max_abs_err', math.nan):.3g}) kept {row['diode']['candidates_kept']}/"
-            f"{row['diode']['candidates_seen']} {'' if row['exercised'] else '(hook not exercised)'} "
-            f"{row['error'] or ''}",
-            flush=True,
-        )
-        torch.cuda.empty_cache()
-    return rows
+
+    def check(row: dict[str, Any], build: Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+        fn, args = build()
+        patch = {"max_autotune_gemm_backends": row["backends"]} if row["backends"] != "default" else {}
+        with cold_compile_state(), inductor_config.patch(patch):
+            row.update(accuracy_row(fn, args, compile_for("max-autotune", fn)))
+
+    def describe(row: dict[str, Any]) -> str:
+        return f"err {row.get('max_abs_err', math.nan):.3g} (eager {row.get('eager_max_abs_err', math.nan):.3g})"
+
+    return run_checked_cases(
+        handle,
+        [
+            (name, {"backends": backends or "default"}, lambda row, b=build: check(row, b))
+            for name, build, backends in cases
+        ],
+        describe,
+    )
 
 
 def geomean(xs: list[float]) -> float:
@@ -836,42 +843,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode in ("all", "correctness"):
             print(f"== correctness ({len(cases)} cases, mode=max-autotune-no-cudagraphs)")
             rows = run_correctness(handle, cases)
-            result["correctness"] = {
-                "cases": rows,
-                "passed": sum(r["ok"] for r in rows),
-                "failed": [r["case"] for r in rows if not r["ok"]],
-                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
-            }
+            result["correctness"] = case_summary(rows)
         if args.mode == "fusion":
             print(
                 f"== fusion: {len(FUSION_PATTERNS)} patterns x {len(CORRECTNESS_DTYPES)} dtypes x 2 backend sets, 5 modules"
             )
             rows = run_fusion(handle)
-            result["fusion"] = {
-                "cases": rows,
-                "passed": sum(r["ok"] for r in rows),
-                "failed": [r["case"] for r in rows if not r["ok"]],
-                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
-            }
+            result["fusion"] = case_summary(rows)
         if args.mode == "training":
             print("== training: forward and backward, gradients against a float64 reference")
             rows = run_training(handle)
-            result["training"] = {
-                "cases": rows,
-                "passed": sum(r["ok"] for r in rows),
-                "failed": [r["case"] for r in rows if not r["ok"]],
-                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
-            }
+            result["training"] = case_summary(rows)
         if args.mode == "dynamic":
             print(f"== dynamic shapes: {len(dynamic_ops) * len(CORRECTNESS_DTYPES)} cases, sizes {DYNAMIC_SIZES}")
             rows = run_dynamic_correctness(handle, dynamic_ops)
-            result["dynamic_correctness"] = {
-                "sizes": DYNAMIC_SIZES,
-                "cases": rows,
-                "passed": sum(r["ok"] for r in rows),
-                "failed": [r["case"] for r in rows if not r["ok"]],
-                "not_exercised": [r["case"] for r in rows if not r["exercised"]],
-            }
+            result["dynamic_correctness"] = {"sizes": DYNAMIC_SIZES, **case_summary(rows)}
     if args.mode in ("all", "speed"):
         names = ["diode"] + [f"diode:{v}" for v in variants]
         print(f"== speed ({len(problems)} problems, cold compile per GEMM, stock then {', '.join(names)})")
