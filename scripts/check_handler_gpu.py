@@ -19,8 +19,9 @@ CUDA graph holding ``--graph-iters`` calls. Prints a table and writes everything
     python scripts/check_handler_gpu.py --model m.safetensors --mode speed \
         --variant 'short={"aten_alone_below_us": 50}'  # also compiled with other handler options, same run
 
-Dynamic shapes (``--mode dynamic``, not part of ``all``): each correctness op x dtype compiled
-once with ``dynamic=True``, its first call's sizes being the hints Inductor and the handler choose
+Dynamic shapes (``--mode dynamic``, not part of ``all``): each correctness op x dtype, with the
+default GEMM backends and with ``TRITON`` alone (a Triton kernel certain to be what runs), compiled
+once with ``dynamic=True`` (a case passes only as one graph for every size), its first call's sizes being the hints Inductor and the handler choose
 kernels at, then called at the other sizes of ``DYNAMIC_SIZES`` with the same kernels (K = 1001
 and 77 after a hint of K = 1024, which every BLOCK_K divides: a config whose ``EVEN_K`` were read
 from the hint would skip the K tail) and compared with eager; and the LLM and linear layers of
@@ -208,9 +209,11 @@ def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         "lut_hits",
         "candidates_seen",
         "candidates_kept",
+        "aten_kept",
         "single_choice",
+        "shared_memory_guard",
     )
-    d: dict[str, Any] = {k: after[k] - before[k] for k in keys}
+    d: dict[str, Any] = {k: after.get(k, 0) - before.get(k, 0) for k in keys}
     d["fallbacks"] = {
         k: v - before["fallbacks"].get(k, 0) for k, v in after["fallbacks"].items() if v - before["fallbacks"].get(k, 0)
     }
@@ -423,15 +426,17 @@ def case_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_dynamic_correctness(handle: Any, ops: list[str], *, device: str = "cuda") -> list[dict[str, Any]]:
-    """Each op x dtype compiled once with ``dynamic=True`` and called at every size of
-    ``DYNAMIC_SIZES``; each call compared with eager."""
+    """Each op x dtype x GEMM backends compiled once with ``dynamic=True`` and called at every size
+    of ``DYNAMIC_SIZES``; each call compared with eager, and one graph for all of them."""
     import torch
+    from torch._inductor import config as inductor_config
 
     def check(row: dict[str, Any]) -> None:
         rtol, atol = TOLERANCE[row["dtype"]]
         row["calls"] = []
         graphs = _graphs_compiled()
-        with cold_compile_state():
+        patch = {"max_autotune_gemm_backends": row["backends"]} if row["backends"] != "default" else {}
+        with cold_compile_state(), inductor_config.patch(patch):
             compiled = None
             for fn, args in dynamic_case_calls(row["op"], row["dtype"], device=device):
                 if compiled is None:
@@ -442,13 +447,21 @@ def run_dynamic_correctness(handle: Any, ops: list[str], *, device: str = "cuda"
                 ok = bool((err <= atol + rtol * want.float().abs()).all())
                 row["calls"].append({"sizes": [list(a.shape) for a in args], "ok": ok, "max_abs_err": float(err.max())})
             row["graphs"] = _graphs_compiled() - graphs
-        row["ok"] = len(row["calls"]) == len(DYNAMIC_SIZES) and all(c["ok"] for c in row["calls"])
+        # one graph for every size: with a recompile per size each size would be its own hint
+        row["ok"] = (
+            len(row["calls"]) == len(DYNAMIC_SIZES) and all(c["ok"] for c in row["calls"]) and row["graphs"] == 1
+        )
 
     def describe(row: dict[str, Any]) -> str:
         errs = " ".join(f"{c['max_abs_err']:.2g}" for c in row.get("calls", []))
         return f"graphs {row.get('graphs', '?')} errors {errs:<28}"
 
-    cases = [(f"dynamic-{op}-{dtype}", {"op": op, "dtype": dtype}, check) for op in ops for dtype in CORRECTNESS_DTYPES]
+    cases = [
+        (f"dynamic-{op}-{dtype}-{backends}", {"op": op, "dtype": dtype, "backends": backends}, check)
+        for backends in ("default", "TRITON")  # TRITON: a Triton kernel certain to be what runs
+        for op in ops
+        for dtype in CORRECTNESS_DTYPES
+    ]
     return run_checked_cases(handle, cases, describe)
 
 
@@ -855,7 +868,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = run_training(handle)
             result["training"] = case_summary(rows)
         if args.mode == "dynamic":
-            print(f"== dynamic shapes: {len(dynamic_ops) * len(CORRECTNESS_DTYPES)} cases, sizes {DYNAMIC_SIZES}")
+            print(f"== dynamic shapes: {2 * len(dynamic_ops) * len(CORRECTNESS_DTYPES)} cases, sizes {DYNAMIC_SIZES}")
             rows = run_dynamic_correctness(handle, dynamic_ops)
             result["dynamic_correctness"] = {"sizes": DYNAMIC_SIZES, **case_summary(rows)}
     if args.mode in ("all", "speed"):
@@ -895,6 +908,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = any(
         result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness", "fusion", "training")
     )
+    failed |= any(k.endswith("_error") for r in result.get("dynamic_speed", {}).get("problems", []) for k in r)
     return 1 if failed else 0
 
 

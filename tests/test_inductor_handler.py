@@ -531,7 +531,7 @@ def test_fits_shared_memory_on_hand_computed_footprints() -> None:
     assert fits_shared_memory(bf16, triton(64, 128, 128, 5), 245_888)  # the bound itself fits
     assert not fits_shared_memory(bf16, triton(64, 128, 128, 5), 245_887)
     assert not fits_shared_memory(bf16, triton(128, 128, 128, 4), limit)  # 262,272
-    assert fits_shared_memory(bf16, triton(64, 128, 64, 5, "triton::mm"), limit)  # 122,968
+    assert fits_shared_memory(bf16, triton(64, 128, 64, 5, "triton::mm"), limit)  # 123,008
     assert not fits_shared_memory(fp32, triton(64, 128, 64, 5, "triton::mm"), limit)  # 4 bytes: 245,888
     assert fits_shared_memory(bf16, Choice.aten("baddbmm"), 1)  # ATen is not judged
     assert fits_shared_memory(bf16, triton(256, 256, 256, 9, "triton::mm_persistent_tma"), limit)  # nor other templates
@@ -585,6 +585,40 @@ def test_a_config_kept_alone_that_may_not_fit_in_shared_memory_gets_a_fallback(a
         assert set(kept) == {first, spare}
     s = handler.get_stats()
     assert (s["shared_memory_guard"], s["single_choice"], s["fallbacks_total"]) == (1, 0, 0)
+
+
+def test_the_shared_memory_guard_reads_the_gpus_own_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a CUDA device the guard's limit is the device's (``shared_memory_per_block_optin``),
+    not the model file's figure for the GPU it was trained on: a model of an H200 used on a GPU
+    with more shared memory a block keeps its config alone there, one with less gets the fallback.
+    (No GPU here: the device's properties, the outside world, are stood in for.)"""
+    import types
+
+    from torch_diode.inductor import choices as choices_module
+
+    shipped = Path(__file__).resolve().parents[1] / (
+        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors"
+    )
+    op = OVER_SHARED_MEMORY[0]
+    kept: dict[int, list[str]] = {}
+    for optin in (256 * 1024, 227 * 1024):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(
+            torch.cuda,
+            "get_device_properties",
+            lambda i, v=optin: types.SimpleNamespace(shared_memory_per_block_optin=v),
+        )
+        choices_module._cuda_shared_memory.cache_clear()
+        handler = DiodeInductorChoices(DiodeOptions(model=str(shipped)))
+        with inductor_graph():
+            ki = _over_shared_memory_inputs()
+            assert choices_module.device_shared_memory(ki) == optin
+            kept[optin] = sorted(x.template.uid for x in call_hook(handler, ki, op))
+        monkeypatch.undo()
+        choices_module._cuda_shared_memory.cache_clear()
+    assert kept[256 * 1024] == ["triton::bmm"]  # 245,888 bytes fit 256 KiB: alone, as the model chose
+    assert kept[227 * 1024] == ["aten::baddbmm", "triton::bmm"]
 
 
 def test_no_cache_predicts_every_time(model_path: Path) -> None:

@@ -229,6 +229,31 @@ def test_processes_the_command_line_spawns_run_no_plugin(tmp_path: Path) -> None
     assert marker.read_text().splitlines() == ["a script's child", "another package's child"]
 
 
+def test_import_from_a_zip_under_another_packages_main(tmp_path: Path) -> None:
+    """``python -m otherpkg`` (``sys.argv[0]`` an existing ``__main__.py``) importing torch_diode
+    from a zip: the command-line check cannot stat the package's directory there, and the import
+    must not fail for it (it raised ``NotADirectoryError``)."""
+    import zipfile
+
+    site, marker = _recording_plugin(tmp_path, "diode_test_zip_plugin", "'called'")
+    archive = tmp_path / "lib.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for f in sorted((LIB_SRC / "torch_diode").rglob("*.py")):
+            zf.write(f, f.relative_to(LIB_SRC).as_posix())
+    other = tmp_path / "other" / "otherpkg"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    (other / "__main__.py").write_text("import torch_diode\nprint('imported', torch_diode.__file__)\n")
+    full_env = {k: v for k, v in os.environ.items() if k != "TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD"}
+    full_env["PYTHONPATH"] = os.pathsep.join([str(archive), str(tmp_path / "other"), str(site)])
+    proc = subprocess.run(
+        [sys.executable, "-m", "otherpkg"], capture_output=True, text=True, env=full_env, timeout=300, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"imported {archive}" in proc.stdout
+    assert marker.read_text().splitlines() == ["called"]
+
+
 def test_the_command_lines_python_options_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     """``python [options] -m torch_diode`` in every form CPython accepts, and nothing else."""
     import torch_diode

@@ -63,11 +63,14 @@ def _entered_as_command_line() -> bool:
 
     if "_torch_diode_cli" in sys.modules:
         return True
-    argv0 = (getattr(sys, "argv", None) or [""])[0]
-    if os.path.basename(argv0) == "__main__.py" and os.path.isfile(argv0):
-        here = os.path.dirname(os.path.abspath(__file__))
-        if os.path.samefile(os.path.dirname(os.path.abspath(argv0)), here):
-            return True  # this package's __main__.py: a child of `python -m torch_diode`
+    try:
+        argv0 = (getattr(sys, "argv", None) or [""])[0]
+        if isinstance(argv0, str) and os.path.basename(argv0) == "__main__.py" and os.path.isfile(argv0):
+            here = os.path.dirname(os.path.abspath(__file__))
+            if os.path.isdir(here) and os.path.samefile(os.path.dirname(os.path.abspath(argv0)), here):
+                return True  # this package's __main__.py: a child of `python -m torch_diode`
+    except (OSError, TypeError, ValueError):  # imported from a zip, an odd sys.argv: not that child
+        pass
     argv = list(getattr(sys, "orig_argv", ()))[1:]
     while argv:  # the interpreter's own options, up to -m, -c or a script
         arg = argv.pop(0)
@@ -99,7 +102,11 @@ def _run_plugins() -> None:
 
     if plugin_autoload_disabled():
         return
-    if _entered_as_command_line():  # `diode` / `python -m torch_diode`: no command needs a model registered
+    try:
+        command_line = _entered_as_command_line()
+    except Exception:  # never a reason for the import to fail: then it is not the command line
+        command_line = False
+    if command_line:  # `diode` / `python -m torch_diode`: no command needs a model registered
         return
     for entry_point in entry_points(group="torch_diode.plugins"):
         try:

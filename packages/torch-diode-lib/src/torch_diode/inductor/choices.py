@@ -51,6 +51,7 @@ re-raises instead). ``TORCH_DIODE_DISABLE=1`` turns the handler into stock Induc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -231,6 +232,30 @@ def fits_shared_memory(problem: Problem, choice: Choice, limit: int) -> bool:
     if not (bm and bn and bk and stages):
         return True
     return stages * (bm * bk + bk * bn) * problem.itemsize + 128 <= limit
+
+
+@functools.lru_cache(maxsize=64)
+def _cuda_shared_memory(index: int) -> int | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    value = int(getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", 0) or 0)
+    return value or None
+
+
+def device_shared_memory(kernel_inputs: Any) -> int | None:
+    """The shared memory a block may use on the GEMM's GPU (CUDA's opt-in maximum, as Inductor's own
+    shared-memory check reads it), or None where it cannot be read (no CUDA device: the CPU tests)."""
+    try:
+        import torch
+
+        device = kernel_inputs.device()
+        if device.type != "cuda":
+            return None
+        return _cuda_shared_memory(device.index if device.index is not None else torch.cuda.current_device())
+    except Exception:  # a GPU that cannot say: the model file's figure is used
+        return None
 
 
 class _Stats:
@@ -712,7 +737,12 @@ class DiodeInductorChoices(InductorChoices):
         keep = self._lut_selection(problem, triton_choices, aten_choices)
         if keep is None:
             keep = self._model_selection(
-                problem, op_name, triton_choices, aten_choices, split.aten if split is not None else None
+                problem,
+                op_name,
+                triton_choices,
+                aten_choices,
+                split.aten if split is not None else None,
+                shared_memory=device_shared_memory(kernel_inputs),
             )
         kept_triton, kept_aten = keep
         kept_ids = {id(triton[i]) for i in kept_triton} | {id(aten[i]) for i in kept_aten}
@@ -940,7 +970,11 @@ class DiodeInductorChoices(InductorChoices):
         triton: list[Choice],
         aten: list[Choice],
         earlier_aten: tuple[Choice, ...] | None = None,
+        *,
+        shared_memory: int | None = None,
     ) -> tuple[list[int], list[int]]:
+        """The kept Triton and ATen indices. ``shared_memory``: the GPU's bytes a block (None: the
+        model file's figure for its GPU), which the kept choices must be sure to fit (below)."""
         model = self._covered_model(problem, triton)
         if model is None:
             raise HandlerError("no_model", f"no lookup-table hit for {problem.key()} and no model configured")
@@ -966,19 +1000,21 @@ class DiodeInductorChoices(InductorChoices):
         self._stats.add(model_selections=1, low_confidence=int(not sel.confident))
         self._stats.add_confidence(sel.confidence)
         kept_triton, kept_aten = list(sel.triton), (list(sel.aten) if aten else [])
-        limit = getattr(getattr(model, "gpu", None), "smem_per_block_bytes", None)
+        limit = shared_memory or getattr(getattr(model, "gpu", None), "smem_per_block_bytes", None)
         # stand_in: addmm's earlier call (torch >= 2.12) always keeps an ATen choice beside these
         if limit and not kept_aten and not stand_in:
             if not any(fits_shared_memory(problem, triton[i], limit) for i in kept_triton):
                 # A config Triton refuses for shared memory fails Inductor's benchmark (the others
-                # are used), but one kept alone is not benchmarked: the compiled kernel would fail to
-                # launch. Add the best ATen choice, else the first config of the order sure to fit.
+                # are used), but one kept alone is not benchmarked: the compile fails ("No valid
+                # triton configs"). Add the best ATen choice, else the first config sure to fit.
+                added = False
                 if aten:
-                    kept_aten = [int(np.argmin(log_t[nt:]))]
+                    kept_aten, added = [int(np.argmin(log_t[nt:]))], True
                 else:
                     spare = next((int(i) for i in order if fits_shared_memory(problem, triton[int(i)], limit)), None)
-                    kept_triton += [] if spare is None or spare in kept_triton else [spare]
-                self._stats.add(shared_memory_guard=1)
+                    if spare is not None:  # (not kept: none kept fits)
+                        kept_triton, added = [*kept_triton, spare], True
+                self._stats.add(shared_memory_guard=int(added))
         return kept_triton, kept_aten
 
     def _predict(self, model: Any, problem: Problem, choices: list[Choice]) -> tuple[np.ndarray, np.ndarray]:
