@@ -588,10 +588,11 @@ def test_a_config_kept_alone_that_may_not_fit_in_shared_memory_gets_a_fallback(a
 
 
 def test_the_shared_memory_guard_reads_the_gpus_own_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a CUDA device the guard's limit is the device's (``shared_memory_per_block_optin``),
-    not the model file's figure for the GPU it was trained on: a model of an H200 used on a GPU
-    with more shared memory a block keeps its config alone there, one with less gets the fallback.
-    (No GPU here: the device's properties, the outside world, are stood in for.)"""
+    """The guard's limit is the GEMM's GPU's (``shared_memory_per_block_optin``), read at the hook,
+    not the model file's figure for the GPU it was trained on: a model of an H200 on a GPU with
+    more shared memory a block keeps its config alone there, one with less gets the fallback.
+    (No GPU here: the device's properties, the outside world, are stood in for, and only while
+    the limit is read, so that Inductor's enumeration is a CPU machine's as everywhere else.)"""
     import types
 
     from torch_diode.inductor import choices as choices_module
@@ -600,25 +601,32 @@ def test_the_shared_memory_guard_reads_the_gpus_own_limit(monkeypatch: pytest.Mo
         "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors"
     )
     op = OVER_SHARED_MEMORY[0]
-    kept: dict[int, list[str]] = {}
+    handler = DiodeInductorChoices(DiodeOptions(model=str(shipped)))
+    with inductor_graph():
+        ki = _over_shared_memory_inputs()
+        problem = problem_from_kernel_inputs(ki, op)
+        ktcs = stock_ktcs(ki, op)
+        triton = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][1].uid]]
+        aten = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][0].uid]]
+    assert choices_module.device_shared_memory(ki) is None  # no CUDA: the model file's figure
     for optin in (256 * 1024, 227 * 1024):
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-        monkeypatch.setattr(
-            torch.cuda,
-            "get_device_properties",
-            lambda i, v=optin: types.SimpleNamespace(shared_memory_per_block_optin=v),
-        )
-        choices_module._cuda_shared_memory.cache_clear()
-        handler = DiodeInductorChoices(DiodeOptions(model=str(shipped)))
-        with inductor_graph():
-            ki = _over_shared_memory_inputs()
+        with monkeypatch.context() as m:
+            m.setattr(torch.cuda, "is_available", lambda: True)
+            m.setattr(torch.cuda, "current_device", lambda: 0)
+            m.setattr(
+                torch.cuda,
+                "get_device_properties",
+                lambda i, v=optin: types.SimpleNamespace(shared_memory_per_block_optin=v),
+            )
+            choices_module._cuda_shared_memory.cache_clear()
             assert choices_module.device_shared_memory(ki) == optin
-            kept[optin] = sorted(x.template.uid for x in call_hook(handler, ki, op))
-        monkeypatch.undo()
         choices_module._cuda_shared_memory.cache_clear()
-    assert kept[256 * 1024] == ["triton::bmm"]  # 245,888 bytes fit 256 KiB: alone, as the model chose
-    assert kept[227 * 1024] == ["aten::baddbmm", "triton::bmm"]
+        kept_triton, kept_aten = handler._model_selection(problem, op, triton, aten, shared_memory=optin)
+        if optin == 256 * 1024:  # 245,888 bytes fit: alone, as the model chose
+            assert (len(kept_triton), kept_aten) == (1, [])
+        else:
+            assert (len(kept_triton), len(kept_aten)) == (1, 1)
+    assert handler.get_stats()["shared_memory_guard"] == 1
 
 
 def test_no_cache_predicts_every_time(model_path: Path) -> None:
