@@ -211,7 +211,8 @@ def select(
 
 
 #: Triton templates whose shared memory :func:`fits_shared_memory` bounds (the GEMM templates
-#: mm / addmm and bmm / baddbmm lower to; the persistent TMA template adds an epilogue buffer).
+#: mm / addmm and bmm / baddbmm lower to; the persistent TMA templates, off by default, add an
+#: epilogue buffer, and are never sure to fit).
 SHARED_MEMORY_BOUNDED = frozenset({"triton::mm", "triton::bmm"})
 
 
@@ -224,13 +225,14 @@ def fits_shared_memory(problem: Problem, choice: Choice, limit: int) -> bool:
     it always did: in the committed H100 and H200 datasets, none of the ~36,000 configs Triton
     refused for shared memory was within it. EXHAUSTIVE holds configs over the limit (on an H100 or
     H200, 227 KiB: 64x128x128 tiles with five bf16 stages need 240 KiB), which the model, trained on
-    the configs that ran, cannot tell from those that run. ATen choices, and Triton templates
-    outside :data:`SHARED_MEMORY_BOUNDED`, are not judged (True)."""
-    if choice.is_aten or choice.template not in SHARED_MEMORY_BOUNDED:
+    the configs that ran, cannot tell from those that run. ATen choices always fit (cuBLAS);
+    Triton templates outside :data:`SHARED_MEMORY_BOUNDED`, or a config without its tile sizes,
+    are never sure to (False)."""
+    if choice.is_aten:
         return True
     bm, bn, bk, stages = choice.block_m, choice.block_n, choice.block_k, choice.num_stages
-    if not (bm and bn and bk and stages):
-        return True
+    if choice.template not in SHARED_MEMORY_BOUNDED or not (bm and bn and bk and stages):
+        return False
     return stages * (bm * bk + bk * bn) * problem.itemsize + 128 <= limit
 
 
