@@ -435,8 +435,7 @@ def run_dynamic_correctness(handle: Any, ops: list[str], *, device: str = "cuda"
         rtol, atol = TOLERANCE[row["dtype"]]
         row["calls"] = []
         graphs = _graphs_compiled()
-        patch = {"max_autotune_gemm_backends": row["backends"]} if row["backends"] != "default" else {}
-        with cold_compile_state(), inductor_config.patch(patch):
+        with cold_compile_state(), inductor_config.patch(backends_patch(row["backends"])):
             compiled = None
             for fn, args in dynamic_case_calls(row["op"], row["dtype"], device=device):
                 if compiled is None:
@@ -474,6 +473,8 @@ def run_dynamic_speed(
 
     import torch
 
+    from torch_diode.bench.measure import AUTOTUNE_MODE
+
     warm_up_compile()
     rows = []
     for p in problems:
@@ -487,7 +488,7 @@ def run_dynamic_speed(
                     before = handle.get_stats() if handle else None
                     stack.enter_context(cold_compile_state())
                     torch._dynamo.mark_dynamic(hint_args[-2], 0)  # A's rows: M
-                    compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs")
+                    compiled = torch.compile(fn, mode=AUTOTUNE_MODE)
                     graphs = _graphs_compiled()
                     row[f"{variant}_compile_s"] = round(first_call_s(compiled, hint_args), 3)
                     if handle is not None:
@@ -567,6 +568,21 @@ def fusion_case(pattern: str, dtype: str, *, device: str = "cuda") -> tuple[Call
     return fns[pattern]
 
 
+def within_bound(got: Any, want: Any, ref: Any) -> tuple[bool, float, float, float]:
+    """The acceptance rule of ``--mode fusion`` and ``--mode training``: the compiled result's
+    (``got``) largest error against the float64 reference ``ref`` is at most 4x eager's (``want``)
+    plus 1e-4 of the reference's largest magnitude. Returns (ok, error, eager's error, bound)."""
+    err = float((got.double() - ref).abs().max())
+    err_eager = float((want.double() - ref).abs().max())
+    bound = 4 * err_eager + 1e-4 * float(ref.abs().max())
+    return err <= bound, err, err_eager, bound
+
+
+def backends_patch(backends: str) -> dict[str, Any]:
+    """Inductor config for a case's GEMM backends (``"default"``: none changed)."""
+    return {} if backends == "default" else {"max_autotune_gemm_backends": backends}
+
+
 def _as_float64(x: Any) -> Any:
     import torch
 
@@ -585,10 +601,8 @@ def accuracy_row(fn: Callable[..., Any], args: tuple[Any, ...], compiled: Callab
     with torch.no_grad():
         got, want = compiled(*args), fn(*args)
         ref = ref_fn(*(_as_float64(a) for a in args))
-    err = float((got.double() - ref).abs().max())
-    err_eager = float((want.double() - ref).abs().max())
-    bound = 4 * err_eager + 1e-4 * float(ref.abs().max())
-    return {"ok": bool(err <= bound), "max_abs_err": err, "eager_max_abs_err": err_eager, "bound": bound}
+    ok, err, err_eager, bound = within_bound(got, want, ref)
+    return {"ok": ok, "max_abs_err": err, "eager_max_abs_err": err_eager, "bound": bound}
 
 
 def _grads(fn: Any, x: Any, compiled: Callable[..., Any] | None = None) -> list[Any]:
@@ -615,9 +629,8 @@ def accuracy_grads_row(module: Any, x: Any, compile_fn: Callable[[Any], Callable
     worst = 0.0
     ok = True
     for got, want, ref in zip(compiled, eager, reference):
-        err = float((got.double() - ref).abs().max())
-        err_eager = float((want.double() - ref).abs().max())
-        ok &= err <= 4 * err_eager + 1e-4 * float(ref.abs().max())
+        passed, err, err_eager, _ = within_bound(got, want, ref)
+        ok &= passed
         worst = max(worst, err / max(err_eager, torch.finfo(torch.float64).tiny))
     return {"ok": bool(ok), "tensors": len(reference), "worst_err_over_eager": worst}
 
@@ -676,8 +689,7 @@ def run_fusion(handle: Any, *, device: str = "cuda") -> list[dict[str, Any]]:
 
     def check(row: dict[str, Any], build: Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
         fn, args = build()
-        patch = {"max_autotune_gemm_backends": row["backends"]} if row["backends"] != "default" else {}
-        with cold_compile_state(), inductor_config.patch(patch):
+        with cold_compile_state(), inductor_config.patch(backends_patch(row["backends"])):
             row.update(accuracy_row(fn, args, compile_for("max-autotune", fn)))
 
     def describe(row: dict[str, Any]) -> str:

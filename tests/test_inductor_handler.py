@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 from test_inductor_helpers import (  # noqa: F401  (fixtures)
+    SHIPPED_H100,
+    SHIPPED_H200,
     TEMPLATES,
     buf,
     call_hook,
@@ -390,11 +392,6 @@ def test_addmm_triton_only_call_scores_a_stand_in_aten(model_path: Path) -> None
     assert all(x.template.uid == "triton::mm" for x in out)
 
 
-SHIPPED_H100 = Path(__file__).resolve().parents[1] / (
-    "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors"
-)
-
-
 def split_addmm_inputs(m: int, n: int, k: int, *, bias_2d: bool, dtype: torch.dtype = torch.float16) -> tuple[Any, Any]:
     """The kernel inputs of torch >= 2.12's two addmm calls: ATen's on the bias as given (a 2-D
     bias broadcast along rows offers ``aten::bias_addmm`` too), Triton's on the expanded bias;
@@ -558,11 +555,8 @@ def test_a_config_kept_alone_that_may_not_fit_in_shared_memory_gets_a_fallback(a
     or, with no ATen offered (``max_autotune_gemm_backends="TRITON"``), the first config of the
     model's order that is sure to fit: Inductor then benchmarks them and drops the config that fails,
     where the config kept alone failed the compile."""
-    shipped = Path(__file__).resolve().parents[1] / (
-        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors"
-    )
-    handler = DiodeInductorChoices(DiodeOptions(model=str(shipped)))
-    model = load_model(shipped)
+    handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H200)))
+    model = load_model(SHIPPED_H200)
     op = OVER_SHARED_MEMORY[0]
     templates = list(TEMPLATES[op]) if aten_offered else [TEMPLATES[op][1]]
     with inductor_graph():
@@ -598,11 +592,8 @@ def test_the_shared_memory_guard_reads_the_gpus_own_limit(monkeypatch: pytest.Mo
 
     from torch_diode.inductor import choices as choices_module
 
-    shipped = Path(__file__).resolve().parents[1] / (
-        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors"
-    )
     op = OVER_SHARED_MEMORY[0]
-    handler = DiodeInductorChoices(DiodeOptions(model=str(shipped)))
+    handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H200)))
     with inductor_graph():
         ki = _over_shared_memory_inputs()
         problem = problem_from_kernel_inputs(ki, op)

@@ -28,6 +28,10 @@ from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_in
 from torch_diode.records import Choice, Problem, Provenance, TimingRecord
 
 HARDWARE = "NVIDIA-H100"
+#: The shipped model files (the torch-diode-models package's, in this checkout)
+SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "packages/torch-diode-models/src/torch_diode_models"
+SHIPPED_H100 = SHIPPED_MODELS / "NVIDIA-H100-matmul.safetensors"
+SHIPPED_H200 = SHIPPED_MODELS / "NVIDIA-H200-matmul.safetensors"
 
 #: op -> (ATen template, Triton template) as the lowerings pass them (2.13 kernel/mm.py, bmm.py)
 TEMPLATES: dict[str, tuple[Any, Any]] = {

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_inductor_helpers import corrupt_copy, diode_dataset, model_path  # noqa: F401  (fixtures)
+from test_inductor_helpers import SHIPPED_H100, corrupt_copy, diode_dataset, model_path  # noqa: F401  (fixtures)
 from torch._inductor import config as inductor_config
 from torch._inductor.choices import InductorChoices
 from torch._inductor.virtualized import V
@@ -293,22 +293,19 @@ def test_compile_addmm_with_a_broadcast_bias_keeps_one_aten_variant() -> None:
     and ``aten::bias_addmm`` on a 2-D bias broadcast along rows; its Triton call holds none
     here): with the shipped H100 model the handler keeps the variant it predicts faster, so
     Inductor benchmarks nothing, and the result equals eager's."""
-    shipped = Path(__file__).resolve().parents[1] / (
-        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors"
-    )
     x, w, bias = (torch.randn(s, dtype=torch.float16) for s in ((512, 256), (128, 256), (128,)))
 
     def linear_2d_bias(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         return torch.addmm(bias.expand(x.shape[0], -1), x, w.t())
 
-    with install_diode_choices(model=str(shipped), device_types=("cpu",)) as handle:
+    with install_diode_choices(model=str(SHIPPED_H100), device_types=("cpu",)) as handle:
         with inductor_config.patch(force_disable_caches=True, max_autotune=True):
             torch._dynamo.reset()
             torch.testing.assert_close(torch.compile(linear_2d_bias)(x, w, bias), linear_2d_bias(x, w, bias))
     s = handle.get_stats()  # counted at addmm's last hook call (its Triton templates': none on CPU)
     assert (s["aten_kept"], s["aten_dropped"], s["single_choice"], s["fallbacks_total"]) == (1, 1, 1, 0)
     # a handler for CUDA GEMMs only leaves this CPU GEMM alone, and counts nothing of it
-    with install_diode_choices(model=str(shipped)) as handle:
+    with install_diode_choices(model=str(SHIPPED_H100)) as handle:
         with inductor_config.patch(force_disable_caches=True, max_autotune=True):
             torch._dynamo.reset()
             torch.testing.assert_close(torch.compile(linear_2d_bias)(x, w, bias), linear_2d_bias(x, w, bias))
@@ -322,15 +319,12 @@ def test_compile_with_dynamic_sizes_selects_at_the_hints_and_runs_at_every_size(
     lowering reaches the handler with symbolic sizes, which selects between its ATen variants at
     the first call's sizes (the hints) without a fallback; the compiled function equals eager at
     every size it is then called with, bmm and mm beside it."""
-    shipped = Path(__file__).resolve().parents[1] / (
-        "packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors"
-    )
     w, bias = torch.randn(128, 256, dtype=torch.float16), torch.randn(128, dtype=torch.float16)
 
     def layers(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.addmm(bias.expand(x.shape[0], -1), x, w.t()), x @ w.t(), torch.bmm(y, z)
 
-    with install_diode_choices(model=str(shipped), device_types=("cpu",)) as handle:
+    with install_diode_choices(model=str(SHIPPED_H100), device_types=("cpu",)) as handle:
         with inductor_config.patch(force_disable_caches=True, max_autotune=True):
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()

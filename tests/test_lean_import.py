@@ -244,12 +244,7 @@ def test_import_from_a_zip_under_another_packages_main(tmp_path: Path) -> None:
     other.mkdir(parents=True)
     (other / "__init__.py").write_text("")
     (other / "__main__.py").write_text("import torch_diode\nprint('imported', torch_diode.__file__)\n")
-    full_env = {k: v for k, v in os.environ.items() if k != "TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD"}
-    full_env["PYTHONPATH"] = os.pathsep.join([str(archive), str(tmp_path / "other"), str(site)])
-    proc = subprocess.run(
-        [sys.executable, "-m", "otherpkg"], capture_output=True, text=True, env=full_env, timeout=300, cwd=tmp_path
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = _run("", argv=["-m", "otherpkg"], extra_path=(archive, tmp_path / "other", site))  # the zip first
     assert f"imported {archive}" in proc.stdout
     assert marker.read_text().splitlines() == ["called"]
 

@@ -57,20 +57,19 @@ def _entered_as_command_line() -> bool:
     --workers``' ranks): the console script imports ``_torch_diode_cli`` before ``torch_diode`` (and
     its spawned children run the script, so import it too); ``python -m torch_diode`` shows in
     ``sys.orig_argv`` (its package is imported before ``sys.argv`` names it), and its spawned
-    children are given its ``sys.argv`` (``multiprocessing`` does not import a ``__main__.py`` there)."""
+    children are given its ``sys.argv`` (``multiprocessing`` does not import a ``__main__.py`` there).
+    May raise on an odd environment (a package imported from a zip has no directory to compare):
+    :func:`_run_plugins` takes that as "not the command line"."""
     import os
     import sys
 
     if "_torch_diode_cli" in sys.modules:
         return True
-    try:
-        argv0 = (getattr(sys, "argv", None) or [""])[0]
-        if isinstance(argv0, str) and os.path.basename(argv0) == "__main__.py" and os.path.isfile(argv0):
-            here = os.path.dirname(os.path.abspath(__file__))
-            if os.path.isdir(here) and os.path.samefile(os.path.dirname(os.path.abspath(argv0)), here):
-                return True  # this package's __main__.py: a child of `python -m torch_diode`
-    except (OSError, TypeError, ValueError):  # imported from a zip, an odd sys.argv: not that child
-        pass
+    argv0 = (getattr(sys, "argv", None) or [""])[0]
+    if os.path.basename(argv0) == "__main__.py" and os.path.isfile(argv0):
+        here = os.path.dirname(os.path.abspath(__file__))
+        if os.path.samefile(os.path.dirname(os.path.abspath(argv0)), here):
+            return True  # this package's __main__.py: a child of `python -m torch_diode`
     argv = list(getattr(sys, "orig_argv", ()))[1:]
     while argv:  # the interpreter's own options, up to -m, -c or a script
         arg = argv.pop(0)
@@ -104,7 +103,7 @@ def _run_plugins() -> None:
         return
     try:
         command_line = _entered_as_command_line()
-    except Exception:  # never a reason for the import to fail: then it is not the command line
+    except Exception:  # never a reason for the import to fail (e.g. imported from a zip): not the command line
         command_line = False
     if command_line:  # `diode` / `python -m torch_diode`: no command needs a model registered
         return
