@@ -183,6 +183,7 @@ def main() -> int:
         print(json.dumps(run_case(by_name[a.rest[0]])), flush=True)
         return 0
     if a.mode == "dump":
+        Path(a.rest[1]).mkdir(parents=True, exist_ok=True)  # fresh_cache makes its temp dir inside
         print(json.dumps(run_case(by_name[a.rest[0]], dump_dir=a.rest[1])), flush=True)
         return 0
     todo = [c for c in all_cases if not a.only or c["name"] in a.only.split(",")]
