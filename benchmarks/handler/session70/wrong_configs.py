@@ -11,6 +11,8 @@ tile, which tiles), and whether three calls on the same inputs give the same bit
     python benchmarks/handler/session70/wrong_configs.py cases OUT.jsonl [--workers N] [--only NAME,...]
     python benchmarks/handler/session70/wrong_configs.py one NAME      # one case, in this process
     python benchmarks/handler/session70/wrong_configs.py dump NAME DIR # one case, its kernel code kept
+    python benchmarks/handler/session70/wrong_configs.py repeat NAME DIR  # one compile, many calls
+    python benchmarks/handler/session70/wrong_configs.py warm NAME        # the caches as they are (for a sanitizer)
 """
 
 from __future__ import annotations
@@ -124,6 +126,54 @@ def _err_row(got: Any, ref: Any, eager: Any, bm: int, bn: int) -> dict[str, Any]
     return row
 
 
+def _rel_err(got: Any, ref: Any) -> float:
+    return float((got.double() - ref).abs().max()) / (float(ref.abs().max()) or 1.0)
+
+
+def _moved(args: tuple[Any, ...], pad: int) -> tuple[Any, ...]:
+    """The same values in new allocations, ``pad`` bytes of other allocations before each."""
+    import torch
+
+    out = []
+    for a in args:
+        torch.empty(pad, dtype=torch.uint8, device="cuda")  # shifts the next block in the caching allocator
+        b = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="cuda")
+        b.copy_(a)
+        out.append(b)
+    return tuple(out)
+
+
+def run_repeat(case: dict[str, Any], cache_dir: str) -> dict[str, Any]:
+    """One compile, then calls on the same inputs and on copies at other addresses; the cubins' sha256."""
+    import hashlib
+
+    import torch
+    from torch._inductor.utils import fresh_cache
+    from torch._inductor.virtualized import V
+    from wrong_result import OneConfig
+
+    from torch_diode.collect.inductor import make_inputs
+
+    problem: Problem = case["problem"]
+    fn = {"mm": torch.mm, "addmm": torch.addmm, "bmm": torch.bmm, "baddbmm": torch.baddbmm}[problem.op]
+    torch.manual_seed(0)
+    args = make_inputs(problem, "cuda")
+    ref = fn(*(a.double() for a in args))
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    torch._dynamo.reset()
+    handler = OneConfig(tuple(case["config"]))  # type: ignore[arg-type]
+    with fresh_cache(dir=cache_dir, delete=False), V.set_choices_handler(handler):
+        compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+        first = _rel_err(compiled(*args), ref)
+        same = [_rel_err(compiled(*args), ref) for _ in range(5)]
+        moved = []
+        for i in range(12):
+            margs = _moved(args, 512 * (i + 1) + 16 * i)
+            moved.append({"err": _rel_err(compiled(*margs), ref), "ptr_mod_1024": [a.data_ptr() % 1024 for a in margs]})
+    cubins = sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in Path(cache_dir).rglob("triton_tem*.cubin"))
+    return {"name": case["name"], "found": handler.found, "first": first, "same": same, "moved": moved, "cubins": cubins}
+
+
 def run_case(case: dict[str, Any], dump_dir: str | None = None) -> dict[str, Any]:
     import torch
     from torch._inductor.utils import fresh_cache
@@ -143,7 +193,12 @@ def run_case(case: dict[str, Any], dump_dir: str | None = None) -> dict[str, Any
     handler = OneConfig(cfg)  # type: ignore[arg-type]
     torch._dynamo.reset()
     try:
-        cache = fresh_cache(dir=dump_dir, delete=False) if dump_dir else fresh_cache()
+        import contextlib
+
+        if os.environ.get("WRONG_CONFIGS_WARM"):  # the caches as configured (a sanitizer's second run)
+            cache: Any = contextlib.nullcontext()
+        else:
+            cache = fresh_cache(dir=dump_dir, delete=False) if dump_dir else fresh_cache()
         with cache, V.set_choices_handler(handler):
             compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
             got = compiled(*args)
@@ -167,7 +222,7 @@ def _worker_init() -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["cases", "one", "dump", "list"])
+    ap.add_argument("mode", choices=["cases", "one", "dump", "list", "repeat", "warm"])
     ap.add_argument("rest", nargs="*")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--only", default="")
@@ -180,6 +235,13 @@ def main() -> int:
         print(len(all_cases), "cases")
         return 0
     if a.mode == "one":
+        print(json.dumps(run_case(by_name[a.rest[0]])), flush=True)
+        return 0
+    if a.mode == "repeat":
+        print(json.dumps(run_repeat(by_name[a.rest[0]], a.rest[1])), flush=True)
+        return 0
+    if a.mode == "warm":
+        os.environ["WRONG_CONFIGS_WARM"] = "1"
         print(json.dumps(run_case(by_name[a.rest[0]])), flush=True)
         return 0
     if a.mode == "dump":
