@@ -126,6 +126,21 @@ def _err_row(got: Any, ref: Any, eager: Any, bm: int, bn: int) -> dict[str, Any]
     return row
 
 
+def _padding() -> Any:
+    """Inductor's shape padding as configured, or off with ``WRONG_CONFIGS_NO_PAD=1``.
+
+    Shape padding (``pad_mm``) times the padded and unpadded ATen GEMM and pads when that is
+    faster, so whether the template sees M = 251 or 256 can change between processes (rule 3).
+    """
+    import contextlib
+
+    from torch._inductor import config as inductor_config
+
+    if os.environ.get("WRONG_CONFIGS_NO_PAD") == "1":
+        return inductor_config.patch(shape_padding=False)
+    return contextlib.nullcontext()
+
+
 def _rel_err(got: Any, ref: Any) -> float:
     return float((got.double() - ref).abs().max()) / (float(ref.abs().max()) or 1.0)
 
@@ -162,7 +177,7 @@ def run_repeat(case: dict[str, Any], cache_dir: str) -> dict[str, Any]:
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     torch._dynamo.reset()
     handler = OneConfig(tuple(case["config"]))  # type: ignore[arg-type]
-    with fresh_cache(dir=cache_dir, delete=False), V.set_choices_handler(handler):
+    with fresh_cache(dir=cache_dir, delete=False), V.set_choices_handler(handler), _padding():
         compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
         first = _rel_err(compiled(*args), ref)
         same = [_rel_err(compiled(*args), ref) for _ in range(5)]
@@ -199,7 +214,7 @@ def run_case(case: dict[str, Any], dump_dir: str | None = None) -> dict[str, Any
             cache: Any = contextlib.nullcontext()
         else:
             cache = fresh_cache(dir=dump_dir, delete=False) if dump_dir else fresh_cache()
-        with cache, V.set_choices_handler(handler):
+        with cache, V.set_choices_handler(handler), _padding():
             compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
             got = compiled(*args)
             torch.cuda.synchronize()
