@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
+from test_inductor_helpers import SHIPPED_H100, SHIPPED_H200
 
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, featurize, gpu_constants
@@ -408,6 +409,22 @@ def test_a_changed_metadata_byte_is_refused_and_a_file_without_its_checksum_load
     np.testing.assert_array_equal(
         old.predict(PROBLEM, CHOICES).log_time_us, load_model(model_file).predict(PROBLEM, CHOICES).log_time_us
     )
+
+
+@pytest.mark.parametrize("shipped", [SHIPPED_H100, SHIPPED_H200], ids=["H100", "H200"])
+def test_a_shipped_file_with_a_changed_metadata_digit_is_refused_by_path(shipped: Path, tmp_path: Path) -> None:
+    """The shipped files carry ``metadata_sha256`` (since session 70): loaded by path, with no
+    manifest to compare against, a changed digit of the hardware figures is refused, not loaded
+    with other predictions."""
+
+    def sm_count(h: dict[str, Any]) -> None:
+        gpu = h["__metadata__"]["gpu_constants"]
+        assert '"sm_count": 132' in gpu
+        h["__metadata__"]["gpu_constants"] = gpu.replace('"sm_count": 132', '"sm_count": 133')
+
+    bad = _edit_header(shipped, tmp_path / shipped.name, sm_count)
+    with pytest.raises(ModelFormatError, match=r"metadata does not match its recorded sha256"):
+        load_model(bad)
 
 
 @pytest.mark.parametrize(
