@@ -44,11 +44,19 @@ def addmm_kernel(
     tl.assume(pid_n >= 0)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if HINT and ((stride_am == 1 and stride_ak == M) or (stride_am == K and stride_ak == 1)) and (M >= BLOCK_M and K > 1):
+    if (
+        HINT
+        and ((stride_am == 1 and stride_ak == M) or (stride_am == K and stride_ak == 1))
+        and (M >= BLOCK_M and K > 1)
+    ):
         offs_a_m = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
     else:
         offs_a_m = rm % M
-    if HINT and ((stride_bk == 1 and stride_bn == K) or (stride_bk == N and stride_bn == 1)) and (N >= BLOCK_N and K > 1):
+    if (
+        HINT
+        and ((stride_bk == 1 and stride_bn == K) or (stride_bk == N and stride_bn == 1))
+        and (N >= BLOCK_N and K > 1)
+    ):
         offs_b_n = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
     else:
         offs_b_n = rn % N
@@ -69,7 +77,9 @@ def addmm_kernel(
     mask = (idx_m < M) & (idx_n < N)
     xindex = idx_n + N * idx_m
     if BIAS:
-        tmp0 = tl.load(in_ptr0 + (tl.broadcast_to(idx_n, [BLOCK_M, BLOCK_N])), mask, eviction_policy="evict_last").to(tl.float32)
+        tmp0 = tl.load(in_ptr0 + (tl.broadcast_to(idx_n, [BLOCK_M, BLOCK_N])), mask, eviction_policy="evict_last").to(
+            tl.float32
+        )
         tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), acc + tmp0, mask)
     else:
         tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), acc, mask)
@@ -91,8 +101,16 @@ def run(name: str, dtype: torch.dtype, m: int, n: int, k: int, a_col: bool, b_co
         cfg: tuple[int, int, int, int, int], bias: bool, hint: bool) -> dict[str, object]:  # fmt: skip
     bm, bn, bk, stages, warps = cfg
     g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(k, m, generator=g, device="cuda").to(dtype).t() if a_col else torch.randn(m, k, generator=g, device="cuda").to(dtype)
-    b = torch.randn(n, k, generator=g, device="cuda").to(dtype).t() if b_col else torch.randn(k, n, generator=g, device="cuda").to(dtype)
+    a = (
+        torch.randn(k, m, generator=g, device="cuda").to(dtype).t()
+        if a_col
+        else torch.randn(m, k, generator=g, device="cuda").to(dtype)
+    )
+    b = (
+        torch.randn(n, k, generator=g, device="cuda").to(dtype).t()
+        if b_col
+        else torch.randn(k, n, generator=g, device="cuda").to(dtype)
+    )
     vec = torch.randn(n, generator=g, device="cuda").to(dtype)
     out = torch.empty(m, n, device="cuda", dtype=dtype)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)

@@ -28,25 +28,36 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session69"))
 
-from torch_diode.records import Problem  # noqa: E402
+from torch_diode.records import Problem
 
 Config = tuple[int, int, int, int, int]  # BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps
 
 
-def _problem(op: str, dtype: str, m: int, n: int, k: int, *, a_col: bool = False, b_col: bool = False,
-             bias: str = "row", batch: int = 1) -> Problem:
+def _problem(
+    op: str,
+    dtype: str,
+    m: int,
+    n: int,
+    k: int,
+    *,
+    a_col: bool = False,
+    b_col: bool = False,
+    bias: str = "row",
+    batch: int = 1,
+) -> Problem:
     sa = (1, m) if a_col else (k, 1)
     sb = (1, k) if b_col else (n, 1)
     if op in ("bmm", "baddbmm"):
-        sa = (m * k,) + sa
-        sb = (k * n,) + sb
+        sa = (m * k, *sa)
+        sb = (k * n, *sb)
     sbias = None
     if op in ("addmm", "baddbmm"):
         sbias = {"row": (0, 1), "full": (n, 1), "col": (1, 0)}[bias]
         if op == "baddbmm":
-            sbias = (0,) + sbias if bias == "row" else (m * n,) + sbias
-    return Problem(op=op, m=m, n=n, k=k, batch=batch, dtype=dtype, out_dtype=dtype, stride_a=sa, stride_b=sb,
-                   stride_bias=sbias)
+            sbias = (0, *sbias) if bias == "row" else (m * n, *sbias)
+    return Problem(
+        op=op, m=m, n=n, k=k, batch=batch, dtype=dtype, out_dtype=dtype, stride_a=sa, stride_b=sb, stride_bias=sbias
+    )
 
 
 def cases() -> list[dict[str, Any]]:
@@ -65,9 +76,10 @@ def cases() -> list[dict[str, Any]]:
     for base, op, dt, m, n, k, ac, bc, cfg in bases:
         bm, bn, bk, st, w = cfg
 
-        def p(**kw: Any) -> Problem:
-            args = {"op": op, "dtype": dt, "m": m, "n": n, "k": k, "a_col": ac, "b_col": bc}
-            args.update(kw)
+        base_args = {"op": op, "dtype": dt, "m": m, "n": n, "k": k, "a_col": ac, "b_col": bc}
+
+        def p(base_args: dict[str, Any] = base_args, **kw: Any) -> Problem:
+            args = {**base_args, **kw}
             o, d = args.pop("op"), args.pop("dtype")
             mm_, nn_, kk_ = args.pop("m"), args.pop("n"), args.pop("k")
             return _problem(o, d, mm_, nn_, kk_, **args)
@@ -97,7 +109,11 @@ def cases() -> list[dict[str, Any]]:
             add(f"{base}-n{nn_}", p(n=nn_), cfg)
     # session 69's two sweep-only mm configs, again with the other warps
     for ww in (1, 2, 4):
-        add(f"D-mm-2039x61x4093-Acol-w{ww}", _problem("mm", "float16", 2039, 61, 4093, a_col=True), (256, 16, 256, 3, ww))
+        add(
+            f"D-mm-2039x61x4093-Acol-w{ww}",
+            _problem("mm", "float16", 2039, 61, 4093, a_col=True),
+            (256, 16, 256, 3, ww),
+        )
     return out
 
 
@@ -186,7 +202,14 @@ def run_repeat(case: dict[str, Any], cache_dir: str) -> dict[str, Any]:
             margs = _moved(args, 512 * (i + 1) + 16 * i)
             moved.append({"err": _rel_err(compiled(*margs), ref), "ptr_mod_1024": [a.data_ptr() % 1024 for a in margs]})
     cubins = sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in Path(cache_dir).rglob("triton_tem*.cubin"))
-    return {"name": case["name"], "found": handler.found, "first": first, "same": same, "moved": moved, "cubins": cubins}
+    return {
+        "name": case["name"],
+        "found": handler.found,
+        "first": first,
+        "same": same,
+        "moved": moved,
+        "cubins": cubins,
+    }
 
 
 def run_case(case: dict[str, Any], dump_dir: str | None = None) -> dict[str, Any]:
@@ -224,7 +247,8 @@ def run_case(case: dict[str, Any], dump_dir: str | None = None) -> dict[str, Any
         out.update(_err_row(got, ref, eager, cfg[0], cfg[1]))
         out["same_bits_x3"] = all(torch.equal(got, x) for x in again)
         out["max_err_of_repeats"] = max(float((x.double() - ref).abs().max()) for x in again) / (
-            float(ref.abs().max()) or 1.0)
+            float(ref.abs().max()) or 1.0
+        )
         out["exception"] = None
     except Exception as e:  # a failed compile is a result too
         out.update(found=handler.found, exception=f"{type(e).__name__}: {e}"[:400])
@@ -279,8 +303,9 @@ def main() -> int:
                 row = {"name": futs[f], "exception": f"worker: {type(e).__name__}: {e}"[:400]}
             fh.write(json.dumps(row) + "\n")
             fh.flush()
-            print(json.dumps({k: row.get(k) for k in ("name", "err", "n_wrong", "same_bits_x3", "exception")}),
-                  flush=True)
+            print(
+                json.dumps({k: row.get(k) for k in ("name", "err", "n_wrong", "same_bits_x3", "exception")}), flush=True
+            )
     return 0
 
 
