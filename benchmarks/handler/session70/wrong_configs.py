@@ -13,6 +13,8 @@ tile, which tiles), and whether three calls on the same inputs give the same bit
     python benchmarks/handler/session70/wrong_configs.py dump NAME DIR # one case, its kernel code kept
     python benchmarks/handler/session70/wrong_configs.py repeat NAME DIR  # one compile, many calls
     python benchmarks/handler/session70/wrong_configs.py warm NAME        # the caches as they are (for a sanitizer)
+    python benchmarks/handler/session70/wrong_configs.py draw N SEED CASES.json   # rule 7's random cases (offline)
+    python benchmarks/handler/session70/wrong_configs.py cases OUT.jsonl --from CASES.json [--workers N]
 """
 
 from __future__ import annotations
@@ -115,6 +117,57 @@ def cases() -> list[dict[str, Any]]:
             (256, 16, 256, 3, ww),
         )
     return out
+
+
+def draw_cases(n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` random (problem, config) cases: 16-bit addmm (1-D bias, half of them), mm and baddbmm
+    (1-D bias), sizes log-uniform (M, N in 1-8192, K in 16-8192, batch 1-64), each operand's layout
+    at random; three in four configs with one or two warps, one in four with four or eight, each
+    drawn from the configs of that template the committed H200 datasets timed."""
+    import numpy as np
+
+    from torch_diode.dataset import read_dataset
+
+    root = Path(__file__).resolve().parents[3]
+    pools: dict[tuple[str, bool], list[Config]] = {}
+    ds = read_dataset(root / "data/NVIDIA-H200/train.msgpack")
+    for c in ds.choices:
+        if c.template in ("triton::mm", "triton::bmm") and c.num_warps:
+            cfg = (c.block_m, c.block_n, c.block_k, c.num_stages, c.num_warps)
+            pools.setdefault((c.template, c.num_warps < 4), []).append(cfg)  # type: ignore[arg-type]
+    pools = {k: sorted(set(v)) for k, v in pools.items()}
+    rng = np.random.default_rng(seed)
+
+    def logu(lo: int, hi: int) -> int:
+        return int(round(float(np.exp(rng.uniform(np.log(lo), np.log(hi))))))
+
+    out = []
+    for i in range(n):
+        op = str(rng.choice(["addmm", "addmm", "mm", "baddbmm"]))
+        dt = str(rng.choice(["float16", "bfloat16"]))
+        m, nn_, k = logu(1, 8192), logu(1, 8192), logu(16, 8192)
+        batch = 1
+        if op == "baddbmm":
+            batch = max(1, min(logu(1, 64), (1 << 26) // max(m * k, k * nn_, m * nn_)))
+        few = bool(rng.uniform() < 0.75)
+        pool = pools[("triton::bmm" if op == "baddbmm" else "triton::mm", few)]
+        cfg = pool[int(rng.integers(len(pool)))]
+        a_col, b_col = bool(rng.uniform() < 0.5), bool(rng.uniform() < 0.5)
+        problem = _problem(op, dt, m, nn_, k, a_col=a_col, b_col=b_col, batch=batch)
+        out.append({"name": f"r{i}", "problem": problem, "config": cfg, "few_warps": few})
+    return out
+
+
+def _case_to_json(c: dict[str, Any]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {**c, "problem": asdict(c["problem"]), "config": list(c["config"])}
+
+
+def _case_from_json(d: dict[str, Any]) -> dict[str, Any]:
+    p = dict(d["problem"])
+    p = {k: tuple(v) if isinstance(v, list) else v for k, v in p.items()}
+    return {**d, "problem": Problem(**p), "config": tuple(d["config"])}
 
 
 def _err_row(got: Any, ref: Any, eager: Any, bm: int, bn: int) -> dict[str, Any]:
@@ -223,6 +276,8 @@ def run_case(case: dict[str, Any], dump_dir: str | None = None) -> dict[str, Any
     problem: Problem = case["problem"]
     cfg = tuple(case["config"])
     out: dict[str, Any] = {"name": case["name"], "problem": problem.key(), "config": list(cfg)}
+    if "few_warps" in case:
+        out["few_warps"] = case["few_warps"]
     fn = {"mm": torch.mm, "addmm": torch.addmm, "bmm": torch.bmm, "baddbmm": torch.baddbmm}[problem.op]
     torch.manual_seed(0)
     args = make_inputs(problem, "cuda")
@@ -261,12 +316,19 @@ def _worker_init() -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["cases", "one", "dump", "list", "repeat", "warm"])
+    ap.add_argument("mode", choices=["cases", "one", "dump", "list", "repeat", "warm", "draw"])
     ap.add_argument("rest", nargs="*")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--only", default="")
+    ap.add_argument("--from", dest="from_file", default=None)
     a = ap.parse_args()
+    if a.mode == "draw":
+        drawn = [_case_to_json(c) for c in draw_cases(int(a.rest[0]), int(a.rest[1]))]
+        Path(a.rest[2]).write_text(json.dumps(drawn, indent=0))
+        return 0
     all_cases = cases()
+    if a.from_file:
+        all_cases = [_case_from_json(d) for d in json.loads(Path(a.from_file).read_text())]
     by_name = {c["name"]: c for c in all_cases}
     if a.mode == "list":
         for c in all_cases:
