@@ -621,6 +621,40 @@ def test_the_shared_memory_guard_reads_the_gpus_own_limit(monkeypatch: pytest.Mo
     assert handler.get_stats()["shared_memory_guard"] == 1
 
 
+def test_a_lut_hit_that_may_not_fit_in_the_gpus_shared_memory_is_left_to_the_model(tmp_path: Path) -> None:
+    """A lookup table measured on a GPU with more shared memory a block can name a config that is
+    over this GPU's limit; kept alone it would fail the compile (as in the model's path, session
+    69). Such a hit is a miss: the model decides, with its own guard. With room, or where the limit
+    is not known (no CUDA), the hit stands."""
+    op = OVER_SHARED_MEMORY[0]
+    with inductor_graph():
+        ki = _over_shared_memory_inputs()
+        problem = problem_from_kernel_inputs(ki, op)
+        ktcs = stock_ktcs(ki, op)
+        triton = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][1].uid]]
+        aten = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][0].uid]]
+    big = next(
+        c
+        for c in triton
+        if fits_shared_memory(problem, c, 256 * 1024) and not fits_shared_memory(problem, c, 227 * 1024)
+    )
+    records = [
+        TimingRecord(problem=problem, choice=big, time_us=5.0, hardware="NVIDIA-H200"),
+        TimingRecord(problem=problem, choice=aten[0], time_us=9.0, hardware="NVIDIA-H200"),
+    ]
+    lut = KernelLUT.from_dataset(Dataset.from_records(records, Provenance(hardware="NVIDIA-H200")), top_k=1)
+    handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H200), lut=str(lut.save(tmp_path / "lut.json"))))
+    hit = ([triton.index(big)], [])
+    for limit in (None, 256 * 1024):
+        assert handler._lut_selection(problem, triton, aten, op_name=op, shared_memory=limit) == hit
+    assert handler._lut_selection(problem, triton, aten, op_name=op, shared_memory=227 * 1024) is None
+    s = handler.get_stats()
+    assert (s["lut_hits"], s["shared_memory_guard"]) == (2, 1)
+    # the model then keeps a choice sure to fit beside whatever it keeps (its guard)
+    kept_triton, kept_aten = handler._model_selection(problem, op, triton, aten, shared_memory=227 * 1024)
+    assert kept_aten or any(fits_shared_memory(problem, triton[i], 227 * 1024) for i in kept_triton)
+
+
 def test_no_cache_predicts_every_time(model_path: Path) -> None:
     handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), cache_predictions=False))
     with inductor_graph():

@@ -9,7 +9,9 @@ generators of candidate configs (KTCs) per template. This handler
    evaluates Inductor's symbolic ``EVEN_K`` once per ``BLOCK_K`` instead of once per config
    (about half the hook's CPU time otherwise); heuristics it does not mirror go through
    ``get_ktc``;
-2. returns the measured best choices of an exact hit in the kernel lookup table, if one is set;
+2. returns the measured best choices of an exact hit in the kernel lookup table, if one is set
+   (unless none of them is sure to fit in the GPU's shared memory: a table measured on another
+   GPU; the model decides then);
 3. otherwise scores every Triton candidate and ATen in ONE batched ``model.predict`` call, and
    keeps the first ``top_k_configs`` Triton configs of the model's order (``torch_diode.ranking``:
    by prediction, one-warp configs on misaligned operands held back by ``cliff_guard``, a tile's
@@ -236,6 +238,16 @@ def fits_shared_memory(problem: Problem, choice: Choice, limit: int) -> bool:
     return stages * (bm * bk + bk * bn) * problem.itemsize + 128 <= limit
 
 
+def _aten_kept_earlier(aten: Sequence[Any], op_name: str) -> bool:
+    """addmm's Triton call on torch >= 2.12: its ATen choices came (and were kept) in a call of their own."""
+    return not aten and op_name == "addmm" and compat.use_aten_gemm_kernels()
+
+
+def _any_fits(problem: Problem, triton: Sequence[Choice], kept: Sequence[int], limit: int) -> bool:
+    """Whether any kept Triton config is sure to fit in ``limit`` bytes (:func:`fits_shared_memory`)."""
+    return any(fits_shared_memory(problem, triton[i], limit) for i in kept)
+
+
 @functools.lru_cache(maxsize=64)
 def _cuda_shared_memory(index: int) -> int | None:
     import torch
@@ -450,7 +462,8 @@ class DiodeInductorChoices(InductorChoices):
         ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
         ``compile_cost_skipped`` (widened configs left out by ``max_compile_cost``),
         ``shared_memory_guard`` (selections where no kept choice was sure to fit in shared memory,
-        so one that is was added: :meth:`_model_selection`),
+        so one that is was added: :meth:`_model_selection`; and lookup-table hits left to the
+        model for the same reason: :meth:`_lut_selection`),
         ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (GEMM lowerings
         left with one choice: nothing to benchmark; addmm's separate calls on torch >= 2.12 count
         as one lowering, with the candidates and ATen choices of its earlier calls),
@@ -736,7 +749,8 @@ class DiodeInductorChoices(InductorChoices):
             triton, triton_choices = self._affordable(problem, template_choices, templates, triton, triton_choices)
         self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
 
-        keep = self._lut_selection(problem, triton_choices, aten_choices)
+        shared_memory = device_shared_memory(kernel_inputs)
+        keep = self._lut_selection(problem, triton_choices, aten_choices, op_name=op_name, shared_memory=shared_memory)
         if keep is None:
             keep = self._model_selection(
                 problem,
@@ -744,7 +758,7 @@ class DiodeInductorChoices(InductorChoices):
                 triton_choices,
                 aten_choices,
                 split.aten if split is not None else None,
-                shared_memory=device_shared_memory(kernel_inputs),
+                shared_memory=shared_memory,
             )
         kept_triton, kept_aten = keep
         kept_ids = {id(triton[i]) for i in kept_triton} | {id(aten[i]) for i in kept_aten}
@@ -936,8 +950,16 @@ class DiodeInductorChoices(InductorChoices):
         return [k for k in result if id(k) not in drop]
 
     def _lut_selection(
-        self, problem: Problem, triton: list[Choice], aten: list[Choice]
+        self,
+        problem: Problem,
+        triton: list[Choice],
+        aten: list[Choice],
+        *,
+        op_name: str = "",
+        shared_memory: int | None = None,
     ) -> tuple[list[int], list[int]] | None:
+        """The kept Triton and ATen indices of a lookup-table hit, or None (a miss: the model
+        decides). ``shared_memory``: the GPU's bytes a block (None: not known, no guard)."""
         try:
             lut = self._get_lut()
         except Exception as e:
@@ -952,6 +974,16 @@ class DiodeInductorChoices(InductorChoices):
         kept_aten = [i for i, c in enumerate(aten) if c in wanted]
         if not kept_triton and not kept_aten:
             return None  # the table's choices are not candidates here (another torch?): ask the model
+        if (
+            shared_memory
+            and not kept_aten
+            and not _aten_kept_earlier(aten, op_name)
+            and not _any_fits(problem, triton, kept_triton, shared_memory)
+        ):
+            # Measured on a GPU with more shared memory a block: kept alone, the config would fail
+            # the compile here (see _model_selection). A miss: the model decides, with its guard.
+            self._stats.add(shared_memory_guard=1)
+            return None
         self._stats.add(lut_hits=1)
         return kept_triton, kept_aten
 
@@ -981,7 +1013,7 @@ class DiodeInductorChoices(InductorChoices):
         if model is None:
             raise HandlerError("no_model", f"no lookup-table hit for {problem.key()} and no model configured")
         scored_aten = list(aten)
-        stand_in = not aten and op_name == "addmm" and compat.use_aten_gemm_kernels()
+        stand_in = _aten_kept_earlier(aten, op_name)
         if stand_in:  # the ATen choices addmm's earlier call kept, where known
             scored_aten = list(earlier_aten) if earlier_aten else [Choice.aten(op_name)]
         log_t, std = self._predict(model, problem, triton + scored_aten)
@@ -1005,7 +1037,7 @@ class DiodeInductorChoices(InductorChoices):
         limit = shared_memory or getattr(getattr(model, "gpu", None), "smem_per_block_bytes", None)
         # stand_in: addmm's earlier call (torch >= 2.12) always keeps an ATen choice beside these
         if limit and not kept_aten and not stand_in:
-            if not any(fits_shared_memory(problem, triton[i], limit) for i in kept_triton):
+            if not _any_fits(problem, triton, kept_triton, limit):
                 # A config Triton refuses for shared memory fails Inductor's benchmark (the others
                 # are used), but one kept alone is not benchmarked: the compile fails ("No valid
                 # triton configs"). Add the best ATen choice, else the first config sure to fit.
