@@ -541,11 +541,11 @@ def test_fits_shared_memory_on_hand_computed_footprints() -> None:
 OVER_SHARED_MEMORY = ("baddbmm", 53, 128, 96, 1024)
 
 
-def _over_shared_memory_inputs() -> MMKernelInputs:
+def _over_shared_memory_inputs(device: str = "cuda") -> MMKernelInputs:
     _, batch, m, n, k = OVER_SHARED_MEMORY
-    a = buf([batch, m, k], [m * k, k, 1], torch.bfloat16)
-    b = buf([batch, k, n], [k * n, n, 1], torch.bfloat16)
-    bias = buf([batch, m, n], [0, 0, 1], torch.bfloat16)
+    a = buf([batch, m, k], [m * k, k, 1], torch.bfloat16, device)
+    b = buf([batch, k, n], [k * n, n, 1], torch.bfloat16, device)
+    bias = buf([batch, m, n], [0, 0, 1], torch.bfloat16, device)
     return MMKernelInputs([bias, a, b], scalars={"alpha": 1, "beta": 1})
 
 
@@ -621,11 +621,24 @@ def test_the_shared_memory_guard_reads_the_gpus_own_limit(monkeypatch: pytest.Mo
     assert handler.get_stats()["shared_memory_guard"] == 1
 
 
-def test_a_lut_hit_that_may_not_fit_in_the_gpus_shared_memory_is_left_to_the_model(tmp_path: Path) -> None:
-    """A lookup table measured on a GPU with more shared memory a block can name a config that is
-    over this GPU's limit; kept alone it would fail the compile (as in the model's path, session
-    69). Such a hit is a miss: the model decides, with its own guard. With room, or where the limit
-    is not known (no CUDA), the hit stands."""
+def _over_shared_memory_lut(tmp_path: Path, problem: Problem, triton: list[Choice]) -> tuple[Path, Choice]:
+    """A lookup table whose one entry for ``problem`` is a config over 227 KiB and within 256 KiB:
+    what a table measured on a GPU with more shared memory a block could hold."""
+    big = next(
+        c
+        for c in triton
+        if fits_shared_memory(problem, c, 256 * 1024) and not fits_shared_memory(problem, c, 227 * 1024)
+    )
+    rec = TimingRecord(problem=problem, choice=big, time_us=5.0, hardware="NVIDIA-H200")
+    lut = KernelLUT.from_dataset(Dataset.from_records([rec], Provenance(hardware="NVIDIA-H200")), top_k=1)
+    return lut.save(tmp_path / "lut.json"), big
+
+
+def test_a_lut_hit_that_may_not_fit_in_the_gpus_shared_memory_gets_a_fallback(tmp_path: Path) -> None:
+    """A table's config over the GPU's limit (Inductor's bound), kept alone, would fail the compile
+    (as a model's would, session 69): the hit stands, with the first ATen choice beside it or, with
+    no ATen offered, the first candidate sure to fit; with room, or where the limit is not known
+    (no CUDA), the hit stands alone."""
     op = OVER_SHARED_MEMORY[0]
     with inductor_graph():
         ki = _over_shared_memory_inputs()
@@ -633,26 +646,66 @@ def test_a_lut_hit_that_may_not_fit_in_the_gpus_shared_memory_is_left_to_the_mod
         ktcs = stock_ktcs(ki, op)
         triton = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][1].uid]]
         aten = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][0].uid]]
-    big = next(
-        c
-        for c in triton
-        if fits_shared_memory(problem, c, 256 * 1024) and not fits_shared_memory(problem, c, 227 * 1024)
-    )
-    records = [
-        TimingRecord(problem=problem, choice=big, time_us=5.0, hardware="NVIDIA-H200"),
-        TimingRecord(problem=problem, choice=aten[0], time_us=9.0, hardware="NVIDIA-H200"),
-    ]
-    lut = KernelLUT.from_dataset(Dataset.from_records(records, Provenance(hardware="NVIDIA-H200")), top_k=1)
-    handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H200), lut=str(lut.save(tmp_path / "lut.json"))))
-    hit = ([triton.index(big)], [])
+    lut_path, big = _over_shared_memory_lut(tmp_path, problem, triton)
+    handler = DiodeInductorChoices(DiodeOptions(lut=str(lut_path)))
+    hit = [triton.index(big)]
     for limit in (None, 256 * 1024):
-        assert handler._lut_selection(problem, triton, aten, op_name=op, shared_memory=limit) == hit
-    assert handler._lut_selection(problem, triton, aten, op_name=op, shared_memory=227 * 1024) is None
+        assert handler._lut_selection(problem, triton, aten, op_name=op, shared_memory=limit) == (hit, [])
+    assert handler._lut_selection(problem, triton, aten, op_name=op, shared_memory=227 * 1024) == (hit, [0])
+    spare = next(i for i, c in enumerate(triton) if fits_shared_memory(problem, c, 227 * 1024))
+    assert handler._lut_selection(problem, triton, [], op_name=op, shared_memory=227 * 1024) == ([*hit, spare], [])
     s = handler.get_stats()
-    assert (s["lut_hits"], s["shared_memory_guard"]) == (2, 1)
-    # the model then keeps a choice sure to fit beside whatever it keeps (its guard)
-    kept_triton, kept_aten = handler._model_selection(problem, op, triton, aten, shared_memory=227 * 1024)
-    assert kept_aten or any(fits_shared_memory(problem, triton[i], 227 * 1024) for i in kept_triton)
+    assert (s["lut_hits"], s["shared_memory_guard"], s["model_selections"]) == (4, 2, 0)
+
+
+@pytest.mark.parametrize("source", ["model", "lut"])
+def test_the_hook_guards_each_gemm_against_its_own_gpus_shared_memory(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the hook, one process, two GPUs: on one with 256 KiB a block the over-227-KiB
+    config (the model's choice, or the table's) stays alone; on one with 227 KiB the same GEMM gets
+    an ATen choice beside it, not the first GPU's cached decision. (No GPU here: the devices'
+    properties, the outside world, are stood in for while they are read once, and remembered as
+    torch-diode remembers them, so that Inductor's enumeration is a CPU machine's as everywhere
+    else.)"""
+    import types
+
+    from torch_diode.inductor import choices as choices_module
+
+    op = OVER_SHARED_MEMORY[0]
+    optin = {0: 256 * 1024, 1: 227 * 1024}
+    choices_module._cuda_shared_memory.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(torch.cuda, "is_available", lambda: True)
+        m.setattr(
+            torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(shared_memory_per_block_optin=optin[i])
+        )
+        assert [choices_module._cuda_shared_memory(i) for i in (0, 1)] == [optin[0], optin[1]]
+    try:
+        kept = {}
+        with inductor_graph():
+            problem = problem_from_kernel_inputs(_over_shared_memory_inputs(), op)
+            triton = [choice_from_ktc(x) for x in stock_ktcs(_over_shared_memory_inputs(), op)[TEMPLATES[op][1].uid]]
+            if source == "lut":
+                lut_path, big = _over_shared_memory_lut(tmp_path, problem, triton)
+                handler = DiodeInductorChoices(DiodeOptions(lut=str(lut_path)))
+            else:
+                handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H200)))
+            for index in (0, 1):
+                ki = _over_shared_memory_inputs(device=f"cuda:{index}")
+                assert choices_module.device_shared_memory(ki) == optin[index]
+                kept[index] = sorted(
+                    (x.template.uid, choice_from_ktc(x).block_m or 0) for x in call_hook(handler, ki, op)
+                )
+    finally:
+        choices_module._cuda_shared_memory.cache_clear()
+    first = [t for t in kept[0] if t[0].startswith("triton")]
+    assert len(kept[0]) == 1 and len(first) == 1  # alone where it fits
+    assert sorted(kept[1]) == sorted([*first, ("aten::baddbmm", 0)])
+    s = handler.get_stats()
+    assert (s["shared_memory_guard"], s["decision_cache_hits"], s["single_choice"]) == (1, 0, 1)
+    if source == "lut":
+        assert first[0][1] == big.block_m and s["lut_hits"] == 2
 
 
 def test_no_cache_predicts_every_time(model_path: Path) -> None:

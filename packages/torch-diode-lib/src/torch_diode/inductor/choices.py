@@ -10,8 +10,8 @@ generators of candidate configs (KTCs) per template. This handler
    (about half the hook's CPU time otherwise); heuristics it does not mirror go through
    ``get_ktc``;
 2. returns the measured best choices of an exact hit in the kernel lookup table, if one is set
-   (unless none of them is sure to fit in the GPU's shared memory: a table measured on another
-   GPU; the model decides then);
+   (with ATen beside them where none is sure to fit in the GPU's shared memory:
+   :func:`shared_memory_fallback`);
 3. otherwise scores every Triton candidate and ATen in ONE batched ``model.predict`` call, and
    keeps the first ``top_k_configs`` Triton configs of the model's order (``torch_diode.ranking``:
    by prediction, one-warp configs on misaligned operands held back by ``cliff_guard``, a tile's
@@ -61,7 +61,7 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -243,9 +243,32 @@ def _aten_kept_earlier(aten: Sequence[Any], op_name: str) -> bool:
     return not aten and op_name == "addmm" and compat.use_aten_gemm_kernels()
 
 
-def _any_fits(problem: Problem, triton: Sequence[Choice], kept: Sequence[int], limit: int) -> bool:
-    """Whether any kept Triton config is sure to fit in ``limit`` bytes (:func:`fits_shared_memory`)."""
-    return any(fits_shared_memory(problem, triton[i], limit) for i in kept)
+def shared_memory_fallback(
+    problem: Problem,
+    triton: Sequence[Choice],
+    kept_triton: list[int],
+    n_aten: int,
+    limit: int,
+    *,
+    best_aten: int,
+    order: Iterable[Any],
+) -> tuple[list[int], list[int], bool]:
+    """The kept Triton and ATen indices made safe to compile, and whether anything was added.
+
+    Where no ATen choice is kept and no kept Triton config is sure to fit in ``limit`` bytes a
+    block (:func:`fits_shared_memory`): a config Triton refuses for shared memory fails Inductor's
+    benchmark (the others are used), but one kept alone is not benchmarked, and the compile fails
+    ("No valid triton configs"). So the ATen choice ``best_aten`` is added or, with no ATen offered,
+    the first config of ``order`` sure to fit; Inductor then benchmarks them and drops a config
+    that fails. (Call it only where no ATen choice is kept.)"""
+    if any(fits_shared_memory(problem, triton[i], limit) for i in kept_triton):
+        return kept_triton, [], False
+    if n_aten:
+        return kept_triton, [best_aten], True
+    spare = next((int(i) for i in order if fits_shared_memory(problem, triton[int(i)], limit)), None)
+    if spare is None:  # (not kept: none kept fits)
+        return kept_triton, [], False
+    return [*kept_triton, spare], [], True
 
 
 @functools.lru_cache(maxsize=64)
@@ -461,9 +484,9 @@ class DiodeInductorChoices(InductorChoices):
         seen before: its selection is replayed without enumerating or predicting),
         ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
         ``compile_cost_skipped`` (widened configs left out by ``max_compile_cost``),
-        ``shared_memory_guard`` (selections where no kept choice was sure to fit in shared memory,
-        so one that is was added: :meth:`_model_selection`; and lookup-table hits left to the
-        model for the same reason: :meth:`_lut_selection`),
+        ``shared_memory_guard`` (selections, the model's or a lookup-table hit's, where no kept
+        choice was sure to fit in shared memory, so one that is was added:
+        :func:`shared_memory_fallback`),
         ``aten_kept`` / ``aten_dropped``, ``low_confidence``, ``single_choice`` (GEMM lowerings
         left with one choice: nothing to benchmark; addmm's separate calls on torch >= 2.12 count
         as one lowering, with the candidates and ATen choices of its earlier calls),
@@ -889,6 +912,7 @@ class DiodeInductorChoices(InductorChoices):
         return (
             op_name,
             kernel_inputs.device_type,
+            device_shared_memory(kernel_inputs),  # the guard's limit: GPUs of one process may differ
             tuple(t.uid for t in templates),
             over,
             tuple(tuple(int(x) for x in dims) for dims in shapes),
@@ -974,16 +998,15 @@ class DiodeInductorChoices(InductorChoices):
         kept_aten = [i for i, c in enumerate(aten) if c in wanted]
         if not kept_triton and not kept_aten:
             return None  # the table's choices are not candidates here (another torch?): ask the model
-        if (
-            shared_memory
-            and not kept_aten
-            and not _aten_kept_earlier(aten, op_name)
-            and not _any_fits(problem, triton, kept_triton, shared_memory)
-        ):
-            # Measured on a GPU with more shared memory a block: kept alone, the config would fail
-            # the compile here (see _model_selection). A miss: the model decides, with its guard.
-            self._stats.add(shared_memory_guard=1)
-            return None
+        if shared_memory and not kept_aten and not _aten_kept_earlier(aten, op_name):
+            # The table's configs ran where they were measured, but over Inductor's bound they may
+            # not run on this GPU (a table of a GPU with more shared memory a block), and one kept
+            # alone would fail the compile: the first ATen offered, or the first candidate sure to
+            # fit, is benchmarked beside them.
+            kept_triton, kept_aten, added = shared_memory_fallback(
+                problem, triton, kept_triton, len(aten), shared_memory, best_aten=0, order=range(len(triton))
+            )
+            self._stats.add(shared_memory_guard=int(added))
         self._stats.add(lut_hits=1)
         return kept_triton, kept_aten
 
@@ -1037,18 +1060,17 @@ class DiodeInductorChoices(InductorChoices):
         limit = shared_memory or getattr(getattr(model, "gpu", None), "smem_per_block_bytes", None)
         # stand_in: addmm's earlier call (torch >= 2.12) always keeps an ATen choice beside these
         if limit and not kept_aten and not stand_in:
-            if not _any_fits(problem, triton, kept_triton, limit):
-                # A config Triton refuses for shared memory fails Inductor's benchmark (the others
-                # are used), but one kept alone is not benchmarked: the compile fails ("No valid
-                # triton configs"). Add the best ATen choice, else the first config sure to fit.
-                added = False
-                if aten:
-                    kept_aten, added = [int(np.argmin(log_t[nt:]))], True
-                else:
-                    spare = next((int(i) for i in order if fits_shared_memory(problem, triton[int(i)], limit)), None)
-                    if spare is not None:  # (not kept: none kept fits)
-                        kept_triton, added = [*kept_triton, spare], True
-                self._stats.add(shared_memory_guard=int(added))
+            # the best ATen choice by the model, else the first config of its order sure to fit
+            kept_triton, kept_aten, added = shared_memory_fallback(
+                problem,
+                triton,
+                kept_triton,
+                len(aten),
+                limit,
+                best_aten=int(np.argmin(log_t[nt:])) if aten else 0,
+                order=order,
+            )
+            self._stats.add(shared_memory_guard=int(added))
         return kept_triton, kept_aten
 
     def _predict(self, model: Any, problem: Problem, choices: list[Choice]) -> tuple[np.ndarray, np.ndarray]:
