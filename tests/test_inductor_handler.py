@@ -549,6 +549,18 @@ def _over_shared_memory_inputs(device: str = "cuda") -> MMKernelInputs:
     return MMKernelInputs([bias, a, b], scalars={"alpha": 1, "beta": 1})
 
 
+def _over_shared_memory_choices() -> tuple[MMKernelInputs, Problem, list[Choice], list[Choice]]:
+    """The over-shared-memory problem's kernel inputs, problem, Triton (EXHAUSTIVE) and ATen choices."""
+    op = OVER_SHARED_MEMORY[0]
+    with inductor_graph():
+        ki = _over_shared_memory_inputs()
+        problem = problem_from_kernel_inputs(ki, op)
+        ktcs = stock_ktcs(ki, op)
+        triton = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][1].uid]]
+        aten = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][0].uid]]
+    return ki, problem, triton, aten
+
+
 @pytest.mark.parametrize("aten_offered", [True, False])
 def test_a_config_kept_alone_that_may_not_fit_in_shared_memory_gets_a_fallback(aten_offered: bool) -> None:
     """Where no choice kept is sure to fit in shared memory, the handler adds the best ATen choice
@@ -594,12 +606,7 @@ def test_the_shared_memory_guard_reads_the_gpus_own_limit(monkeypatch: pytest.Mo
 
     op = OVER_SHARED_MEMORY[0]
     handler = DiodeInductorChoices(DiodeOptions(model=str(SHIPPED_H200)))
-    with inductor_graph():
-        ki = _over_shared_memory_inputs()
-        problem = problem_from_kernel_inputs(ki, op)
-        ktcs = stock_ktcs(ki, op)
-        triton = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][1].uid]]
-        aten = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][0].uid]]
+    ki, problem, triton, aten = _over_shared_memory_choices()
     assert choices_module.device_shared_memory(ki) is None  # no CUDA: the model file's figure
     for optin in (256 * 1024, 227 * 1024):
         with monkeypatch.context() as m:
@@ -640,12 +647,7 @@ def test_a_lut_hit_that_may_not_fit_in_the_gpus_shared_memory_gets_a_fallback(tm
     no ATen offered, the first candidate sure to fit; with room, or where the limit is not known
     (no CUDA), the hit stands alone."""
     op = OVER_SHARED_MEMORY[0]
-    with inductor_graph():
-        ki = _over_shared_memory_inputs()
-        problem = problem_from_kernel_inputs(ki, op)
-        ktcs = stock_ktcs(ki, op)
-        triton = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][1].uid]]
-        aten = [choice_from_ktc(x) for x in ktcs[TEMPLATES[op][0].uid]]
+    _, problem, triton, aten = _over_shared_memory_choices()
     lut_path, big = _over_shared_memory_lut(tmp_path, problem, triton)
     handler = DiodeInductorChoices(DiodeOptions(lut=str(lut_path)))
     hit = [triton.index(big)]
@@ -683,9 +685,8 @@ def test_the_hook_guards_each_gemm_against_its_own_gpus_shared_memory(
         assert [choices_module._cuda_shared_memory(i) for i in (0, 1)] == [optin[0], optin[1]]
     try:
         kept = {}
+        _, problem, triton, _ = _over_shared_memory_choices()
         with inductor_graph():
-            problem = problem_from_kernel_inputs(_over_shared_memory_inputs(), op)
-            triton = [choice_from_ktc(x) for x in stock_ktcs(_over_shared_memory_inputs(), op)[TEMPLATES[op][1].uid]]
             if source == "lut":
                 lut_path, big = _over_shared_memory_lut(tmp_path, problem, triton)
                 handler = DiodeInductorChoices(DiodeOptions(lut=str(lut_path)))
