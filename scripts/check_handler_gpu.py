@@ -227,40 +227,40 @@ def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
 def run_correctness(
     handle: Any, cases: list[tuple[str, GemmProblem, str]], *, device: str = "cuda"
 ) -> list[dict[str, Any]]:
+    """Each (op, problem, layout) compiled cold with max-autotune and compared with eager within
+    the dtype's ``TOLERANCE`` (``run_checked_cases``)."""
     import torch
 
-    rows = []
-    for op, p, case in cases:
-        fn, args = make_args(p, case=case, device=device)
-        if op == "linear":
-            lin = torch.nn.Linear(p.k, p.n, device=device, dtype=getattr(torch, p.dtype))
-            x = args[1]
-            if case == "noncontiguous":
-                x = x.unsqueeze(0).expand(2, -1, -1)  # a 3-D input with a zero batch stride
-            fn, args = lin, (x,)
+    def case(op: str, p: GemmProblem, layout: str) -> tuple[str, dict[str, Any], Callable[[dict[str, Any]], None]]:
         rtol, atol = TOLERANCE[p.dtype]
-        before = handle.get_stats()
-        row: dict[str, Any] = {"case": p.name, "op": op, "dtype": p.dtype, "layout": case, "batch": p.batch}
-        try:
+
+        def check(row: dict[str, Any]) -> None:
+            fn, args = make_args(p, case=layout, device=device)
+            if op == "linear":
+                lin = torch.nn.Linear(p.k, p.n, device=device, dtype=getattr(torch, p.dtype))
+                x = args[1]
+                if layout == "noncontiguous":
+                    x = x.unsqueeze(0).expand(2, -1, -1)  # a 3-D input with a zero batch stride
+                fn, args = lin, (x,)
             with cold_compile_state():
                 compiled = compile_for("max-autotune", fn)
                 with torch.no_grad():
                     got, want = compiled(*args), fn(*args)
             err = (got.float() - want.float()).abs()
-            bound = atol + rtol * want.float().abs()
-            row.update(ok=bool((err <= bound).all()), max_abs_err=float(err.max()), rtol=rtol, atol=atol, error=None)
-        except Exception as e:  # a failed compile is a failed case, reported with its cause
-            row.update(ok=False, max_abs_err=None, rtol=rtol, atol=atol, error=f"{type(e).__name__}: {e}"[:500])
-        row["diode"] = stats_delta(before, handle.get_stats())
-        row["exercised"] = row["diode"]["gemm_calls"] > 0
-        rows.append(row)
-        print(
-            f"{'PASS' if row['ok'] else 'FAIL'} {p.name:<34} err {row['max_abs_err']!s:<24} "
-            f"kept {row['diode']['candidates_kept']}/{row['diode']['candidates_seen']} "
-            f"{'' if row['exercised'] else '(hook not exercised)'} {row['error'] or ''}",
-            flush=True,
-        )
-    return rows
+            row.update(ok=bool((err <= atol + rtol * want.float().abs()).all()), max_abs_err=float(err.max()))
+
+        fields = {
+            "op": op,
+            "dtype": p.dtype,
+            "layout": layout,
+            "batch": p.batch,
+            "max_abs_err": None,
+            "rtol": rtol,
+            "atol": atol,
+        }
+        return p.name, fields, check
+
+    return run_checked_cases(handle, [case(*c) for c in cases], lambda row: f"err {row['max_abs_err']!s:<24}")
 
 
 def compile_and_time(

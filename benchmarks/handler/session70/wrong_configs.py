@@ -189,7 +189,9 @@ def draw_cases(n: int, seed: int) -> list[dict[str, Any]]:
         cfg = pool[int(rng.integers(len(pool)))]
         a_col, b_col = bool(rng.uniform() < 0.5), bool(rng.uniform() < 0.5)
         problem = _problem(op, dt, m, nn_, k, a_col=a_col, b_col=b_col, batch=batch)
-        out.append({"name": f"r{i}", "problem": problem, "config": cfg, "few_warps": few, "draw_seed": seed * 100003 + i})
+        out.append(
+            {"name": f"r{i}", "problem": problem, "config": cfg, "few_warps": few, "draw_seed": seed * 100003 + i}
+        )
     return out
 
 
@@ -262,6 +264,18 @@ def _moved(args: tuple[Any, ...], pad: int) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _case_inputs(problem: Problem) -> tuple[Any, tuple[Any, ...], Any]:
+    """The problem's eager function, its CUDA inputs (seed 0) and the float64 reference output."""
+    import torch
+
+    from torch_diode.collect.inductor import gemm_function, make_inputs
+
+    fn = gemm_function(problem.op)
+    torch.manual_seed(0)
+    args = make_inputs(problem, "cuda")
+    return fn, args, fn(*(a.double() for a in args))
+
+
 def run_repeat(case: dict[str, Any], cache_dir: str) -> dict[str, Any]:
     """One compile, then calls on the same inputs and on copies at other addresses; the cubins' sha256."""
     import hashlib
@@ -271,13 +285,7 @@ def run_repeat(case: dict[str, Any], cache_dir: str) -> dict[str, Any]:
     from torch._inductor.virtualized import V
     from wrong_result import OneConfig
 
-    from torch_diode.collect.inductor import make_inputs
-
-    problem: Problem = case["problem"]
-    fn = {"mm": torch.mm, "addmm": torch.addmm, "bmm": torch.bmm, "baddbmm": torch.baddbmm}[problem.op]
-    torch.manual_seed(0)
-    args = make_inputs(problem, "cuda")
-    ref = fn(*(a.double() for a in args))
+    fn, args, ref = _case_inputs(case["problem"])
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     torch._dynamo.reset()
     handler = OneConfig(tuple(case["config"]))  # type: ignore[arg-type]
@@ -306,17 +314,12 @@ def run_case(case: dict[str, Any], dump_dir: str | None = None) -> dict[str, Any
     from torch._inductor.virtualized import V
     from wrong_result import OneConfig
 
-    from torch_diode.collect.inductor import make_inputs
-
     problem: Problem = case["problem"]
     cfg = tuple(case["config"])
     out: dict[str, Any] = {"name": case["name"], "problem": problem.key(), "config": list(cfg)}
     if "few_warps" in case:
         out["few_warps"] = case["few_warps"]
-    fn = {"mm": torch.mm, "addmm": torch.addmm, "bmm": torch.bmm, "baddbmm": torch.baddbmm}[problem.op]
-    torch.manual_seed(0)
-    args = make_inputs(problem, "cuda")
-    ref = fn(*(a.double() for a in args))
+    fn, args, ref = _case_inputs(problem)
     eager = fn(*args)
     if case.get("draw_seed") is not None:  # rule 7: the config drawn from the problem's own candidates
         handler = _drawing_handler(bool(case["few_warps"]), int(case["draw_seed"]))

@@ -2,10 +2,10 @@
 """Session 70: give the two shipped model files the ``metadata_sha256`` that files written since
 session 65 carry, changing nothing else.
 
-Their weights and every other metadata entry stay byte for byte: the header is rebuilt as
-``torch_diode.model``'s writer builds it (``__metadata__`` first, its keys sorted, then the
-tensors in their order, padded to 8 bytes), with ``metadata_sha256`` added, and the data section
-is copied. Before a file is replaced the script checks that the new bytes load and predict
+Their weights and every other metadata entry stay byte for byte: the file is written again by
+``torch_diode.model``'s own writer (``_encode_safetensors``), from its tensors and its metadata
+parsed back, which adds ``metadata_sha256`` (the script asserts that the data section is the
+same). Before a file is replaced the script checks that the new bytes load and predict
 exactly what the old bytes predict on every problem of the GPU's validation set.
 
     python benchmarks/models/session70/seal.py            # both files, in place
@@ -22,23 +22,21 @@ from pathlib import Path
 import numpy as np
 
 from torch_diode.dataset import read_dataset
-from torch_diode.model import _metadata_sha256, load_model_bytes
+from torch_diode.model import _PLAIN_META, _encode_safetensors, _read_header, load_model_bytes
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "packages/torch-diode-models/src/torch_diode_models"
 
 
 def sealed(data: bytes) -> bytes:
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + n])
-    meta = header.pop("__metadata__")
+    """The model file ``data`` written again by the library's own writer, which adds the checksums."""
+    from safetensors.torch import load
+
+    meta = _read_header("seal", data)["__metadata__"]
     if "metadata_sha256" in meta:
         raise SystemExit("already sealed")
-    meta["metadata_sha256"] = _metadata_sha256(meta)
-    new = {"__metadata__": dict(sorted(meta.items())), **header}
-    hbytes = json.dumps(new, separators=(",", ":"), sort_keys=False).encode()
-    hbytes += b" " * (-len(hbytes) % 8)
-    return struct.pack("<Q", len(hbytes)) + hbytes + data[8 + n :]
+    values = {k: v if k in _PLAIN_META else json.loads(v) for k, v in meta.items()}
+    return _encode_safetensors(load(data), values)
 
 
 def main() -> int:

@@ -738,8 +738,11 @@ class DiodeInductorChoices(InductorChoices):
             problem = problem_from_kernel_inputs(kernel_inputs, op_name)
         except ValueError as e:
             raise HandlerError("unsupported_problem", str(e)) from e
+        shared_memory = device_shared_memory(kernel_inputs)
         key = (
-            self._decision_key(kernel_inputs, templates, op_name, overrides) if self.options.cache_predictions else None
+            self._decision_key(kernel_inputs, templates, op_name, overrides, shared_memory)
+            if self.options.cache_predictions
+            else None
         )
         if key is not None and split is not None:  # the addmm stand-ins: what ATen's own call kept
             key = (*key, split.aten)
@@ -772,7 +775,6 @@ class DiodeInductorChoices(InductorChoices):
             triton, triton_choices = self._affordable(problem, template_choices, templates, triton, triton_choices)
         self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
 
-        shared_memory = device_shared_memory(kernel_inputs)
         keep = self._lut_selection(problem, triton_choices, aten_choices, op_name=op_name, shared_memory=shared_memory)
         if keep is None:
             keep = self._model_selection(
@@ -897,7 +899,9 @@ class DiodeInductorChoices(InductorChoices):
         )
 
     @staticmethod
-    def _decision_key(kernel_inputs: Any, templates: Sequence[Any], op_name: str, overrides: dict[str, Any]) -> Any:
+    def _decision_key(
+        kernel_inputs: Any, templates: Sequence[Any], op_name: str, overrides: dict[str, Any], shared_memory: int | None
+    ) -> Any:
         """What a selection depends on, or None when shapes are dynamic (EVEN_K and the scaled
         block sizes then depend on the graph's guards, so the decision is not reused)."""
         shapes = kernel_inputs.shapes_symbolic()
@@ -912,7 +916,7 @@ class DiodeInductorChoices(InductorChoices):
         return (
             op_name,
             kernel_inputs.device_type,
-            device_shared_memory(kernel_inputs),  # the guard's limit: GPUs of one process may differ
+            shared_memory,  # the guard's limit: GPUs of one process may differ
             tuple(t.uid for t in templates),
             over,
             tuple(tuple(int(x) for x in dims) for dims in shapes),
@@ -998,15 +1002,12 @@ class DiodeInductorChoices(InductorChoices):
         kept_aten = [i for i, c in enumerate(aten) if c in wanted]
         if not kept_triton and not kept_aten:
             return None  # the table's choices are not candidates here (another torch?): ask the model
-        if shared_memory and not kept_aten and not _aten_kept_earlier(aten, op_name):
-            # The table's configs ran where they were measured, but over Inductor's bound they may
-            # not run on this GPU (a table of a GPU with more shared memory a block), and one kept
-            # alone would fail the compile: the first ATen offered, or the first candidate sure to
-            # fit, is benchmarked beside them.
-            kept_triton, kept_aten, added = shared_memory_fallback(
-                problem, triton, kept_triton, len(aten), shared_memory, best_aten=0, order=range(len(triton))
-            )
-            self._stats.add(shared_memory_guard=int(added))
+        # The table's configs ran where they were measured, but over Inductor's bound they may not
+        # run on this GPU (a table of a GPU with more shared memory a block): the first ATen
+        # offered, or the first candidate sure to fit, is benchmarked beside them.
+        kept_triton, kept_aten = self._guard_shared_memory(
+            problem, triton, kept_triton, kept_aten, aten, op_name, shared_memory, best_aten=0, order=range(len(triton))
+        )
         self._stats.add(lut_hits=1)
         return kept_triton, kept_aten
 
@@ -1056,21 +1057,42 @@ class DiodeInductorChoices(InductorChoices):
         )
         self._stats.add(model_selections=1, low_confidence=int(not sel.confident))
         self._stats.add_confidence(sel.confidence)
-        kept_triton, kept_aten = list(sel.triton), (list(sel.aten) if aten else [])
         limit = shared_memory or getattr(getattr(model, "gpu", None), "smem_per_block_bytes", None)
-        # stand_in: addmm's earlier call (torch >= 2.12) always keeps an ATen choice beside these
-        if limit and not kept_aten and not stand_in:
-            # the best ATen choice by the model, else the first config of its order sure to fit
-            kept_triton, kept_aten, added = shared_memory_fallback(
-                problem,
-                triton,
-                kept_triton,
-                len(aten),
-                limit,
-                best_aten=int(np.argmin(log_t[nt:])) if aten else 0,
-                order=order,
-            )
-            self._stats.add(shared_memory_guard=int(added))
+        # the best ATen choice by the model, else the first config of its order sure to fit
+        return self._guard_shared_memory(
+            problem,
+            triton,
+            list(sel.triton),
+            list(sel.aten) if aten else [],
+            aten,
+            op_name,
+            limit,
+            best_aten=int(np.argmin(log_t[nt:])) if aten else 0,
+            order=order,
+        )
+
+    def _guard_shared_memory(
+        self,
+        problem: Problem,
+        triton: list[Choice],
+        kept_triton: list[int],
+        kept_aten: list[int],
+        aten: list[Choice],
+        op_name: str,
+        limit: int | None,
+        *,
+        best_aten: int,
+        order: Iterable[Any],
+    ) -> tuple[list[int], list[int]]:
+        """The kept indices with :func:`shared_memory_fallback` applied (counted as
+        ``shared_memory_guard``) where the limit is known and no ATen choice is kept, here or in
+        addmm's earlier call (torch >= 2.12, which always keeps one)."""
+        if not limit or kept_aten or _aten_kept_earlier(aten, op_name):
+            return kept_triton, kept_aten
+        kept_triton, kept_aten, added = shared_memory_fallback(
+            problem, triton, kept_triton, len(aten), limit, best_aten=best_aten, order=order
+        )
+        self._stats.add(shared_memory_guard=int(added))
         return kept_triton, kept_aten
 
     def _predict(self, model: Any, problem: Problem, choices: list[Choice]) -> tuple[np.ndarray, np.ndarray]:
