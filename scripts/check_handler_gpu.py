@@ -777,6 +777,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the handler's one_below_us (default: the handler's, 20 us; 0 turns it off)",
     )
     ap.add_argument(
+        "--min-num-warps",
+        type=int,
+        default=None,
+        help="the handler's min_num_warps (default: the handler's, off; 4 leaves out one- and two-warp configs)",
+    )
+    ap.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -809,6 +815,7 @@ def main(argv: list[str] | None = None) -> int:
             ("aten_alone_when_best", args.aten_alone_when_best or None),
             ("aten_alone_below_us", args.aten_alone_below_us),
             ("one_below_us", args.one_below_us),
+            ("min_num_warps", args.min_num_warps),
         )
         if v is not None
     }

@@ -12,6 +12,7 @@ def test_defaults() -> None:
     assert (o.top_k_configs, o.performance_threshold, o.enable_fallback, o.cache_predictions) == (3, 1.1, True, True)
     assert (o.search_space, o.device_types, o.model, o.lut) == ("EXHAUSTIVE", ("cuda",), None, None)
     assert (o.aten_alone_when_best, o.aten_alone_below_us, o.one_below_us) == (False, 50.0, 20.0)
+    assert o.min_num_warps is None
 
 
 @pytest.mark.parametrize(
@@ -34,6 +35,11 @@ def test_defaults() -> None:
         ("one_below_us", -1.0, ValueError),
         ("one_below_us", float("nan"), ValueError),
         ("one_below_us", False, ValueError),
+        ("min_num_warps", 0, ValueError),
+        ("min_num_warps", -4, ValueError),
+        ("min_num_warps", 2.5, ValueError),
+        ("min_num_warps", True, ValueError),
+        ("min_num_warps", "4", ValueError),
     ],
     ids=lambda v: repr(v),
 )
@@ -46,6 +52,8 @@ def test_normalisation() -> None:
     o = DiodeOptions(top_k_configs=4.0, search_space="exhaustive", device_types="cuda")
     assert (o.top_k_configs, o.search_space, o.device_types) == (4, "EXHAUSTIVE", ("cuda",))
     assert DiodeOptions(top_k_configs=0.25).top_k_configs == 0.25
+    # min_num_warps: 1 leaves nothing out, the same as off; 4.0 is the integer 4
+    assert DiodeOptions(min_num_warps=1).min_num_warps is None and DiodeOptions(min_num_warps=4.0).min_num_warps == 4
     assert o.replace(top_k_configs=5).top_k_configs == 5
     assert DiodeOptions(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in o.to_dict().items()}) == o
 
@@ -63,8 +71,9 @@ def test_environment_is_read_at_access_time(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TORCH_DIODE_DISABLE", "yes")
     monkeypatch.setenv("TORCH_DIODE_ATEN_ALONE_BELOW_US", "40")
     monkeypatch.setenv("TORCH_DIODE_ONE_BELOW_US", "20")
+    monkeypatch.setenv("TORCH_DIODE_MIN_NUM_WARPS", "4")
     o = cfg.options()
-    assert (o.aten_alone_below_us, o.one_below_us) == (40.0, 20.0)
+    assert (o.aten_alone_below_us, o.one_below_us, o.min_num_warps) == (40.0, 20.0, 4)
     assert (o.top_k_configs, o.performance_threshold, o.enable_fallback) == (5, 1.25, False)
     assert (o.confidence_threshold, o.cache_predictions, o.model) == (0.5, False, "NVIDIA-H100-matmul")
     assert o.device_types == ("cuda", "xpu") and cfg.disable is True
@@ -90,6 +99,15 @@ def test_malformed_environment_names_the_variable(monkeypatch: pytest.MonkeyPatc
         _ = DiodeConfig().aten_alone_below_us
     monkeypatch.setenv("TORCH_DIODE_ATEN_ALONE_BELOW_US", "off")
     assert DiodeConfig().aten_alone_below_us is None
+    monkeypatch.setenv("TORCH_DIODE_MIN_NUM_WARPS", "four")
+    with pytest.raises(ValueError, match="TORCH_DIODE_MIN_NUM_WARPS='four': expected an integer"):
+        _ = DiodeConfig().min_num_warps
+    monkeypatch.setenv("TORCH_DIODE_MIN_NUM_WARPS", "0")
+    monkeypatch.delenv("TORCH_DIODE_TOP_K")
+    with pytest.raises(ValueError, match="min_num_warps: must be an integer >= 1"):
+        DiodeConfig().options()
+    monkeypatch.setenv("TORCH_DIODE_MIN_NUM_WARPS", "none")
+    assert DiodeConfig().options().min_num_warps is None
 
 
 def test_unknown_names_are_refused() -> None:

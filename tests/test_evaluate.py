@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -229,6 +230,31 @@ def test_problem_evals_rank_only_what_the_handler_would(tmp_path: Path) -> None:
     assert set(full.choices) == {Choice.aten("mm"), cheap, costly} and full.oracle_us is None
     assert set(capped.choices) == {Choice.aten("mm"), cheap} and capped.oracle_us == 20.0
     assert regret_at_k(capped.measured_us, capped.predicted_log_us, (10,), oracle_us=capped.oracle_us) == {10: 1.5}
+
+
+def test_problem_evals_without_few_warp_configs() -> None:
+    """``min_num_warps`` leaves the Triton configs of fewer warps out of the ranking, as the
+    handler's option of that name does (ATen stays), with the oracle the best of everything measured;
+    1 and None leave everything in."""
+    p = Problem(op="mm", m=512, n=512, k=2048)
+    two = Choice(template="triton::mm", block_m=64, block_n=64, block_k=32, group_m=8, num_stages=3, num_warps=2)
+    four = dataclasses.replace(two, num_warps=4)
+    recs = [
+        TimingRecord(problem=p, choice=c, time_us=t, hardware="NVIDIA-H100")
+        for c, t in ((Choice.aten("mm"), 30.0), (two, 20.0), (four, 25.0))
+    ]
+    ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
+    model = _tiny_model()
+    for off in (None, 1):
+        (full,) = problem_evals(model, ds, min_num_warps=off)
+        assert set(full.choices) == {Choice.aten("mm"), two, four} and full.oracle_us is None
+    (warps,) = problem_evals(model, ds, min_num_warps=4)
+    assert set(warps.choices) == {Choice.aten("mm"), four} and warps.oracle_us == 20.0
+    assert regret_at_k(warps.measured_us, warps.predicted_log_us, (10,), oracle_us=warps.oracle_us) == {10: 1.25}
+    (none,) = problem_evals(model, ds, min_num_warps=8)
+    assert none.choices == [Choice.aten("mm")] and none.oracle_us == 20.0
+    with pytest.raises(ValueError, match="min_num_warps: must be an integer >= 1"):
+        problem_evals(model, ds, min_num_warps=0)
 
 
 def _tiny_model():

@@ -869,6 +869,8 @@ def test_uuid_changes_with_model_and_options(model_path: Path, other_model_path:
     assert base != uuid(model=str(model_path), top_k_configs=4)
     assert base != uuid(model=str(model_path), performance_threshold=1.2)
     assert base != uuid(model=str(model_path), search_space="DEFAULT")
+    assert base != uuid(model=str(model_path), min_num_warps=4)
+    assert base == uuid(model=str(model_path), min_num_warps=1)  # 1 leaves nothing out: the same handler
 
 
 def test_needs_a_model_or_a_table() -> None:
@@ -944,6 +946,95 @@ def test_compile_cost_cap_leaves_inductors_own_exhaustive_space_alone(model_path
         call_hook(handler, ki, "mm")
     s = handler.get_stats()
     assert s["compile_cost_skipped"] == 0 and s["candidates_seen"] == n_all
+
+
+def _few_warps(ktc: Any) -> bool:
+    c = choice_from_ktc(ktc)
+    return not c.is_aten and c.num_warps is not None and c.num_warps < 4
+
+
+#: Options under which the model keeps every Triton candidate (no top-k, no threshold, no
+#: one-choice rules): what min_num_warps leaves out is then exactly what is missing.
+KEEP_ALL = dict(top_k_configs=100_000, performance_threshold=1e9, one_below_us=0, aten_alone_below_us=0)
+
+
+def test_min_num_warps_leaves_out_few_warp_configs_inductors_own_too(model_path: Path) -> None:
+    """``min_num_warps=4`` (opt-in, against the one- and two-warp miscompiles of session 70): no
+    Triton config of fewer warps reaches Inductor, whether the widening added it or Inductor's
+    DEFAULT list offered it; the others and ATen are untouched, and the leaving out is counted."""
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        full = stock_ktcs(ki, "mm", space="EXHAUSTIVE")
+        default = stock_ktcs(ki, "mm", space="DEFAULT")
+        plain = DiodeInductorChoices(DiodeOptions(model=str(model_path), **KEEP_ALL))
+        every = call_hook(plain, ki, "mm")
+        warps = DiodeInductorChoices(DiodeOptions(model=str(model_path), min_num_warps=4, **KEEP_ALL))
+        out = call_hook(warps, ki, "mm")
+    few = [kw(x) for x in full["triton::mm"] if _few_warps(x)]
+    assert few and any(_few_warps(x) for x in default["triton::mm"]), "Inductor's own list has two-warp configs"
+    assert len(every) == sum(len(v) for v in full.values())  # KEEP_ALL keeps everything
+    assert [(x.template.uid, kw(x)) for x in out] == [(x.template.uid, kw(x)) for x in every if not _few_warps(x)]
+    s = warps.get_stats()
+    assert s["few_warps_skipped"] == len(few) and s["min_num_warps_unmet"] == 0
+    assert s["candidates_seen"] == len(every) - len(few) and plain.get_stats()["few_warps_skipped"] == 0
+
+
+def test_min_num_warps_above_every_config_keeps_aten_alone_or_all_without_aten(
+    model_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where no Triton config has the warps asked for, ATen is kept alone; where no ATen choice is
+    offered either (here or in addmm's earlier call), every config stays, said once and counted,
+    since a compile without choices fails; after addmm's ATen call (torch >= 2.12), its Triton call
+    keeps none."""
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        n_triton = len(stock_ktcs(ki, "mm")["triton::mm"])
+        handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), min_num_warps=16))
+        aten_alone = call_hook(handler, ki, "mm")
+        assert [x.template.uid for x in aten_alone] == ["aten::mm"]
+        assert handler.get_stats()["few_warps_skipped"] == n_triton
+        triton_only = [TEMPLATES["mm"][1]]
+        plain = DiodeInductorChoices(DiodeOptions(model=str(model_path)))
+        expected = [kw(x) for x in call_hook(plain, ki, "mm", triton_only)]
+        handler.reset_stats()
+        with caplog.at_level(logging.WARNING, logger="torch_diode"):
+            kept = call_hook(handler, ki, "mm", triton_only)
+        assert expected and [kw(x) for x in kept] == expected
+        s = handler.get_stats()
+        assert (s["min_num_warps_unmet"], s["few_warps_skipped"], s["fallbacks_total"]) == (1, 0, 0)
+        assert "fewer than min_num_warps=16 warps and no ATen choice is offered" in caplog.text
+        handler.reset_stats()
+        ki_addmm = kernel_inputs("addmm", *SHAPE)
+        assert call_hook(handler, ki_addmm, "addmm", [TEMPLATES["addmm"][1]]) == []
+        s = handler.get_stats()
+        assert s["min_num_warps_unmet"] == 0 and s["few_warps_skipped"] == len(
+            stock_ktcs(ki_addmm, "addmm")["triton::mm"]
+        )
+
+
+def test_min_num_warps_turns_a_lookup_table_hit_on_a_few_warp_config_into_a_miss(
+    tmp_path: Path, model_path: Path
+) -> None:
+    """A table's entry naming a two-warp config is not kept under ``min_num_warps=4``: the model
+    decides instead, among the configs the option leaves."""
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        problem = problem_from_kernel_inputs(ki, "mm")
+        two = next(choice_from_ktc(x) for x in stock_ktcs(ki, "mm")["triton::mm"] if _few_warps(x))
+        rec = TimingRecord(problem=problem, choice=two, time_us=5.0, hardware="NVIDIA-H100")
+        lut_path = KernelLUT.from_dataset(
+            Dataset.from_records([rec], Provenance(hardware="NVIDIA-H100")), top_k=1
+        ).save(tmp_path / "lut.json")
+        hits = DiodeInductorChoices(DiodeOptions(model=str(model_path), lut=str(lut_path)))
+        assert [choice_from_ktc(x) for x in call_hook(hits, ki, "mm")] == [two]
+        warps = DiodeInductorChoices(DiodeOptions(model=str(model_path), lut=str(lut_path), min_num_warps=4))
+        out = call_hook(warps, ki, "mm")
+    assert out and not any(_few_warps(x) for x in out)
+    assert (hits.get_stats()["lut_hits"], warps.get_stats()["lut_hits"], warps.get_stats()["model_selections"]) == (
+        1,
+        0,
+        1,
+    )
 
 
 def test_the_decision_cache_follows_aten_and_tf32_settings(model_path: Path) -> None:

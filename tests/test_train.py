@@ -438,6 +438,25 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     for flag in ("--diversity", "--cliff-guard"):
         r = run_diode("validate-max-autotune", "--model", str(model), "--dataset", str(DATA), flag, "-1", env=ENV)
         assert r.returncode == 2 and flag in r.stderr and "expected a number >= 0" in r.stderr
+    # --min-num-warps: the handler's option of that name, recorded and said in the table
+    warps = tmp_path / "rep" / "warps.json"
+    run_diode(
+        "validate-max-autotune", "--model", str(model), "--dataset", str(DATA), "--min-num-warps", "4",
+        "--output", str(warps), check=True, env=ENV,
+    )  # fmt: skip
+    rep4 = json.loads(warps.read_text())
+    assert rep4["candidates"]["min_num_warps"] == 4 and rep0["candidates"]["min_num_warps"] is None
+    assert (
+        "min_num_warps=4: Triton configs of fewer than 4 warps were not ranked" in warps.with_suffix(".md").read_text()
+    )
+    assert "min_num_warps" not in plain.with_suffix(".md").read_text()
+    # on this slice the fastest config has one or two warps somewhere, so leaving them out costs
+    assert rep4["overall"]["regret@10"]["geomean"] > rep0["overall"]["regret@10"]["geomean"]
+    for bad in ("0", "two"):
+        r = run_diode(
+            "validate-max-autotune", "--model", str(model), "--dataset", str(DATA), "--min-num-warps", bad, env=ENV
+        )
+        assert r.returncode == 2 and "--min-num-warps" in r.stderr and "expected an integer >= 1" in r.stderr
 
 
 def test_cli_errors_are_one_line(run_diode, tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, check_penalty
+from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, check_min_num_warps, check_penalty
 
 SEARCH_SPACES: tuple[str, ...] = ("EXHAUSTIVE", "DEFAULT")
 
@@ -100,6 +100,15 @@ class DiodeOptions:
             benchmark's second chance where the model is wrong. On an H200, on the 50 validation
             problems where it changes what is kept, the compiled kernels took 0.986x as long and
             the median cold compile went from 2.08 to 0.60 s (``benchmarks/handler/session64.md``).
+        min_num_warps: leave out every Triton config with fewer warps than this, Inductor's own
+            candidates included (``None`` or 1: off, the default). Opt-in protection against a
+            compiler fault: Triton 3.6 miscompiles some one- and two-warp GEMM configs in fp16 and
+            bf16 at exact sizes (wrong results, no error; an H200, session 70,
+            ``benchmarks/handler/session70/PLAN.md``); 4 keeps none of that class. The cost: the
+            fastest config has one or two warps on about a quarter of the validation problems
+            (``diode validate-max-autotune --min-num-warps 4`` measures it for a model). Where no
+            Triton config is left, the ATen choices stay alone; where no ATen choice is offered
+            either, every config stays (counted as ``min_num_warps_unmet``), so the compile goes on.
     """
 
     model: str | None = None
@@ -117,6 +126,7 @@ class DiodeOptions:
     aten_alone_when_best: bool = False
     aten_alone_below_us: float | None = 50.0
     one_below_us: float | None = 20.0
+    min_num_warps: int | None = None
 
     def __post_init__(self) -> None:
         if self.model is not None:
@@ -168,6 +178,7 @@ class DiodeOptions:
                         f"{name}: must be a finite number of microseconds >= 0, or None (0 and None: off), got {us!r}"
                     )
                 object.__setattr__(self, name, float(us))
+        object.__setattr__(self, "min_num_warps", check_min_num_warps(self.min_num_warps))
         object.__setattr__(self, "diversity", check_penalty(self.diversity, "diversity"))
         object.__setattr__(self, "cliff_guard", check_penalty(self.cliff_guard, "cliff_guard"))
 
@@ -221,6 +232,15 @@ def _parse_optional_float(var: str, raw: str) -> float | None:
     return _parse_float(var, raw)
 
 
+def _parse_optional_int(var: str, raw: str) -> int | None:
+    if raw.strip().lower() in ("", "none", "off"):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{var}={raw!r}: expected an integer, or 'none'") from None
+
+
 def _parse_types(var: str, raw: str) -> tuple[str, ...]:
     types = tuple(t.strip() for t in raw.split(",") if t.strip())
     if not types:
@@ -256,6 +276,7 @@ _FIELDS: dict[str, _Field] = {
     "aten_alone_when_best": _Field("TORCH_DIODE_ATEN_ALONE_WHEN_BEST", _parse_bool, "aten_alone_when_best"),
     "aten_alone_below_us": _Field("TORCH_DIODE_ATEN_ALONE_BELOW_US", _parse_optional_float, "aten_alone_below_us"),
     "one_below_us": _Field("TORCH_DIODE_ONE_BELOW_US", _parse_optional_float, "one_below_us"),
+    "min_num_warps": _Field("TORCH_DIODE_MIN_NUM_WARPS", _parse_optional_int, "min_num_warps"),
     "disable": _Field("TORCH_DIODE_DISABLE", _parse_bool, None),  # default False: the handler is on
 }
 

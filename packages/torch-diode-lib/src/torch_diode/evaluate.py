@@ -59,7 +59,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, check_penalty, model_order, order_of
+from torch_diode.ranking import (
+    CLIFF_GUARD,
+    DIVERSITY,
+    check_min_num_warps,
+    check_penalty,
+    enough_warps,
+    model_order,
+    order_of,
+)
 from torch_diode.records import Choice, Problem
 
 if TYPE_CHECKING:
@@ -368,6 +376,7 @@ def problem_evals(
     *,
     stock: Mapping[Problem, StockPick] | None = None,
     max_compile_cost: float | None = None,
+    min_num_warps: int | None = None,
     diversity: float = DIVERSITY,
     cliff_guard: float = CLIFF_GUARD,
 ) -> list[ProblemEval]:
@@ -377,6 +386,8 @@ def problem_evals(
     option (Triton configs over that compile cost are left out, as the handler's widening leaves
     them out; no DEFAULT candidate is that costly), while regret stays measured against the best
     of the whole measured space (``oracle_us``), so leaving a fast config out counts.
+    ``min_num_warps``: likewise, Triton configs of fewer warps are not ranked (the handler's option
+    of that name; :func:`~torch_diode.ranking.enough_warps`).
     ``diversity``, ``cliff_guard``: the model's order (``ProblemEval.order``) as
     :func:`~torch_diode.ranking.order_of` makes it with those options, as the handler does with the
     same ``DiodeOptions`` fields."""
@@ -384,14 +395,18 @@ def problem_evals(
 
     diversity = check_penalty(diversity, "diversity")
     cliff_guard = check_penalty(cliff_guard, "cliff_guard")
+    min_num_warps = check_min_num_warps(min_num_warps)
     out = []
     for pt in dataset.by_problem():
         med = pt.median_by_choice()
         ids = list(med)
         oracle_us = None
-        if max_compile_cost is not None:
+        if max_compile_cost is not None or min_num_warps is not None:
             oracle_us = float(min(med.values()))
+        if max_compile_cost is not None:
             ids = [i for i in ids if compile_cost(pt.problem, dataset.choices[i]) <= max_compile_cost]
+        if min_num_warps is not None:
+            ids = [ids[j] for j in enough_warps([dataset.choices[i] for i in ids], min_num_warps)]
         choices = [dataset.choices[i] for i in ids]
         measured = np.array([med[i] for i in ids], dtype=np.float64)
         pred = model.predict(pt.problem, choices)
@@ -416,13 +431,21 @@ def evaluate_model(
     *,
     stock: Mapping[Problem, StockPick] | None = None,
     max_compile_cost: float | None = None,
+    min_num_warps: int | None = None,
     diversity: float = DIVERSITY,
     cliff_guard: float = CLIFF_GUARD,
 ) -> tuple[dict[str, Any], list[ProblemEval]]:
     """The full ``validate-max-autotune`` report of ``model`` on ``dataset`` (``max_compile_cost``,
-    ``diversity``, ``cliff_guard``: see :func:`problem_evals`)."""
+    ``min_num_warps``, ``diversity``, ``cliff_guard``: see :func:`problem_evals`)."""
+    min_num_warps = check_min_num_warps(min_num_warps)
     evals = problem_evals(
-        model, dataset, stock=stock, max_compile_cost=max_compile_cost, diversity=diversity, cliff_guard=cliff_guard
+        model,
+        dataset,
+        stock=stock,
+        max_compile_cost=max_compile_cost,
+        min_num_warps=min_num_warps,
+        diversity=diversity,
+        cliff_guard=cliff_guard,
     )
     report = {
         "hardware": model.hardware,
@@ -433,7 +456,7 @@ def evaluate_model(
         },
         "dataset": {"records": len(dataset), "problems": len(evals), "hardware": dataset.hardware_keys},
         "definitions": "README.md#metrics (the torch-diode repository) and torch_diode.evaluate; p95 = numpy linear-interpolation percentile",
-        "candidates": {"max_compile_cost": max_compile_cost},
+        "candidates": {"max_compile_cost": max_compile_cost, "min_num_warps": min_num_warps},
         "order": {"diversity": diversity, "cliff_guard": cliff_guard},
         **summarize(evals),
     }
@@ -525,6 +548,12 @@ def markdown_table(report: Mapping[str, Any]) -> str:
         if ci is not None and not any(v is None or math.isnan(v) for v in ci)
     ]
     note = f"\n95% bootstrap intervals of the overall geomeans (problems resampled): {'; '.join(cis)}.\n" if cis else ""
+    warps = (report.get("candidates") or {}).get("min_num_warps")
+    if warps is not None:
+        note += (
+            f"\nmin_num_warps={warps}: Triton configs of fewer than {warps} warps were not ranked; regret is "
+            "against the best of every measured choice.\n"
+        )
     return title + head + "\n".join(rows) + "\n" + note + _stock_time_note(o["vs_max_autotune"])
 
 

@@ -59,6 +59,29 @@ def cliff_penalty(problem: Problem, choices: Sequence[Choice], guard: float = CL
     return hit * guard if hit.any() else None
 
 
+def check_min_num_warps(value: object) -> int | None:
+    """``value`` as ``min_num_warps`` (an integer >= 1; 1 and None: off, returned as None), else
+    ValueError saying what it takes."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"min_num_warps: must be an integer >= 1 (4 leaves out one- and two-warp configs) or None, got {value!r}"
+        )
+    return None if value == 1 else value
+
+
+def enough_warps(choices: Sequence[Choice], min_num_warps: int | None) -> list[int]:
+    """The indices of the choices that ``min_num_warps`` (``DiodeOptions``) keeps: every ATen
+    choice, and the Triton configs of at least that many warps (one without ``num_warps``, too);
+    ``None``: all."""
+    if min_num_warps is None:
+        return list(range(len(choices)))
+    return [i for i, c in enumerate(choices) if c.is_aten or c.num_warps is None or c.num_warps >= min_num_warps]
+
+
 def aten_variant_call_trusted(problem: Problem) -> bool:
     """Whether the handler may keep one ATen variant alone on the model's word (``select``'s
     ``drop_slower_aten``): fp16 or bf16 with both operands' and the output's rows 16-byte

@@ -219,6 +219,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_compile_cost_arg(a)
     a.add_argument(
+        "--min-num-warps",
+        type=_min_num_warps,
+        default=None,
+        metavar="W",
+        help="consider only the choices the choices handler considers with its option min_num_warps=W: Triton "
+        "configs of fewer warps are not ranked (default: all; 4 leaves out one- and two-warp configs); regret "
+        "is still against the best of every measured choice, so this gives the option's cost",
+    )
+    a.add_argument(
         "--diversity",
         type=_penalty,
         default=DIVERSITY,
@@ -257,6 +266,15 @@ def _penalty(raw: str) -> float:
         return check_penalty(float(raw), "value")
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {raw!r}") from None
+
+
+def _min_num_warps(raw: str) -> int | None:
+    from torch_diode.ranking import check_min_num_warps
+
+    try:
+        return check_min_num_warps(int(raw))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}") from None
 
 
 def _add_compile_cost_arg(p: argparse.ArgumentParser) -> None:
@@ -530,6 +548,7 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
         ds,
         stock=stock,
         max_compile_cost=args.max_compile_cost,
+        min_num_warps=args.min_num_warps,
         diversity=args.diversity,
         cliff_guard=args.cliff_guard,
     )

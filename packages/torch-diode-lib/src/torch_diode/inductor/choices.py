@@ -74,7 +74,7 @@ from torch_diode.config import DiodeOptions
 from torch_diode.config import config as diode_config
 from torch_diode.inductor import compat
 from torch_diode.inductor.convert import choices_from_ktcs, problem_from_kernel_inputs
-from torch_diode.ranking import aten_variant_call_trusted, order_of
+from torch_diode.ranking import aten_variant_call_trusted, enough_warps, order_of
 from torch_diode.records import OPS, Choice, Problem, compile_cost
 
 logger = logging.getLogger(__name__)
@@ -313,6 +313,8 @@ class _Stats:
         "single_choice",
         "compile_cost_skipped",
         "shared_memory_guard",
+        "few_warps_skipped",
+        "min_num_warps_unmet",
     )
 
     def __init__(self) -> None:
@@ -484,6 +486,8 @@ class DiodeInductorChoices(InductorChoices):
         seen before: its selection is replayed without enumerating or predicting),
         ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
         ``compile_cost_skipped`` (widened configs left out by ``max_compile_cost``),
+        ``few_warps_skipped`` (Triton configs left out by ``min_num_warps``) and
+        ``min_num_warps_unmet`` (GEMMs whose configs all stayed: none had enough warps, no ATen),
         ``shared_memory_guard`` (selections, the model's or a lookup-table hit's, where no kept
         choice was sure to fit in shared memory, so one that is was added:
         :func:`shared_memory_fallback`),
@@ -773,6 +777,8 @@ class DiodeInductorChoices(InductorChoices):
             raise HandlerError("unconvertible_choice", str(e)) from e
         if self.options.max_compile_cost is not None and self._widens():  # only widened configs are left out
             triton, triton_choices = self._affordable(problem, template_choices, templates, triton, triton_choices)
+        if self.options.min_num_warps is not None:
+            triton, triton_choices = self._enough_warps(problem, triton, triton_choices, aten, op_name)
         self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
 
         keep = self._lut_selection(problem, triton_choices, aten_choices, op_name=op_name, shared_memory=shared_memory)
@@ -878,6 +884,32 @@ class DiodeInductorChoices(InductorChoices):
             return triton, triton_choices
         self._stats.add(compile_cost_skipped=len(dropped))
         keep = [i for i in range(len(triton)) if i not in dropped]
+        return [triton[i] for i in keep], [triton_choices[i] for i in keep]
+
+    def _enough_warps(
+        self, problem: Problem, triton: list[Any], triton_choices: list[Choice], aten: list[Any], op_name: str
+    ) -> tuple[list[Any], list[Choice]]:
+        """The Triton candidates without those of fewer than ``min_num_warps`` warps, Inductor's own
+        included (counted as ``few_warps_skipped``). With none left the ATen choices stay alone;
+        with no ATen choice offered, here or in addmm's earlier call, all stay (counted as
+        ``min_num_warps_unmet``): a compile without choices would fail."""
+        low = self.options.min_num_warps
+        assert low is not None
+        keep = enough_warps(triton_choices, low)
+        if len(keep) == len(triton_choices):
+            return triton, triton_choices
+        if not keep and not aten and not _aten_kept_earlier(aten, op_name):
+            self._stats.add(min_num_warps_unmet=1)
+            _log_once(
+                "min_num_warps_unmet",
+                "torch-diode: every Triton config of %s %s has fewer than min_num_warps=%d warps and no ATen "
+                "choice is offered; keeping them, since a compile without choices fails",
+                op_name,
+                problem.key(),
+                low,
+            )
+            return triton, triton_choices
+        self._stats.add(few_warps_skipped=len(triton) - len(keep))
         return [triton[i] for i in keep], [triton_choices[i] for i in keep]
 
     def _count_kept(self, decision: _Decision, result: list[Any], split: _SplitCalls | None) -> None:
