@@ -212,6 +212,8 @@ def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         "aten_kept",
         "single_choice",
         "shared_memory_guard",
+        "few_warps_skipped",
+        "min_num_warps_unmet",
     )
     d: dict[str, Any] = {k: after.get(k, 0) - before.get(k, 0) for k in keys}
     d["fallbacks"] = {
