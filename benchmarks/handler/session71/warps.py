@@ -10,6 +10,12 @@ its time over the best measured choice (any warps), and over stock max-autotune'
 
     python benchmarks/handler/session71/warps.py cost KEY MODEL [W]
     python benchmarks/handler/session71/warps.py list KEY MODEL W OUT.json   # changed.py's list format
+    python benchmarks/handler/session71/warps.py report OUT.json [OUT2.json ...]   # changed71.py's runs
+
+``report``: per problem, each variant's kernel time (the geometric mean of its compiles in the
+run), warps4 / default, their geomean over problems with a 95% bootstrap interval (problems
+resampled, 2,000 draws, seed 0), by dtype, the defaults' own spread where a run compiled them twice,
+failed compiles, and what the handler's stats say the option did.
 """
 
 from __future__ import annotations
@@ -88,9 +94,53 @@ def cmd_list(key: str, model_path: str, warps: int, output: str) -> None:
     )
 
 
+def cmd_report(files: list[str]) -> None:
+    from collections import defaultdict
+
+    ratios: dict[str, float] = {}
+    dtypes: dict[str, str] = {}
+    spread, errors, skipped, unmet = [], 0, [], 0
+    for f in files:
+        for row in json.loads(Path(f).read_text())["rows"]:
+            by: dict[str, list[float]] = defaultdict(list)
+            for r in row["runs"]:
+                if "error" in r:
+                    errors += 1
+                    continue
+                by[r["variant"]].append(r["kernel_us"])
+                stats = r.get("diode") or {}
+                if r["variant"] == "warps4" and "few_warps_skipped" in stats:
+                    skipped.append(stats["few_warps_skipped"])
+                    unmet += stats.get("min_num_warps_unmet", 0)
+            if by["default"] and by["warps4"]:
+                ratios[row["key"]] = gm(by["warps4"]) / gm(by["default"])
+                dtypes[row["key"]] = row["problem"].get("dtype", "float16")
+            if len(by["default"]) == 2:
+                spread.append(max(by["default"]) / min(by["default"]))
+    r = np.array(list(ratios.values()))
+    rng = np.random.default_rng(0)
+    boots = [gm(list(r[rng.integers(0, len(r), len(r))])) for _ in range(2000)]
+    print(f"{len(r)} problems, {errors} failed compiles: warps4 / default kernel time geomean {gm(list(r)):.4f} "
+          f"(95% {np.percentile(boots, 2.5):.4f}-{np.percentile(boots, 97.5):.4f}), p95 {np.percentile(r, 95):.3f}, "
+          f"max {r.max():.3f}; over 1.03x on {int((r > 1.03).sum())}, under 0.97x on {int((r < 0.97).sum())}")  # fmt: skip
+    for dt in sorted(set(dtypes.values())):
+        v = [x for k, x in ratios.items() if dtypes[k] == dt]
+        print(f"  {dt}: {len(v)} problems, geomean {gm(v):.4f}, max {max(v):.3f}")
+    if spread:
+        print(f"  the defaults' two compiles of one problem apart by (max / min): geomean {gm(spread):.4f}, "
+              f"max {max(spread):.3f} ({len(spread)} problems)")  # fmt: skip
+    if skipped:
+        print(f"  warps4 compiles with stats: {len(skipped)}; configs left out per compile: median "
+              f"{int(np.median(skipped))}, min {min(skipped)}; min_num_warps_unmet {unmet}")  # fmt: skip
+    for k, x in sorted(ratios.items(), key=lambda kv: -kv[1])[:5]:
+        print(f"  {x:.3f}  {k}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "cost":
         cmd_cost(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 4)
+    elif sys.argv[1] == "report":
+        cmd_report(sys.argv[2:])
     elif sys.argv[1] == "list":
         cmd_list(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     else:
