@@ -253,6 +253,10 @@ def test_problem_evals_without_few_warp_configs() -> None:
     assert regret_at_k(warps.measured_us, warps.predicted_log_us, (10,), oracle_us=warps.oracle_us) == {10: 1.25}
     (none,) = problem_evals(model, ds, min_num_warps=8)
     assert none.choices == [Choice.aten("mm")] and none.oracle_us == 20.0
+    # no ATen measured and no config with the warps asked for: all stay, as in the handler
+    triton_only = Dataset.from_records(recs[1:], Provenance(hardware="NVIDIA-H100"))
+    (kept,) = problem_evals(model, triton_only, min_num_warps=8)
+    assert set(kept.choices) == {two, four}
     with pytest.raises(ValueError, match="min_num_warps: must be an integer >= 1"):
         problem_evals(model, ds, min_num_warps=0)
 

@@ -1012,6 +1012,59 @@ def test_min_num_warps_above_every_config_keeps_aten_alone_or_all_without_aten(
         )
 
 
+def test_min_num_warps_holds_in_the_stock_fallback(model_path: Path) -> None:
+    """Where the handler falls back to stock autotuning (here fp32 with TF32 on, outside what the
+    model was trained on), ``min_num_warps`` still leaves out Inductor's few-warp configs."""
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), min_num_warps=4))
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        with inductor_graph():
+            ki = kernel_inputs("mm", 512, 512, 2048, dtype=torch.float32)
+            stock = [
+                (x.template.uid, kw(x), _few_warps(x))
+                for xs in stock_ktcs(ki, "mm", space="DEFAULT").values()
+                for x in xs
+            ]
+            out = [(x.template.uid, kw(x)) for x in call_hook(handler, ki, "mm")]
+    finally:
+        torch.set_float32_matmul_precision(before)
+    few = sum(f for _, _, f in stock)
+    assert few, "Inductor's fp32 list has two-warp configs"
+    assert out == [(uid, k) for uid, k, f in stock if not f]
+    s = handler.get_stats()
+    assert s["fallbacks"] == {"out_of_coverage": 1} and s["few_warps_skipped"] == few
+
+
+def test_min_num_warps_counts_again_on_a_replayed_decision(model_path: Path) -> None:
+    """A decision replayed from the cache counts what the filters left out, as the first call did."""
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), min_num_warps=4))
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE)
+        first = [kw(x) for x in call_hook(handler, ki, "mm")]
+        once = handler.get_stats()["few_warps_skipped"]
+        again = [kw(x) for x in call_hook(handler, ki, "mm")]
+    s = handler.get_stats()
+    assert once > 0 and again == first
+    assert s["decision_cache_hits"] == 1 and s["few_warps_skipped"] == 2 * once
+
+
+def test_min_num_warps_on_torch_2_12s_split_addmm(model_path: Path) -> None:
+    """torch >= 2.12: addmm's ATen call keeps its ATen choice; with no Triton config left, the
+    Triton call keeps none, the lowering is one choice, and the same lowering again replays it."""
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), min_num_warps=16))
+    with inductor_graph():
+        ki_aten, ki_triton = split_addmm_inputs(512, 256, 1001, bias_2d=False)
+        n_triton = len(stock_ktcs(ki_triton, "addmm")["triton::mm"])
+        for _ in range(2):
+            aten_out = call_hook(handler, ki_aten, "addmm", [aten_addmm])
+            triton_out = call_hook(handler, ki_triton, "addmm", [mm_template])
+            assert [x.template.uid for x in aten_out] == ["aten::addmm"] and triton_out == []
+    s = handler.get_stats()
+    assert (s["single_choice"], s["decision_cache_hits"], s["min_num_warps_unmet"]) == (2, 1, 0)
+    assert s["few_warps_skipped"] == 2 * n_triton and s["fallbacks_total"] == 0
+
+
 def test_min_num_warps_turns_a_lookup_table_hit_on_a_few_warp_config_into_a_miss(
     tmp_path: Path, model_path: Path
 ) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import io
 import json
 import pstats
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "scripts"))
+sys.path.insert(0, str(HERE.parent / "session64"))
 
 PROBLEMS = [
     {"op": "addmm", "m": 2944, "n": 8320, "k": 1152, "batch": 1, "dtype": "float16", "out_dtype": "float16",
@@ -31,15 +31,9 @@ PROBLEMS = [
 ]  # fmt: skip
 
 
-def top(stats: pstats.Stats, key: str, n: int) -> str:
-    buf = io.StringIO()
-    stats.stream = buf  # type: ignore[attr-defined]
-    stats.sort_stats(key).print_stats(n)
-    return buf.getvalue()
-
-
 def main() -> int:
     from check_handler_gpu import _enter_handler, cold_compile_state, stats_delta, warm_up_compile
+    from profile_compile import top  # session 64's report of a profile
 
     from torch_diode.bench.measure import compile_for, environment
     from torch_diode.collect.inductor import gemm_function, make_inputs

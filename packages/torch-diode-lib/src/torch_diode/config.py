@@ -109,6 +109,8 @@ class DiodeOptions:
             (``diode validate-max-autotune --min-num-warps 4`` measures it for a model). Where no
             Triton config is left, the ATen choices stay alone; where no ATen choice is offered
             either, every config stays (counted as ``min_num_warps_unmet``), so the compile goes on.
+            It holds where the handler falls back to stock autotuning too; GEMMs the handler does
+            not act on (other ops or device types, ``disable``) are left to Inductor.
     """
 
     model: str | None = None

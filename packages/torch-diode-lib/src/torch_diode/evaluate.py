@@ -387,7 +387,8 @@ def problem_evals(
     them out; no DEFAULT candidate is that costly), while regret stays measured against the best
     of the whole measured space (``oracle_us``), so leaving a fast config out counts.
     ``min_num_warps``: likewise, Triton configs of fewer warps are not ranked (the handler's option
-    of that name; :func:`~torch_diode.ranking.enough_warps`).
+    of that name; :func:`~torch_diode.ranking.enough_warps`), unless none would be left (no ATen
+    measured), where the handler keeps them all too.
     ``diversity``, ``cliff_guard``: the model's order (``ProblemEval.order``) as
     :func:`~torch_diode.ranking.order_of` makes it with those options, as the handler does with the
     same ``DiodeOptions`` fields."""
@@ -405,8 +406,8 @@ def problem_evals(
             oracle_us = float(min(med.values()))
         if max_compile_cost is not None:
             ids = [i for i in ids if compile_cost(pt.problem, dataset.choices[i]) <= max_compile_cost]
-        if min_num_warps is not None:
-            ids = [ids[j] for j in enough_warps([dataset.choices[i] for i in ids], min_num_warps)]
+        if min_num_warps is not None:  # as the handler: with none left (no ATen measured), all stay
+            ids = [ids[j] for j in enough_warps([dataset.choices[i] for i in ids], min_num_warps)] or ids
         choices = [dataset.choices[i] for i in ids]
         measured = np.array([med[i] for i in ids], dtype=np.float64)
         pred = model.predict(pt.problem, choices)

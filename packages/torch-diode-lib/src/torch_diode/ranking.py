@@ -29,6 +29,7 @@ picked the 17.8x config.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -66,6 +67,8 @@ def check_min_num_warps(value: object) -> int | None:
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    elif not isinstance(value, (bool, int)) and hasattr(value, "__index__"):  # numpy integers
+        value = operator.index(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
             f"min_num_warps: must be an integer >= 1 (4 leaves out one- and two-warp configs) or None, got {value!r}"

@@ -486,8 +486,9 @@ class DiodeInductorChoices(InductorChoices):
         seen before: its selection is replayed without enumerating or predicting),
         ``candidates_seen`` / ``candidates_kept`` (Triton + ATen, after widening),
         ``compile_cost_skipped`` (widened configs left out by ``max_compile_cost``),
-        ``few_warps_skipped`` (Triton configs left out by ``min_num_warps``) and
-        ``min_num_warps_unmet`` (GEMMs whose configs all stayed: none had enough warps, no ATen),
+        ``few_warps_skipped`` (Triton configs left out by ``min_num_warps``, in a selection or a
+        stock fallback) and ``min_num_warps_unmet`` (GEMMs whose configs all stayed: none had
+        enough warps, no ATen); a replayed decision counts these and ``compile_cost_skipped`` again,
         ``shared_memory_guard`` (selections, the model's or a lookup-table hit's, where no kept
         choice was sure to fit in shared memory, so one that is was added:
         :func:`shared_memory_fallback`),
@@ -602,10 +603,12 @@ class DiodeInductorChoices(InductorChoices):
                 DISABLE_HINT,
             )
             # The generators may be partly consumed: rebuild them as get_template_configs does.
-            fresh = {
+            fresh: dict[str, Any] = {
                 t.uid: self.get_ktc(kernel_inputs, t, op_name, (kwarg_overrides or {}).get(t.uid, {}))
                 for t in templates
             }
+            if self.options.min_num_warps is not None:  # the user's ask holds in stock autotuning too
+                fresh = self._fallback_without_few_warps(fresh, op_name)
             out = super()._finalize_template_configs(fresh, kernel_inputs, templates, op_name, kwarg_overrides)
             return out
         finally:
@@ -756,7 +759,9 @@ class DiodeInductorChoices(InductorChoices):
             if decision is not None:
                 result = self._replay(decision, template_choices, templates)
                 if result is not None:
-                    self._stats.add(decision_cache_hits=1, gemm_calls=1, candidates_seen=decision.seen)
+                    self._stats.add(
+                        decision_cache_hits=1, gemm_calls=1, candidates_seen=decision.seen, **dict(decision.skipped)
+                    )
                     self._count_kept(decision, result, split)
                     return result
         t_widen = time.perf_counter()
@@ -775,10 +780,14 @@ class DiodeInductorChoices(InductorChoices):
             aten_choices = choices_from_ktcs(aten)
         except ValueError as e:
             raise HandlerError("unconvertible_choice", str(e)) from e
+        skipped: dict[str, int] = {}  # what the candidate filters left out, counted again on a replay
         if self.options.max_compile_cost is not None and self._widens():  # only widened configs are left out
-            triton, triton_choices = self._affordable(problem, template_choices, templates, triton, triton_choices)
+            triton, triton_choices, skipped = self._affordable(
+                problem, template_choices, templates, triton, triton_choices
+            )
         if self.options.min_num_warps is not None:
-            triton, triton_choices = self._enough_warps(problem, triton, triton_choices, aten, op_name)
+            triton, triton_choices, warps = self._enough_warps(problem, triton, triton_choices, aten, op_name)
+            skipped.update(warps)
         self._stats.add(gemm_calls=1, candidates_seen=len(triton) + len(aten))
 
         keep = self._lut_selection(problem, triton_choices, aten_choices, op_name=op_name, shared_memory=shared_memory)
@@ -807,7 +816,9 @@ class DiodeInductorChoices(InductorChoices):
             aten=tuple(sorted(kept_aten)),
             n_aten=len(aten),
             seen=len(triton) + len(aten),
+            skipped=tuple(sorted(skipped.items())),
         )
+        self._stats.add(**skipped)  # here, once the selection stands (a failure's fallback counts its own)
         if key is not None:
             with self._cache_lock:
                 self._decisions[key] = decision
@@ -866,14 +877,15 @@ class DiodeInductorChoices(InductorChoices):
         templates: Sequence[Any],
         triton: list[Any],
         triton_choices: list[Choice],
-    ) -> tuple[list[Any], list[Choice]]:
+    ) -> tuple[list[Any], list[Choice], dict[str, int]]:
         """The Triton candidates without the widened configs that cost more than
-        ``max_compile_cost`` to compile; Inductor's own candidates for the call always stay."""
+        ``max_compile_cost`` to compile (and the count to add, ``compile_cost_skipped``);
+        Inductor's own candidates for the call always stay."""
         cap = self.options.max_compile_cost
         assert cap is not None
         costly = [i for i, c in enumerate(triton_choices) if compile_cost(problem, c) > cap]
         if not costly:  # the usual case (every non-fp32 problem): Inductor's own list is not needed
-            return triton, triton_choices
+            return triton, triton_choices, {}
 
         def params_key(ktc: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
             return ktc.template.uid, tuple(sorted(ktc.params.to_kwargs().items()))
@@ -881,36 +893,66 @@ class DiodeInductorChoices(InductorChoices):
         stock = {params_key(x) for t in templates if _is_triton(t.uid) for x in template_choices.get(t.uid, ())}
         dropped = {i for i in costly if params_key(triton[i]) not in stock}
         if not dropped:
-            return triton, triton_choices
-        self._stats.add(compile_cost_skipped=len(dropped))
+            return triton, triton_choices, {}
         keep = [i for i in range(len(triton)) if i not in dropped]
-        return [triton[i] for i in keep], [triton_choices[i] for i in keep]
+        return [triton[i] for i in keep], [triton_choices[i] for i in keep], {"compile_cost_skipped": len(dropped)}
 
     def _enough_warps(
         self, problem: Problem, triton: list[Any], triton_choices: list[Choice], aten: list[Any], op_name: str
-    ) -> tuple[list[Any], list[Choice]]:
+    ) -> tuple[list[Any], list[Choice], dict[str, int]]:
         """The Triton candidates without those of fewer than ``min_num_warps`` warps, Inductor's own
-        included (counted as ``few_warps_skipped``). With none left the ATen choices stay alone;
-        with no ATen choice offered, here or in addmm's earlier call, all stay (counted as
-        ``min_num_warps_unmet``): a compile without choices would fail."""
+        included, and the counts to add (``few_warps_skipped``, ``min_num_warps_unmet``): see
+        :meth:`_warps_rule`."""
         low = self.options.min_num_warps
         assert low is not None
         keep = enough_warps(triton_choices, low)
-        if len(keep) == len(triton_choices):
-            return triton, triton_choices
-        if not keep and not aten and not _aten_kept_earlier(aten, op_name):
-            self._stats.add(min_num_warps_unmet=1)
+        counts = self._warps_rule(len(triton), len(keep), bool(aten), op_name, problem.key())
+        if counts.get("few_warps_skipped"):
+            return [triton[i] for i in keep], [triton_choices[i] for i in keep], counts
+        return triton, triton_choices, counts
+
+    def _warps_rule(self, n_triton: int, n_kept: int, aten_offered: bool, op_name: str, what: str) -> dict[str, int]:
+        """Whether ``min_num_warps`` leaves out the ``n_triton - n_kept`` few-warp configs of a call
+        (``{"few_warps_skipped": n}``), or must keep them all (``{"min_num_warps_unmet": 1}``): none
+        would be left and no ATen choice is offered, here or in addmm's earlier call (torch >=
+        2.12), and a compile without choices fails."""
+        if n_kept == n_triton:
+            return {}
+        if not n_kept and not aten_offered and not _aten_kept_earlier((), op_name):
             _log_once(
                 "min_num_warps_unmet",
                 "torch-diode: every Triton config of %s %s has fewer than min_num_warps=%d warps and no ATen "
                 "choice is offered; keeping them, since a compile without choices fails",
                 op_name,
-                problem.key(),
-                low,
+                what,
+                self.options.min_num_warps,
             )
-            return triton, triton_choices
-        self._stats.add(few_warps_skipped=len(triton) - len(keep))
-        return [triton[i] for i in keep], [triton_choices[i] for i in keep]
+            return {"min_num_warps_unmet": 1}
+        return {"few_warps_skipped": n_triton - n_kept}
+
+    def _fallback_without_few_warps(self, fresh: dict[str, Any], op_name: str) -> dict[str, Any]:
+        """Stock autotuning's candidates (a fallback) under ``min_num_warps``: the same rule as a
+        selection's, read from each KTC's ``num_warps`` (the fallback may be there because the
+        KTCs do not convert). Anything unexpected leaves the candidates as they are."""
+        low = self.options.min_num_warps or 1  # (called with the option set)
+        lists = {uid: list(ktcs) for uid, ktcs in fresh.items()}
+        try:
+
+            def few(ktc: Any) -> bool:
+                w = ktc.params.to_kwargs().get("num_warps")
+                return isinstance(w, int) and not isinstance(w, bool) and w < low
+
+            drop = {id(x) for uid, xs in lists.items() if _is_triton(uid) for x in xs if few(x)}
+            n_triton = sum(len(xs) for uid, xs in lists.items() if _is_triton(uid))
+            aten_offered = any(xs for uid, xs in lists.items() if _is_aten(uid))
+            counts = self._warps_rule(n_triton, n_triton - len(drop), aten_offered, op_name, "(stock fallback)")
+        except Exception as e:  # never a reason for the fallback itself to fail
+            logger.debug("torch-diode: min_num_warps not applied to the fallback: %s", e)
+            return lists
+        self._stats.add(**counts)
+        if not counts.get("few_warps_skipped"):
+            return lists
+        return {uid: [x for x in xs if id(x) not in drop] for uid, xs in lists.items()}
 
     def _count_kept(self, decision: _Decision, result: list[Any], split: _SplitCalls | None) -> None:
         self._stats.add(
@@ -1180,6 +1222,7 @@ class _Decision:
     aten: tuple[int, ...]
     n_aten: int
     seen: int
+    skipped: tuple[tuple[str, int], ...] = ()  # the candidate filters' counts (statistics)
 
 
 def _tf32_state() -> tuple[str, ...]:
