@@ -207,11 +207,13 @@ def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         "gemm_calls",
         "model_selections",
         "lut_hits",
+        "decision_cache_hits",
         "candidates_seen",
         "candidates_kept",
         "aten_kept",
         "single_choice",
         "shared_memory_guard",
+        "compile_cost_skipped",
         "few_warps_skipped",
         "min_num_warps_unmet",
     )

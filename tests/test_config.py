@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from torch_diode.config import DiodeConfig, DiodeOptions
@@ -40,6 +41,8 @@ def test_defaults() -> None:
         ("min_num_warps", 2.5, ValueError),
         ("min_num_warps", True, ValueError),
         ("min_num_warps", "4", ValueError),
+        ("min_num_warps", np.array(4.0), ValueError),
+        ("min_num_warps", np.array([4, 8]), ValueError),
     ],
     ids=lambda v: repr(v),
 )
@@ -54,6 +57,7 @@ def test_normalisation() -> None:
     assert DiodeOptions(top_k_configs=0.25).top_k_configs == 0.25
     # min_num_warps: 1 leaves nothing out, the same as off; 4.0 is the integer 4
     assert DiodeOptions(min_num_warps=1).min_num_warps is None and DiodeOptions(min_num_warps=4.0).min_num_warps == 4
+    assert type(DiodeOptions(min_num_warps=np.int64(4)).min_num_warps) is int  # a numpy integer: a plain int
     assert o.replace(top_k_configs=5).top_k_configs == 5
     assert DiodeOptions(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in o.to_dict().items()}) == o
 

@@ -1036,6 +1036,31 @@ def test_min_num_warps_holds_in_the_stock_fallback(model_path: Path) -> None:
     assert s["fallbacks"] == {"out_of_coverage": 1} and s["few_warps_skipped"] == few
 
 
+def test_min_num_warps_in_the_stock_fallback_never_leaves_a_compile_without_choices(model_path: Path) -> None:
+    """The fallback's rule is the selection's: with no config of enough warps, ATen alone where it
+    is offered, every config where it is not (counted), none after addmm's own ATen call (torch >=
+    2.12). The fallback here: bf16, a dtype outside the test model's training data."""
+    handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), min_num_warps=16))
+    assert "bfloat16" not in load_model(model_path).metadata["coverage"]["dtypes"]
+    with inductor_graph():
+        ki = kernel_inputs("mm", *SHAPE, dtype=torch.bfloat16)
+        stock = stock_ktcs(ki, "mm", space="DEFAULT")["triton::mm"]
+        assert [x.template.uid for x in call_hook(handler, ki, "mm")] == ["aten::mm"]
+        s = handler.get_stats()
+        assert (s["few_warps_skipped"], s["fallbacks"]) == (len(stock), {"out_of_coverage": 1})
+        handler.reset_stats()
+        kept = call_hook(handler, ki, "mm", [TEMPLATES["mm"][1]])
+        assert [kw(x) for x in kept] == [kw(x) for x in stock]
+        s = handler.get_stats()
+        assert (s["min_num_warps_unmet"], s["few_warps_skipped"]) == (1, 0)
+        handler.reset_stats()
+        ki_aten, ki_triton = split_addmm_inputs(*SHAPE, bias_2d=False, dtype=torch.bfloat16)
+        assert [x.template.uid for x in call_hook(handler, ki_aten, "addmm", [aten_addmm])] == ["aten::addmm"]
+        assert call_hook(handler, ki_triton, "addmm", [mm_template]) == []
+        s = handler.get_stats()
+        assert s["min_num_warps_unmet"] == 0 and s["fallbacks"] == {"out_of_coverage": 1}
+
+
 def test_min_num_warps_counts_again_on_a_replayed_decision(model_path: Path) -> None:
     """A decision replayed from the cache counts what the filters left out, as the first call did."""
     handler = DiodeInductorChoices(DiodeOptions(model=str(model_path), min_num_warps=4))

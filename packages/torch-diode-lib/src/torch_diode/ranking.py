@@ -28,6 +28,7 @@ picked the 17.8x config.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from collections.abc import Sequence
@@ -68,7 +69,8 @@ def check_min_num_warps(value: object) -> int | None:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     elif not isinstance(value, (bool, int)) and hasattr(value, "__index__"):  # numpy integers
-        value = operator.index(value)
+        with contextlib.suppress(TypeError):  # (an array that is no integer: refused below)
+            value = operator.index(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
             f"min_num_warps: must be an integer >= 1 (4 leaves out one- and two-warp configs) or None, got {value!r}"
