@@ -12,7 +12,8 @@ counts ``make_cubin`` (``ptxas``) calls per thread and times the compile both wa
         # process, which must have been started with empty TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR;
         # a warm-up compile of another GEMM first (starting the workers on those folders)
 
-CASE: ``<problem index>:<stock|default>``.
+CASE: ``<problem>:<stock|default>``, the problem an index into ``PROBLEMS`` or the name of one of
+``check_handler_gpu.SPEED_PROBLEMS`` (the README's speed check).
 """
 
 from __future__ import annotations
@@ -59,10 +60,16 @@ def compile_case(model: str, case: str, cold: bool) -> dict:
     from torch_diode.records import Problem
 
     idx, setting = case.split(":")
-    p = Problem.from_dict(PROBLEMS[int(idx)])
-    fn, args = gemm_function(p.op), make_inputs(p, "cuda")
+    if idx.isdigit():
+        p = Problem.from_dict(PROBLEMS[int(idx)])
+        fn, args, what = gemm_function(p.op), make_inputs(p, "cuda"), p.key()
+    else:
+        from check_handler_gpu import SPEED_PROBLEMS, make_args
+
+        sp = next(x for x in SPEED_PROBLEMS if x.name == idx)
+        (fn, args), what = make_args(sp), sp.describe()
     CUBINS.clear()
-    row: dict = {"case": case, "problem": p.key(), "setting": setting}
+    row: dict = {"case": case, "problem": what, "setting": setting}
     with contextlib.ExitStack() as stack:
         handle = _enter_handler(stack, model, SETTINGS[setting])
         before = handle.get_stats() if handle else None
