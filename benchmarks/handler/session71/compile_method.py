@@ -28,10 +28,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "scripts"))
+sys.path.insert(0, str(HERE))
+
+from slow_compile import PROBLEMS as SLOW_PROBLEMS  # noqa: E402
 
 PROBLEMS = [
-    {"op": "addmm", "m": 2944, "n": 8320, "k": 1152, "batch": 1, "dtype": "float16", "out_dtype": "float16",
-     "stride_a": [1152, 1], "stride_b": [8320, 1], "stride_bias": [0, 1]},
+    SLOW_PROBLEMS[0],  # addmm float16 2944x8320x1152, rule 3's
     {"op": "addmm", "m": 27, "n": 1280, "k": 2048, "batch": 1, "dtype": "bfloat16", "out_dtype": "bfloat16",
      "stride_a": [2048, 1], "stride_b": [1, 2048], "stride_bias": [0, 1]},
 ]  # fmt: skip

@@ -78,13 +78,18 @@ def check_min_num_warps(value: object) -> int | None:
     return None if value == 1 else value
 
 
+def too_few_warps(num_warps: object, min_num_warps: int) -> bool:
+    """Whether a Triton config's ``num_warps`` is under ``min_num_warps`` (one without an integer
+    ``num_warps`` is not): the configs ``DiodeOptions.min_num_warps`` leaves out."""
+    return isinstance(num_warps, int) and not isinstance(num_warps, bool) and num_warps < min_num_warps
+
+
 def enough_warps(choices: Sequence[Choice], min_num_warps: int | None) -> list[int]:
     """The indices of the choices that ``min_num_warps`` (``DiodeOptions``) keeps: every ATen
-    choice, and the Triton configs of at least that many warps (one without ``num_warps``, too);
-    ``None``: all."""
+    choice, and the Triton configs not :func:`too_few_warps`; ``None``: all."""
     if min_num_warps is None:
         return list(range(len(choices)))
-    return [i for i, c in enumerate(choices) if c.is_aten or c.num_warps is None or c.num_warps >= min_num_warps]
+    return [i for i, c in enumerate(choices) if c.is_aten or not too_few_warps(c.num_warps, min_num_warps)]
 
 
 def aten_variant_call_trusted(problem: Problem) -> bool:

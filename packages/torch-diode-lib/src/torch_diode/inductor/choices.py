@@ -74,7 +74,7 @@ from torch_diode.config import DiodeOptions
 from torch_diode.config import config as diode_config
 from torch_diode.inductor import compat
 from torch_diode.inductor.convert import choices_from_ktcs, problem_from_kernel_inputs
-from torch_diode.ranking import aten_variant_call_trusted, enough_warps, order_of
+from torch_diode.ranking import aten_variant_call_trusted, enough_warps, order_of, too_few_warps
 from torch_diode.records import OPS, Choice, Problem, compile_cost
 
 logger = logging.getLogger(__name__)
@@ -906,16 +906,18 @@ class DiodeInductorChoices(InductorChoices):
         low = self.options.min_num_warps
         assert low is not None
         keep = enough_warps(triton_choices, low)
-        counts = self._warps_rule(len(triton), len(keep), bool(aten), op_name, problem.key())
+        counts = self._warps_rule(len(triton), len(keep), bool(aten), op_name, problem)
         if counts.get("few_warps_skipped"):
             return [triton[i] for i in keep], [triton_choices[i] for i in keep], counts
         return triton, triton_choices, counts
 
-    def _warps_rule(self, n_triton: int, n_kept: int, aten_offered: bool, op_name: str, what: str) -> dict[str, int]:
+    def _warps_rule(
+        self, n_triton: int, n_kept: int, aten_offered: bool, op_name: str, problem: Problem | None
+    ) -> dict[str, int]:
         """Whether ``min_num_warps`` leaves out the ``n_triton - n_kept`` few-warp configs of a call
         (``{"few_warps_skipped": n}``), or must keep them all (``{"min_num_warps_unmet": 1}``): none
         would be left and no ATen choice is offered, here or in addmm's earlier call (torch >=
-        2.12), and a compile without choices fails."""
+        2.12), and a compile without choices fails. ``problem``: for the log (None: a stock fallback)."""
         if n_kept == n_triton:
             return {}
         if not n_kept and not aten_offered and not _aten_kept_earlier((), op_name):
@@ -924,7 +926,7 @@ class DiodeInductorChoices(InductorChoices):
                 "torch-diode: every Triton config of %s %s has fewer than min_num_warps=%d warps and no ATen "
                 "choice is offered; keeping them, since a compile without choices fails",
                 op_name,
-                what,
+                "(stock fallback)" if problem is None else problem.key(),
                 self.options.min_num_warps,
             )
             return {"min_num_warps_unmet": 1}
@@ -937,15 +939,16 @@ class DiodeInductorChoices(InductorChoices):
         low = self.options.min_num_warps or 1  # (called with the option set)
         lists = {uid: list(ktcs) for uid, ktcs in fresh.items()}
         try:
-
-            def few(ktc: Any) -> bool:
-                w = ktc.params.to_kwargs().get("num_warps")
-                return isinstance(w, int) and not isinstance(w, bool) and w < low
-
-            drop = {id(x) for uid, xs in lists.items() if _is_triton(uid) for x in xs if few(x)}
+            drop = {
+                id(x)
+                for uid, xs in lists.items()
+                if _is_triton(uid)
+                for x in xs
+                if too_few_warps(x.params.to_kwargs().get("num_warps"), low)
+            }
             n_triton = sum(len(xs) for uid, xs in lists.items() if _is_triton(uid))
             aten_offered = any(xs for uid, xs in lists.items() if _is_aten(uid))
-            counts = self._warps_rule(n_triton, n_triton - len(drop), aten_offered, op_name, "(stock fallback)")
+            counts = self._warps_rule(n_triton, n_triton - len(drop), aten_offered, op_name, None)
         except Exception as e:  # never a reason for the fallback itself to fail
             logger.debug("torch-diode: min_num_warps not applied to the fallback: %s", e)
             return lists
