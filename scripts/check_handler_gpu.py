@@ -8,10 +8,12 @@ handler installed, compared with eager within the dtype's tolerance. Each case a
 whether the handler really chose among Triton configs (``exercised``).
 
 Speed: for each problem of ``SPEED_PROBLEMS`` (LLM and vision layers, small and odd shapes), a
-cold compile (fresh Inductor and Triton caches, in-memory caches cleared, dynamo reset) of one
-GEMM under ``mode="max-autotune-no-cudagraphs"``, stock and with torch-diode (alternating), then
-the kernel time of each compiled function and of eager ATen, by CUDA events over replays of a
-CUDA graph holding ``--graph-iters`` calls. Prints a table and writes everything to ``--output``.
+cold compile of one GEMM under ``mode="max-autotune-no-cudagraphs"``, stock and with torch-diode
+(alternating), each in a new process with new, empty Inductor and Triton cache folders after a
+warm-up compile there (``torch_diode.bench.isolate``: in one long process, fresh caches per compile
+overstate compiles that benchmark several choices), then the kernel time of each compiled function
+(in its process) and of eager ATen, by CUDA events over replays of a CUDA graph holding
+``--graph-iters`` calls. Prints a table and writes everything to ``--output``.
 
     python scripts/check_handler_gpu.py --model NVIDIA-H100-matmul --output handler_gpu.json
     python scripts/check_handler_gpu.py --model m.safetensors --mode speed --problems llm_mlp_up,odd_mm
@@ -25,8 +27,9 @@ once with ``dynamic=True`` (a case passes only as one graph for every size), its
 kernels at, then called at the other sizes of ``DYNAMIC_SIZES`` with the same kernels (K = 1001
 and 77 after a hint of K = 1024, which every BLOCK_K divides: a config whose ``EVEN_K`` were read
 from the hint would skip the K tail) and compared with eager; and the LLM and linear layers of
-``DYNAMIC_SPEED_PROBLEMS`` compiled cold once each, stock and with torch-diode, with M (tokens)
-dynamic from its first call at the problem's M, then timed at every M of ``DYNAMIC_M``.
+``DYNAMIC_SPEED_PROBLEMS`` compiled cold once each (in a new process, as the speed check does),
+stock and with torch-diode, with M (tokens) dynamic from its first call at the problem's M, then
+timed at every M of ``DYNAMIC_M``.
 
     python scripts/check_handler_gpu.py --model NVIDIA-H200-matmul --mode dynamic --output dyn.json
 
@@ -176,23 +179,25 @@ def correctness_cases() -> list[tuple[str, GemmProblem, str]]:
 
 
 @contextlib.contextmanager
-def cold_compile_state() -> Iterator[None]:
+def cold_compile_state(*, fresh_caches: bool = True) -> Iterator[None]:
     """No FX-graph, autotune or Triton cache from earlier compiles: fresh cache dirs, in-memory
-    caches cleared, dynamo reset."""
+    caches cleared, dynamo reset. ``fresh_caches=False`` in a new process whose cache folders are
+    new already (``isolated_compile``): dynamo reset only, the folders kept (its compile workers
+    write there)."""
     import torch
     from torch._inductor.utils import fresh_cache
 
     torch._dynamo.reset()
-    with fresh_cache():
+    with fresh_cache() if fresh_caches else contextlib.nullcontext():
         yield
     torch._dynamo.reset()
 
 
-def warm_up_compile() -> None:
+def warm_up_compile(*, fresh_caches: bool = True) -> None:
     """One cold max-autotune compile of a small mm, so that no measured compile pays Inductor's
     and its workers' start-up."""
     warm_fn, warm_args = make_args(GemmProblem("warmup", "mm", 256, 256, 256))
-    with cold_compile_state():
+    with cold_compile_state(fresh_caches=fresh_caches):
         compile_for("max-autotune", warm_fn)(*warm_args)
 
 
@@ -276,6 +281,7 @@ def compile_and_time(
     graph_iters: int,
     reps: int,
     kernel_digits: int = 2,
+    fresh_caches: bool = True,
 ) -> dict[str, Any]:
     """One cold ``max-autotune`` compile of ``fn`` (stock Inductor when ``options`` is None, else
     with torch-diode's handler installed with those options) and its kernel time: ``compile_s``
@@ -286,7 +292,7 @@ def compile_and_time(
         with contextlib.ExitStack() as stack:
             handle = _enter_handler(stack, model, options)
             before = handle.get_stats() if handle else None
-            stack.enter_context(cold_compile_state())
+            stack.enter_context(cold_compile_state(fresh_caches=fresh_caches))
             compiled = compile_for("max-autotune", fn)
             out["compile_s"] = round(first_call_s(compiled, args), 3)
             if handle is not None:
@@ -309,6 +315,59 @@ def _enter_handler(stack: contextlib.ExitStack, model: str, options: dict[str, A
     return stack.enter_context(install_diode_choices(model=model, **options))
 
 
+def isolated_compile(
+    *,
+    model: str,
+    options: dict[str, Any] | None,
+    problem: dict[str, Any],
+    graph_iters: int,
+    reps: int,
+    dynamic: bool = False,
+) -> dict[str, Any]:
+    """In a new process (``torch_diode.bench.isolate``, whose cache folders are new): a warm-up
+    compile of another GEMM, stock and, with ``options``, with the handler too (Inductor's start-up,
+    its compile workers, the model's first use), then one cold compile of ``problem`` and its
+    kernel time(s): ``compile_and_time``'s result, or ``dynamic_compile_and_time``'s."""
+    with contextlib.ExitStack() as stack:
+        _enter_handler(stack, model, None)
+        warm_up_compile(fresh_caches=False)
+    if options is not None:
+        with contextlib.ExitStack() as stack:
+            _enter_handler(stack, model, options)
+            warm_up_compile(fresh_caches=False)
+    p = GemmProblem(**problem)
+    if dynamic:
+        return dynamic_compile_and_time(model, options, p, graph_iters=graph_iters, reps=reps, fresh_caches=False)
+    fn, args = make_args(p)
+    return compile_and_time(model, options, fn, args, graph_iters=graph_iters, reps=reps, fresh_caches=False)
+
+
+def compile_in_new_process(
+    model: str,
+    options: dict[str, Any] | None,
+    p: GemmProblem,
+    *,
+    graph_iters: int,
+    reps: int,
+    dynamic: bool = False,
+    timeout_s: float = 540,
+) -> dict[str, Any]:
+    """``isolated_compile`` in a new process; its result plus ``process_s`` (or ``error``)."""
+    from torch_diode.bench.isolate import run_in_new_process
+
+    kwargs = {
+        "model": model,
+        "options": options,
+        "problem": asdict(p),
+        "graph_iters": graph_iters,
+        "reps": reps,
+        "dynamic": dynamic,
+    }
+    return run_in_new_process(
+        "check_handler_gpu:isolated_compile", kwargs, paths=[Path(__file__).resolve().parent], timeout_s=timeout_s
+    )
+
+
 def run_speed(
     model: str,
     options: dict[str, Any],
@@ -318,20 +377,21 @@ def run_speed(
     reps: int,
     variants: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """``variants``: more handler option sets, each compiled after ``diode`` (``options`` updated
-    with the variant's), in row keys ``diode:NAME_...``."""
+    """Each problem compiled cold stock, with torch-diode (``options``) and with each of
+    ``variants`` (more handler option sets, ``options`` updated with the variant's, in row keys
+    ``diode:NAME_...``), each compile in a new process (``compile_in_new_process``); eager ATen
+    timed here."""
     import torch
 
     runs: dict[str, dict[str, Any] | None] = {"stock": None, "diode": options}
     runs.update({f"diode:{name}": {**options, **extra} for name, extra in (variants or {}).items()})
-    warm_up_compile()
     rows = []
     for p in problems:
         fn, args = make_args(p)
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), **asdict(p)}
         for variant, opts in runs.items():
-            result = compile_and_time(model, opts, fn, args, graph_iters=graph_iters, reps=reps)
-            # row keys: VARIANT_compile_s, VARIANT (the handler's stats), VARIANT_kernel_us, VARIANT_error
+            result = compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps)
+            # row keys: VARIANT_compile_s, VARIANT (the handler's stats), VARIANT_kernel_us, VARIANT_error, ...
             row.update({variant if k == "diode" else f"{variant}_{k}": v for k, v in result.items()})
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
@@ -468,44 +528,65 @@ def run_dynamic_correctness(handle: Any, ops: list[str], *, device: str = "cuda"
     return run_checked_cases(handle, cases, describe)
 
 
-def run_dynamic_speed(
-    model: str, options: dict[str, Any], problems: list[GemmProblem], *, graph_iters: int, reps: int
-) -> list[dict[str, Any]]:
-    """Each problem compiled cold once, stock and with torch-diode, with M dynamic from a first call
-    at the problem's M; then each compiled function and eager ATen timed at every M of ``DYNAMIC_M``."""
+def dynamic_compile_and_time(
+    model: str,
+    options: dict[str, Any] | None,
+    p: GemmProblem,
+    *,
+    graph_iters: int,
+    reps: int,
+    fresh_caches: bool = True,
+) -> dict[str, Any]:
+    """``p`` compiled cold once (stock when ``options`` is None, else with the handler) with M
+    dynamic from a first call at ``p.m``, then timed at every M of ``DYNAMIC_M``: ``compile_s``,
+    ``diode`` (the handler's stats), ``us_m<M>``, ``graphs`` (graphs compiled); ``error`` instead
+    of what a failure left unmeasured."""
     import dataclasses
 
     import torch
 
     from torch_diode.bench.measure import AUTOTUNE_MODE
 
-    warm_up_compile()
+    at_m = {m: make_args(dataclasses.replace(p, m=m)) for m in (p.m, *DYNAMIC_M)}
+    fn, hint_args = at_m[p.m]
+    out: dict[str, Any] = {}
+    try:
+        with contextlib.ExitStack() as stack:
+            handle = _enter_handler(stack, model, options)
+            before = handle.get_stats() if handle else None
+            stack.enter_context(cold_compile_state(fresh_caches=fresh_caches))
+            torch._dynamo.mark_dynamic(hint_args[-2], 0)  # A's rows: M
+            compiled = torch.compile(fn, mode=AUTOTUNE_MODE)
+            graphs = _graphs_compiled()
+            out["compile_s"] = round(first_call_s(compiled, hint_args), 3)
+            if handle is not None:
+                out["diode"] = stats_delta(before, handle.get_stats())
+            for m in DYNAMIC_M:
+                out[f"us_m{m}"] = round(kernel_time_us(compiled, at_m[m][1], graph_iters=graph_iters, reps=reps), 2)
+            out["graphs"] = _graphs_compiled() - graphs
+    except Exception as e:  # reported with the result; the other compiles go on
+        out["error"] = f"{type(e).__name__}: {e}"[:500]
+    return out
+
+
+def run_dynamic_speed(
+    model: str, options: dict[str, Any], problems: list[GemmProblem], *, graph_iters: int, reps: int
+) -> list[dict[str, Any]]:
+    """Each problem compiled cold once, stock and with torch-diode, each in a new process
+    (``dynamic_compile_and_time`` there); eager ATen timed here at every M of ``DYNAMIC_M``."""
+    import dataclasses
+
+    import torch
+
     rows = []
     for p in problems:
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), "hint_m": p.m, **asdict(p)}
-        at_m = {m: make_args(dataclasses.replace(p, m=m)) for m in (p.m, *DYNAMIC_M)}
-        fn, hint_args = at_m[p.m]
         for variant, opts in (("stock", None), ("diode", options)):
-            try:
-                with contextlib.ExitStack() as stack:
-                    handle = _enter_handler(stack, model, opts)
-                    before = handle.get_stats() if handle else None
-                    stack.enter_context(cold_compile_state())
-                    torch._dynamo.mark_dynamic(hint_args[-2], 0)  # A's rows: M
-                    compiled = torch.compile(fn, mode=AUTOTUNE_MODE)
-                    graphs = _graphs_compiled()
-                    row[f"{variant}_compile_s"] = round(first_call_s(compiled, hint_args), 3)
-                    if handle is not None:
-                        row[variant] = stats_delta(before, handle.get_stats())
-                    for m in DYNAMIC_M:
-                        row[f"{variant}_us_m{m}"] = round(
-                            kernel_time_us(compiled, at_m[m][1], graph_iters=graph_iters, reps=reps), 2
-                        )
-                    row[f"{variant}_graphs"] = _graphs_compiled() - graphs
-            except Exception as e:  # reported with the result; the other compiles go on
-                row[f"{variant}_error"] = f"{type(e).__name__}: {e}"[:500]
+            result = compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps, dynamic=True)
+            row.update({variant if k == "diode" else f"{variant}_{k}": v for k, v in result.items()})
         for m in DYNAMIC_M:
-            row[f"aten_us_m{m}"] = round(kernel_time_us(fn, at_m[m][1], graph_iters=graph_iters, reps=reps), 2)
+            fn, args = make_args(dataclasses.replace(p, m=m))
+            row[f"aten_us_m{m}"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
         cells = " ".join(
             f"{row.get(f'stock_us_m{m}', math.nan):>8.1f}/{row.get(f'diode_us_m{m}', math.nan):<8.1f}"

@@ -30,7 +30,7 @@ from torch_diode.bench.report import (
     summary_lines,
     write_report,
 )
-from torch_diode.bench.run import BenchOptions, estimate_s, open_results, planned
+from torch_diode.bench.run import COLD_COMPILE, BenchOptions, estimate_s, open_results, planned
 from torch_diode.bench.suite import (
     QUICK_MODULES,
     GemmCase,
@@ -161,12 +161,24 @@ ENVIRONMENT = {
     "torch_diode": "0.1.1",
     "date": "2026-01-01T00:00:00Z",
 }
-SETTINGS = {"graph_iters": 20, "reps": 20, "compile_mode": "max-autotune-no-cudagraphs", "exhaustive_subset": 2}
+SETTINGS = {
+    "graph_iters": 20,
+    "reps": 20,
+    "compile_mode": "max-autotune-no-cudagraphs",
+    "exhaustive_subset": 2,
+    "cold_compile": COLD_COMPILE,
+}
 MODEL = {"name": "NVIDIA-H100-matmul", "path": "/m.safetensors", "sha256": "ab" * 32, "hardware": "NVIDIA-H100"}
 
 
 def _m(compile_s: float, kernel_us: float) -> dict[str, Any]:
-    return {"compile_s": compile_s, "kernel_us": kernel_us, "kernel_us_reps": [kernel_us] * 3, "wall_s": compile_s + 1}
+    return {
+        "compile_s": compile_s,
+        "kernel_us": kernel_us,
+        "kernel_us_reps": [kernel_us] * 3,
+        "wall_s": compile_s + 1,
+        "process_s": compile_s + 20,
+    }
 
 
 def make_results() -> dict[str, Any]:
@@ -357,8 +369,13 @@ def test_resuming_needs_the_same_setting_and_estimates_from_earlier_runs(tmp_pat
         open_results(path, other, MODEL, SETTINGS)
     with pytest.raises(ValueError, match="model sha256 abababababababab there, cdcdcdcdcdcdcdcd here"):
         open_results(path, ENVIRONMENT, MODEL | {"sha256": "cd" * 32}, SETTINGS)
+    one_process = make_results()  # measured before compiles had a process each
+    del one_process["settings"]["cold_compile"]
+    save_results(one_process, path)
+    with pytest.raises(ValueError, match=re.escape("cold compiles measured in 'one process, fresh_cache() per")):
+        open_results(path, ENVIRONMENT, MODEL, SETTINGS)
     results = make_results()
-    walls = [9.0, 11.0, 7.0]  # max-autotune wall_s of the three GEMMs
+    walls = [28.0, 30.0, 26.0]  # max-autotune process_s of the three GEMMs
     assert estimate_s(results, "gemm", "max-autotune") == statistics.median(walls)
     assert estimate_s(results, "module", "exhaustive") == 3600  # nothing measured yet: the default
 

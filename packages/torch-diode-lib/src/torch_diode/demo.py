@@ -19,9 +19,10 @@ pick, and so is what a compile gets (stock's pick against the fastest of what th
 Inductor benchmark); a line says which file the picks came from and how they were made. One PNG
 per model shows the regret distribution and the choices benchmarked per problem.
 
-**On a GPU** it then compiles a small real module, a 2-layer MLP in bf16, cold (fresh caches),
-once with stock max-autotune and once with torch-diode's handler, and reports both compile times
-and step times (:mod:`torch_diode.bench.measure`: CUDA events over CUDA-graph replays).
+**On a GPU** it then compiles a small real module, a 2-layer MLP in bf16, cold (each compile in a
+new process with new cache folders, after a warm-up compile there), once with stock max-autotune
+and once with torch-diode's handler, and reports both compile times and step times
+(:mod:`torch_diode.bench.measure`: CUDA events over CUDA-graph replays).
 
 The lib never prints: :func:`run_demo` hands each line to a callback (the CLI prints them).
 """
@@ -395,7 +396,7 @@ class GpuDemo:
         lines = [
             f"GPU {self.gpu} ({self.hardware}), model {self.model}: a 2-layer MLP (bf16, {MLP_TOKENS} tokens, "
             f'{MLP_HIDDEN} -> {MLP_INTERMEDIATE} -> {MLP_HIDDEN}), torch.compile(mode="max-autotune-no-cudagraphs"), '
-            "fresh caches",
+            "each compiled cold in a new process",
             f"  cold compile: stock {s.compile_s:.2f} s, torch-diode {d.compile_s:.2f} s "
             f"({s.compile_s / d.compile_s:.1f}x faster)",
             f"  step time (median over CUDA-graph replays): stock {s.kernel_us:.1f} us, torch-diode "
@@ -410,26 +411,46 @@ class GpuDemo:
         return lines
 
 
-def gpu_demo(model: DiodeModel, *, model_name: str, graph_iters: int = 20, reps: int = 20) -> GpuDemo:
-    """Compile the MLP cold twice (stock max-autotune, then torch-diode top-3: the handler's
-    default) and time both (see :mod:`torch_diode.bench.measure`)."""
-    import torch
-    from torch import nn
+def gpu_demo(model_path: str | Path, *, model_name: str, graph_iters: int = 20, reps: int = 20) -> GpuDemo:
+    """Compile the MLP cold twice, each in a new process (stock max-autotune, then torch-diode
+    top-3: the handler's default) and time both (see :mod:`torch_diode.bench.measure`).
 
-    from torch_diode.bench import measure
+    Raises:
+        RuntimeError: a measurement failed (its cause).
+    """
+    import torch
+
+    from torch_diode.bench.isolate import run_in_new_process
+    from torch_diode.bench.measure import Measurement
     from torch_diode.hardware import detect
 
-    torch.manual_seed(0)
-    mlp = nn.Sequential(nn.Linear(MLP_HIDDEN, MLP_INTERMEDIATE), nn.GELU(), nn.Linear(MLP_INTERMEDIATE, MLP_HIDDEN))
-    mlp = mlp.to("cuda", torch.bfloat16).eval()
-    x = torch.randn(MLP_TOKENS, MLP_HIDDEN, device="cuda", dtype=torch.bfloat16)
-    measure.warm_up(["max-autotune", "diode-top3"], model=model)
-    log.info("compiling the MLP with stock max-autotune (cold)...")
-    stock = measure.measure(mlp, (x,), "max-autotune", graph_iters=graph_iters, reps=reps)
-    log.info("compiling the MLP with torch-diode (cold)...")
-    diode = measure.measure(mlp, (x,), "diode-top3", model=model, graph_iters=graph_iters, reps=reps)
+    got = {}
+    for mode, what in (("max-autotune", "stock max-autotune"), ("diode-top3", "torch-diode")):
+        log.info("compiling the MLP with %s (cold, in a new process)...", what)
+        kwargs = {"mode": mode, "model_path": str(model_path), "graph_iters": graph_iters, "reps": reps}
+        entry = run_in_new_process("torch_diode.demo:measure_mlp", kwargs)
+        if "error" in entry:
+            raise RuntimeError(f"the GPU part's {what} compile failed: {entry['error']}")
+        got[mode] = Measurement.from_dict(entry)
     info = detect()
-    return GpuDemo(torch.cuda.get_device_name(), info.key or "unknown", model_name, stock, diode)
+    return GpuDemo(
+        torch.cuda.get_device_name(), info.key or "unknown", model_name, got["max-autotune"], got["diode-top3"]
+    )
+
+
+def measure_mlp(*, mode: str, model_path: str, graph_iters: int, reps: int) -> dict[str, Any]:
+    """In a new process: the demo's MLP compiled cold in ``mode`` and timed (a bench results entry)."""
+    from torch_diode.bench import measure
+
+    def build() -> tuple[Any, tuple[Any, ...]]:
+        import torch
+        from torch import nn
+
+        mlp = nn.Sequential(nn.Linear(MLP_HIDDEN, MLP_INTERMEDIATE), nn.GELU(), nn.Linear(MLP_INTERMEDIATE, MLP_HIDDEN))
+        mlp = mlp.to("cuda", torch.bfloat16).eval()
+        return mlp, (torch.randn(MLP_TOKENS, MLP_HIDDEN, device="cuda", dtype=torch.bfloat16),)
+
+    return measure.measure_here(build, mode, model_path=model_path, graph_iters=graph_iters, reps=reps)
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -597,7 +618,7 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
             "no validation data for any model: " + "; ".join(missing) + ". Pass --data-dir DIR or --dataset FILE"
         )
     if gpu_model is not None:
-        gpu = gpu_demo(models[gpu_model], model_name=gpu_model)
+        gpu = gpu_demo(dict(targets)[gpu_model], model_name=gpu_model)
         shown.append(gpu)
         for line in gpu.lines():
             emit(line)

@@ -1,12 +1,16 @@
 """GPU measurements shared by ``diode bench`` and ``diode demo``: the cold compile time and the
 kernel (or step) time of one function in one mode.
 
-* **Cold compile** (the README's metric): ``torch._dynamo.reset()``, fresh Inductor and Triton
-  cache directories with Inductor's in-memory caches cleared (``torch._inductor.utils.fresh_cache``)
-  and ``torch._inductor.config.force_disable_caches=True``; the wall time of the first call of the
-  compiled function (tracing, lowering, autotuning, kernel compilation and one run), with the GPU
-  synchronised before and after. :func:`warm_up` compiles once beforehand, so that no measured
-  compile pays for Inductor's imports and compile workers starting.
+* **Cold compile** (the README's metric): the wall time of the first call of the compiled function
+  (tracing, lowering, autotuning, kernel compilation and one run), with the GPU synchronised before
+  and after, in a new process whose Inductor and Triton cache folders are new and empty
+  (:mod:`torch_diode.bench.isolate`: ``diode bench`` and ``diode demo`` measure so), after a warm-up
+  compile there (:func:`warm_up`: Inductor's imports, its compile workers starting and the model's
+  first use are not counted), with ``torch._dynamo.reset()`` and
+  ``torch._inductor.config.force_disable_caches=True``. In one long process
+  (``measure(fresh_caches=True)``, each compile inside ``torch._inductor.utils.fresh_cache()``)
+  a compile that benchmarks several choices can take several times as long (see
+  :mod:`torch_diode.bench.isolate`).
 * **Kernel time**: ``graph_iters`` calls of the compiled function captured in one CUDA graph, the
   graph replayed ``reps`` times between CUDA events, time per call = event time / ``graph_iters``;
   the median over the replays (every replay's time is kept too). Every mode compiles without
@@ -93,6 +97,17 @@ class Measurement:
             d["diode"] = self.diode
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        """The measurement of a :meth:`to_dict` (a new process's result)."""
+        return cls(
+            compile_s=d["compile_s"],
+            kernel_us=d["kernel_us"],
+            kernel_us_reps=list(d["kernel_us_reps"]),
+            wall_s=d["wall_s"],
+            diode=d.get("diode"),
+        )
+
 
 def _fresh_cache() -> Any:
     from torch._inductor import utils
@@ -102,15 +117,18 @@ def _fresh_cache() -> Any:
 
 
 @contextlib.contextmanager
-def cold_compile_state() -> Iterator[None]:
-    """No FX-graph, autotuning or Triton cache from an earlier compile, inside the block."""
+def cold_compile_state(*, fresh_caches: bool = True) -> Iterator[None]:
+    """No FX-graph or autotuning cache from an earlier compile, inside the block; with
+    ``fresh_caches`` new Inductor and Triton cache folders too (``fresh_cache()``: for a compile in a
+    process that compiled before, which overstates it; see :mod:`torch_diode.bench.isolate`)."""
     import torch
     from torch._inductor import config as inductor_config
 
     torch._dynamo.reset()
     try:
-        with _fresh_cache()(), inductor_config.patch(force_disable_caches=True):
-            yield
+        with _fresh_cache()() if fresh_caches else contextlib.nullcontext():
+            with inductor_config.patch(force_disable_caches=True):
+                yield
     finally:
         torch._dynamo.reset()
 
@@ -207,6 +225,7 @@ def measure(
     model: Any = None,
     graph_iters: int = 20,
     reps: int = 20,
+    fresh_caches: bool = True,
 ) -> Measurement:
     """Cold compile ``fn`` in ``mode``, then time its kernels (see the module docstring).
 
@@ -217,6 +236,9 @@ def measure(
         model: a loaded ``DiodeModel`` (diode modes).
         graph_iters: calls captured in one CUDA graph.
         reps: timed graph replays (the median is ``kernel_us``).
+        fresh_caches: compile inside ``fresh_cache()``; False in a new process whose cache folders
+            are new already (:mod:`torch_diode.bench.isolate`), where moving them would make the
+            compile workers' work miss.
 
     Raises:
         Whatever compiling or running raises (out of memory, a compile error); the caller records it.
@@ -224,7 +246,7 @@ def measure(
     import torch
 
     t0 = time.perf_counter()
-    with torch.no_grad(), cold_compile_state(), mode_context(mode, model) as handle:
+    with torch.no_grad(), cold_compile_state(fresh_caches=fresh_caches), mode_context(mode, model) as handle:
         compiled = compile_for(mode, fn)
         compile_s = first_call_s(compiled, args)
         diode = _diode_stats(handle.get_stats()) if handle is not None else None
@@ -241,9 +263,10 @@ def measure(
     )
 
 
-def warm_up(modes: Sequence[str], *, model: Any = None) -> None:
+def warm_up(modes: Sequence[str], *, model: Any = None, fresh_caches: bool = True) -> None:
     """Compile a small GEMM once in each kind of mode asked for, so that no measured compile pays
-    for imports, Inductor's compile workers starting or the model's first use."""
+    for imports, Inductor's compile workers starting or the model's first use. ``fresh_caches``:
+    as :func:`measure`'s (False in a new process: the workers it starts keep the process's folders)."""
     import torch
 
     from torch_diode.collect.inductor import gemm_function
@@ -255,7 +278,7 @@ def warm_up(modes: Sequence[str], *, model: Any = None) -> None:
     kinds += [m for m in modes if m in DIODE_TOP_K][:1]
     for mode in kinds:
         t0 = time.perf_counter()
-        with torch.no_grad(), cold_compile_state(), mode_context(mode, model):
+        with torch.no_grad(), cold_compile_state(fresh_caches=fresh_caches), mode_context(mode, model):
             compile_for(mode, gemm_function("mm"))(a, b)
             torch.cuda.synchronize()
         log.info("warm-up compile (%s): %.1f s, not counted", mode, time.perf_counter() - t0)
@@ -295,3 +318,25 @@ def environment() -> dict[str, Any]:
         "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def measure_here(
+    build: Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]],
+    mode: str,
+    *,
+    model_path: str | None = None,
+    graph_iters: int = 20,
+    reps: int = 20,
+) -> dict[str, Any]:
+    """The measurement of a new process (:mod:`torch_diode.bench.isolate`), as a results entry:
+    load the model (diode modes), warm up, build the function and its inputs (seeded) and measure,
+    all in this process's own cache folders (``fresh_caches=False``)."""
+    import torch
+
+    from torch_diode.model import load_model
+
+    model = load_model(model_path) if mode in DIODE_TOP_K and model_path is not None else None
+    warm_up([mode], model=model, fresh_caches=False)
+    torch.manual_seed(0)
+    fn, args = build()
+    return measure(fn, args, mode, model=model, graph_iters=graph_iters, reps=reps, fresh_caches=False).to_dict()

@@ -399,7 +399,14 @@ def markdown_report(results: Mapping[str, Any], checks: Mapping[str, Any] | None
         f"model {model.get('name', 'none')}"
         + (f" (sha256 {str(model['sha256'])[:16]})" if model.get("sha256") else "")
         + f"; measured {env.get('date', '?')}.\n\n"
-        f"Cold compile: the first call with fresh caches, `{settings.get('compile_mode', '?')}` for every "
+        f"Cold compile: the first call with fresh caches, "
+        + (
+            "each measurement in a new process after a warm-up compile there"
+            if settings.get("cold_compile")
+            else "all in one process (`fresh_cache()` per compile, which overstates compiles that benchmark "
+            "several choices: README)"
+        )
+        + f", `{settings.get('compile_mode', '?')}` for every "
         f"autotuning mode. Kernel (step) time: median over {settings.get('reps', '?')} replays of a CUDA graph "
         f"of {settings.get('graph_iters', '?')} calls, in microseconds. EXHAUSTIVE runs on a subset of the GEMMs.\n"
     )

@@ -7,7 +7,13 @@ torch, triton and model, or the run refuses to mix them.
 
 Time budget: before each measurement the runner estimates its duration (the median of the same
 mode's earlier measurements of the same kind of case, or a conservative default) and leaves it
-for a later run when it would not end within the budget; the run stops once the budget is spent.
+for a later run when it would not end within the budget; the run stops once the budget is spent,
+and a measurement still running when it is spent is stopped (recorded as failed, tried again by
+the next run).
+
+Each measurement runs in a new process of its own (:mod:`torch_diode.bench.isolate`), with new
+cache folders and a warm-up compile there: the cold compile a fresh process pays. A measurement
+whose process crashes is recorded as failed, with the end of its output, and the run goes on.
 """
 
 from __future__ import annotations
@@ -27,11 +33,16 @@ from torch_diode.bench.suite import DIODE_TOP_K, MODES, SUITES, Case, exhaustive
 
 log = logging.getLogger(__name__)
 
-#: Seconds a measurement is assumed to take before one of its mode and kind has been measured.
+#: Seconds a measurement is assumed to take before one of its mode and kind has been measured
+#: (its new process's start-up and warm-up included).
 DEFAULT_ESTIMATE_S: dict[str, dict[str, float]] = {
-    "gemm": {"default": 10, "max-autotune": 40, "diode-top1": 15, "diode-top3": 20, "exhaustive": 420},
-    "module": {"default": 40, "max-autotune": 180, "diode-top1": 60, "diode-top3": 80, "exhaustive": 3600},
+    "gemm": {"default": 30, "max-autotune": 50, "diode-top1": 40, "diode-top3": 45, "exhaustive": 450},
+    "module": {"default": 60, "max-autotune": 150, "diode-top1": 80, "diode-top3": 100, "exhaustive": 3600},
 }
+#: How cold compiles are measured (``settings["cold_compile"]`` of a results file): a new process
+#: per measurement. Results files without it were measured in one process (``fresh_cache()`` per
+#: compile), which overstates compiles that benchmark several choices; the two are not mixed.
+COLD_COMPILE = "new process per measurement"
 #: Environment fields that must match for a results file to be extended.
 SAME_ENVIRONMENT: tuple[str, ...] = ("hardware_key", "gpu", "torch", "triton")
 
@@ -111,11 +122,11 @@ def planned(cases: list[Case], options: BenchOptions) -> list[tuple[Case, str]]:
 
 
 def estimate_s(results: dict[str, Any], kind: str, mode: str) -> float:
-    """Expected seconds of one measurement: the median of earlier ones, else the default."""
+    """Expected seconds of one measurement: the median of earlier ones (their whole process), else the default."""
     walls = [
-        e["wall_s"]
+        e["process_s"]
         for c in results["cases"].values()
-        if c["kind"] == kind and (e := measured(c, mode)) is not None and isinstance(e.get("wall_s"), (int, float))
+        if c["kind"] == kind and (e := measured(c, mode)) is not None and isinstance(e.get("process_s"), (int, float))
     ]
     return statistics.median(walls) if walls else DEFAULT_ESTIMATE_S[kind][mode]
 
@@ -142,6 +153,9 @@ def open_results(
     new_sha = (model or {}).get("sha256")
     if old_sha and new_sha and old_sha != new_sha:
         diff.append(f"model sha256 {old_sha[:16]} there, {new_sha[:16]} here")
+    method = results["settings"].get("cold_compile", "one process, fresh_cache() per compile")
+    if method != settings.get("cold_compile", method):
+        diff.append(f"cold compiles measured in {method!r} there, {settings['cold_compile']!r} here")
     if diff:
         raise ValueError(
             f"{path} was measured in another setting ({'; '.join(diff)}); pass another --out, or move that file away"
@@ -156,7 +170,6 @@ def run_bench(
     options: BenchOptions,
     *,
     environment: dict[str, Any],
-    model: Any = None,
     model_info: dict[str, Any] | None = None,
     on_measured: Callable[[str, str, dict[str, Any]], None] | None = None,
 ) -> BenchRun:
@@ -165,14 +178,15 @@ def run_bench(
     Args:
         options: what to run and where to write.
         environment: :func:`torch_diode.bench.measure.environment` of this machine.
-        model: the loaded ``DiodeModel`` for the diode modes (None: those modes are refused).
-        model_info: name, path, sha256 and hardware of the model, recorded in the results.
+        model_info: name, path, sha256 and hardware of the model for the diode modes (each
+            measurement's process loads it from ``path``), recorded in the results.
         on_measured: called with (case name, mode, entry) after each measurement.
 
     Raises:
         ValueError: a diode mode without a model, or a results file from another setting.
     """
-    if model is None and any(m in DIODE_TOP_K for m in options.modes):
+    model_path = (model_info or {}).get("path")
+    if model_path is None and any(m in DIODE_TOP_K for m in options.modes):
         raise ValueError("the diode modes need a model: pass one, or leave diode-top1/diode-top3 out of the modes")
     t0 = time.monotonic()
     settings = {
@@ -180,6 +194,7 @@ def run_bench(
         "reps": options.reps,
         "compile_mode": measure.AUTOTUNE_MODE,
         "exhaustive_subset": options.exhaustive_subset,
+        "cold_compile": COLD_COMPILE,
     }
     results = open_results(options.results_path, environment, model_info, settings)
     cases = suite(options.problems)
@@ -203,7 +218,6 @@ def run_bench(
     if not todo:
         run.seconds = time.monotonic() - t0
         return run
-    measure.warm_up(options.modes, model=model)
     bar = _progress(len(todo), options.progress)
     try:
         for case, mode in todo:
@@ -217,7 +231,8 @@ def run_bench(
                     run.left_for_later.append(label)
                     log.info("left for a later run (time budget): %s", label)
                     continue
-            entry = _measure_one(case, mode, model, options)
+            left = None if options.time_budget_s is None else options.time_budget_s - elapsed
+            entry = _measure_one(case, mode, model_path, options, timeout_s=left)
             slot = results["cases"].setdefault(case.name, {**case.to_dict(), "modes": {}})
             slot["modes"][mode] = entry
             check_results(results)
@@ -245,24 +260,35 @@ def run_bench(
     return run
 
 
-def _measure_one(case: Case, mode: str, model: Any, options: BenchOptions) -> dict[str, Any]:
-    """Build the case's function and inputs on the GPU (seeded: the same in every mode) and measure them."""
-    import torch
+def _measure_one(
+    case: Case, mode: str, model_path: str | None, options: BenchOptions, *, timeout_s: float | None
+) -> dict[str, Any]:
+    """Measure one case in one mode in a new process (:func:`measure_case` there)."""
+    from torch_diode.bench.isolate import run_in_new_process
 
+    kwargs = {
+        "case": case.name,
+        "problems": options.problems,
+        "mode": mode,
+        "model_path": model_path,
+        "graph_iters": options.graph_iters,
+        "reps": options.reps,
+    }
+    return run_in_new_process("torch_diode.bench.run:measure_case", kwargs, timeout_s=timeout_s)
+
+
+def measure_case(
+    *, case: str, problems: str, mode: str, model_path: str | None, graph_iters: int, reps: int
+) -> dict[str, Any]:
+    """In a new process: measure ``case`` of the ``problems`` suite in ``mode`` (a results entry).
+    A failed compile or run is a result of the case, recorded with its cause."""
+    (found,) = [c for c in suite(problems) if c.name == case]
     try:
-        torch.manual_seed(0)
-        fn, args = case.build("cuda")
-        try:
-            return measure.measure(
-                fn, args, mode, model=model, graph_iters=options.graph_iters, reps=options.reps
-            ).to_dict()
-        finally:
-            del fn, args  # free the inputs before the next case allocates its own
-    except Exception as e:  # a failed compile or run is a result of this case, recorded with its cause
+        return measure.measure_here(
+            lambda: found.build("cuda"), mode, model_path=model_path, graph_iters=graph_iters, reps=reps
+        )
+    except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:500]}
-    finally:
-        torch._dynamo.reset()
-        torch.cuda.empty_cache()
 
 
 def _diode_note(entry: dict[str, Any]) -> str:

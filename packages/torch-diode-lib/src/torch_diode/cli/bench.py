@@ -108,7 +108,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     env = environment()
     options = _options(args, Path(args.out) if args.out else _default_out(env["hardware_key"]))
-    model, info = _model(args.model, env["hardware_key"], options.modes)
+    info = _model(args.model, env["hardware_key"], options.modes)
     log.info(
         "diode bench on %s (%s), torch %s, triton %s; model %s",
         env["gpu"],
@@ -118,7 +118,7 @@ def _bench(args: argparse.Namespace) -> int:
         info["name"] if info else "none",
     )
     try:
-        run = run_bench(options, environment=env, model=model, model_info=info)
+        run = run_bench(options, environment=env, model_info=info)
     except ValueError as e:
         raise UsageError(str(e)) from None
     print(f"diode bench: {run.line()}")
@@ -129,14 +129,15 @@ def _bench(args: argparse.Namespace) -> int:
     return 1 if run.failed and not run.measured and not run.skipped_done else code
 
 
-def _model(name: str | None, key: str | None, modes: tuple[str, ...]) -> tuple[Any, dict[str, Any] | None]:
-    """The loaded model for the diode modes and what the results record about it."""
+def _model(name: str | None, key: str | None, modes: tuple[str, ...]) -> dict[str, Any] | None:
+    """What the results record about the model of the diode modes (loaded here to check it; each
+    measurement's process loads it again from its path)."""
     from torch_diode import registry
     from torch_diode.bench.suite import DIODE_TOP_K
     from torch_diode.model import load_model
 
     if not any(m in DIODE_TOP_K for m in modes):
-        return None, None
+        return None
     if name is None:
         candidates = registry.models_for_hardware(key) if key else []
         if not candidates:
@@ -149,7 +150,7 @@ def _model(name: str | None, key: str | None, modes: tuple[str, ...]) -> tuple[A
     model = load_model(path)
     if key is not None and model.hardware != key:
         log.warning("model %s was trained for %s, but this GPU is %s", name, model.hardware, key)
-    return model, {
+    return {
         "name": Path(name).name.removesuffix(".safetensors"),
         "path": str(path),
         "sha256": model.model_hash,

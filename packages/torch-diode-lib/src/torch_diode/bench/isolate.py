@@ -1,0 +1,167 @@
+"""One cold compile per new process: what a compile costs a user's fresh process, not a warm one.
+
+Measured in one long process, a compile inside ``torch._inductor.utils.fresh_cache()`` is not the
+compile a fresh process pays: ``fresh_cache()`` points the measuring process's Inductor and Triton
+cache folders somewhere new, but Inductor's compile workers, once started, keep the folders they
+started with. On an H200 (torch 2.11, session 71), after the first measured compile of a process,
+Inductor compiled the Triton kernels it benchmarks again, one by one, in the main thread: stock
+max-autotune's cold compile of ``llm_mlp_up`` took 10.2 s so, 2.6 s in a new process.
+
+:func:`run_in_new_process` runs a function in a new Python process whose ``TORCHINDUCTOR_CACHE_DIR``
+and ``TRITON_CACHE_DIR`` are new, empty folders (its compile workers inherit them), and returns
+what the function returned (a JSON object). The function does its own warm-up compile before it
+measures (:func:`torch_diode.bench.measure.warm_up`), and compiles without ``fresh_cache()``
+(``measure(..., fresh_caches=False)``): its folders are already fresh, and shared with its workers.
+
+The new process is ``python -m torch_diode.bench.isolate REQUEST RESULT``; the request names the
+function (``module:function``, importable from the child's ``sys.path`` plus ``paths``) and its
+keyword arguments. A function that raises, a process that dies (a crash, running out of memory)
+or one that runs past ``timeout_s`` comes back as ``{"error": ...}`` saying which, with the end
+of the process's output; the process and everything it started (compile workers) are killed on a
+timeout or an interrupt, and the folders are deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Characters of the child's output kept in an error (its end: the traceback).
+ERROR_TAIL_CHARS = 1500
+
+
+def run_in_new_process(
+    target: str,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    paths: Sequence[str | os.PathLike[str]] = (),
+    timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Call ``target(**kwargs)`` in a new process with new, empty Inductor and Triton cache folders.
+
+    Args:
+        target: ``"package.module:function"``; the function returns a JSON-serialisable dict.
+        kwargs: its keyword arguments (JSON-serialisable).
+        paths: folders put first on the child's ``sys.path`` (a script's folder).
+        timeout_s: kill the child (and its compile workers) after this many seconds.
+        env: more environment variables for the child.
+
+    Returns:
+        What the function returned, plus ``process_s`` (the child's whole wall time: start-up,
+        warm-up and the function); or ``{"error": "...", "process_s": ...}`` when it did not return
+        (the end of its output is logged as a warning).
+
+    Raises:
+        ValueError: ``target`` is not ``module:function``, or ``timeout_s`` is not positive.
+        TypeError: ``kwargs`` is not JSON-serialisable.
+    """
+    module, sep, function = target.partition(":")
+    if not (module and sep and function):
+        raise ValueError(f"target: expected 'module:function', got {target!r}")
+    if timeout_s is not None and not timeout_s > 0:
+        raise ValueError(f"timeout_s: must be a positive number of seconds, got {timeout_s!r}")
+    request = {"target": target, "kwargs": dict(kwargs or {}), "paths": [str(p) for p in paths]}
+    payload = json.dumps(request)  # TypeError here, in the caller, for a value that cannot cross
+    work = Path(tempfile.mkdtemp(prefix="diode-isolated-"))
+    try:
+        (work / "request.json").write_text(payload)
+        child_env = {
+            **os.environ,
+            **(env or {}),
+            "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"),
+            "TRITON_CACHE_DIR": str(work / "triton"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        cmd = [sys.executable, "-m", "torch_diode.bench.isolate", str(work / "request.json"), str(work / "result.json")]
+        t0 = time.perf_counter()
+        with open(work / "output.log", "wb") as output:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=child_env,
+                start_new_session=True,  # its own process group: a timeout kills its compile workers too
+            )  # fmt: skip
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return _failure(work, f"did not finish within {timeout_s:g} s (killed)", t0)
+            except BaseException:  # an interrupt: leave no process behind
+                _kill_group(proc)
+                raise
+            finally:
+                _kill_group(proc, only_others=True)
+        result_path = work / "result.json"
+        if code != 0 or not result_path.is_file():
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            return _failure(work, f"the measuring process {how}", t0)
+        result = json.loads(result_path.read_text())
+        result["process_s"] = round(time.perf_counter() - t0, 2)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], *, only_others: bool = False) -> None:
+    """Kill ``proc``'s process group (it leads one); with ``only_others`` after it exited, what it left."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return  # the group is gone
+    if not only_others:
+        proc.wait()
+
+
+def _failure(work: Path, what: str, t0: float) -> dict[str, Any]:
+    """The error entry of a child that did not return: the function's own error where it raised
+    (the child wrote it), else ``what`` with the last line of the child's output."""
+    try:
+        tail = (work / "output.log").read_bytes()[-ERROR_TAIL_CHARS:].decode("utf-8", "replace").strip()
+    except OSError:
+        tail = ""
+    try:
+        error = str(json.loads((work / "result.json").read_text())["error"])
+    except (OSError, ValueError, KeyError, TypeError):
+        error = f"{what}; its output ended: {tail.splitlines()[-1] if tail else '(nothing)'}"
+    log.warning("a measurement in a new process failed: %s\n%s", error, tail)
+    return {"error": error[:500], "process_s": round(time.perf_counter() - t0, 2)}
+
+
+def _child(request_path: str, result_path: str) -> int:
+    """The new process: call the requested function, write its result (or its error) as JSON."""
+    import importlib
+    import traceback
+
+    request = json.loads(Path(request_path).read_text())
+    sys.path[:0] = request["paths"]
+    module, _, function = request["target"].partition(":")
+    out = Path(result_path)
+    try:
+        result = getattr(importlib.import_module(module), function)(**request["kwargs"])
+        if not isinstance(result, dict):
+            raise TypeError(f"{request['target']} returned {type(result).__name__}, not a dict")
+        text = json.dumps(result)
+    except Exception as e:
+        traceback.print_exc()
+        out.write_text(json.dumps({"error": f"{type(e).__name__}: {e}"[:500]}))
+        return 1
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)  # whole or absent
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    sys.exit(_child(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,236 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_inductor_helpers are redefined as arguments)
+"""``torch_diode.bench.isolate``: a function run in a new process with new, empty Inductor and
+Triton cache folders (real processes, a real CPU Inductor compile), its result or its failure,
+and nothing left behind; and the GPU measurements' entry points reached through it (on this CPU
+machine they fail for want of CUDA, which shows the request reached them whole)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from test_inductor_helpers import diode_dataset, model_path  # noqa: F401  (fixtures)
+
+from torch_diode.bench.isolate import run_in_new_process
+
+REPO = Path(__file__).resolve().parents[1]
+
+PROBE = textwrap.dedent(
+    '''
+    import os, signal, subprocess, sys, time
+    from pathlib import Path
+
+
+    def where(x):
+        """The child's pid, its cache folders and whether they were empty, and its argument."""
+        folders = {k: os.environ[k] for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+        empty = all(not os.path.exists(p) or not os.listdir(p) for p in folders.values())
+        return {"pid": os.getpid(), "x": x, "empty": empty, "extra": os.environ.get("PROBE_EXTRA"), **folders}
+
+
+    def compile_on_cpu():
+        """A real Inductor compile: where its cache went, and what Inductor thinks its cache folder is."""
+        import torch
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        fn = torch.compile(lambda a: (a.sin() + 1).sum(), backend="inductor")
+        value = float(fn(torch.ones(8)))
+        root = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        written = sum(len(files) for _, _, files in os.walk(root))
+        return {"value": value, "cache_dir": cache_dir(), "root": root, "files_written": written}
+
+
+    def boom():
+        raise ValueError("boom: the measured function failed")
+
+
+    def not_a_dict():
+        return [1, 2]
+
+
+    def die(code):
+        print("about to exit", flush=True)
+        os._exit(code)
+
+
+    def kill_self():
+        print("about to be killed", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+    def leave_a_worker(pid_file, then_sleep_s=0.0):
+        """Start a long-lived process (as Inductor starts compile workers), write its pid, sleep."""
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        Path(pid_file).write_text(str(worker.pid))
+        time.sleep(then_sleep_s)
+        return {"worker": worker.pid}
+    '''
+)
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    (tmp_path / "isolate_probe.py").write_text(PROBE)
+    return tmp_path
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pid: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _isolated_folders() -> set[str]:
+    """The new processes' folders in the temporary directory now."""
+    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("diode-isolated-")}
+
+
+def test_runs_in_a_new_process_with_new_empty_cache_folders(probe: Path) -> None:
+    before = _isolated_folders()
+    got = [
+        run_in_new_process("isolate_probe:where", {"x": [1, "a"]}, paths=[probe], env={"PROBE_EXTRA": "yes"})
+        for _ in range(2)
+    ]
+    for r in got:
+        assert r["pid"] != os.getpid() and r["x"] == [1, "a"] and r["empty"] and r["extra"] == "yes"
+        assert r["process_s"] > 0
+        assert Path(r["TRITON_CACHE_DIR"]).parent == Path(r["TORCHINDUCTOR_CACHE_DIR"]).parent
+        assert not Path(r["TORCHINDUCTOR_CACHE_DIR"]).parent.exists()  # deleted after
+    assert got[0]["pid"] != got[1]["pid"] and got[0]["TORCHINDUCTOR_CACHE_DIR"] != got[1]["TORCHINDUCTOR_CACHE_DIR"]
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") != got[0]["TORCHINDUCTOR_CACHE_DIR"]
+    assert _isolated_folders() <= before
+
+
+def test_inductor_in_the_new_process_compiles_into_its_folder(probe: Path) -> None:
+    r = run_in_new_process("isolate_probe:compile_on_cpu", paths=[probe], timeout_s=300)
+    assert "error" not in r, r
+    assert r["value"] == pytest.approx(8 * (1 + 0.8414709848), rel=1e-5)
+    assert r["cache_dir"] == r["root"] and r["files_written"] > 0
+    assert not Path(r["root"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "kwargs", "expected"),
+    [
+        ("isolate_probe:boom", {}, "ValueError: boom: the measured function failed"),
+        ("isolate_probe:not_a_dict", {}, "TypeError: isolate_probe:not_a_dict returned list, not a dict"),
+        ("isolate_probe:die", {"code": 3}, "the measuring process exited with code 3; its output ended: about to exit"),
+        (
+            "isolate_probe:kill_self",
+            {},
+            "the measuring process was killed by signal 9; its output ended: about to be killed",
+        ),
+        ("isolate_probe:no_such_function", {}, "AttributeError: module 'isolate_probe' has no attribute"),
+        ("isolate_probe:where", {"y": 1}, "TypeError: where() got an unexpected keyword argument 'y'"),
+    ],
+)
+def test_a_failure_comes_back_as_an_error_saying_what(
+    probe: Path, target: str, kwargs: dict, expected: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = _isolated_folders()
+    r = run_in_new_process(target, kwargs, paths=[probe])
+    assert set(r) == {"error", "process_s"} and r["error"].startswith(expected), r
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(logged) == 1 and logged[0].startswith(f"a measurement in a new process failed: {r['error']}\n")
+    assert ("Traceback" in logged[0]) != ("about to" in logged[0])  # the end of its output, logged
+    assert _isolated_folders() <= before
+
+
+def test_a_timeout_kills_the_process_and_what_it_started(probe: Path) -> None:
+    pid_file = probe / "worker.pid"
+    t0 = time.monotonic()
+    r = run_in_new_process(
+        "isolate_probe:leave_a_worker", {"pid_file": str(pid_file), "then_sleep_s": 120}, paths=[probe], timeout_s=8
+    )
+    assert time.monotonic() - t0 < 60
+    assert r["error"].startswith("did not finish within 8 s (killed)"), r
+    assert _wait_gone(int(pid_file.read_text()))
+
+
+def test_workers_left_behind_by_a_finished_process_are_stopped(probe: Path) -> None:
+    pid_file = probe / "worker.pid"
+    r = run_in_new_process("isolate_probe:leave_a_worker", {"pid_file": str(pid_file)}, paths=[probe])
+    assert r["worker"] == int(pid_file.read_text())
+    assert _wait_gone(r["worker"])
+
+
+@pytest.mark.parametrize(
+    ("target", "kwargs", "error", "match"),
+    [
+        ("isolate_probe.where", {}, ValueError, "expected 'module:function'"),
+        ("isolate_probe:where", {"x": object()}, TypeError, "not JSON serializable"),
+    ],
+)
+def test_a_bad_request_is_refused_before_starting(target: str, kwargs: dict, error: type, match: str) -> None:
+    before = _isolated_folders()
+    with pytest.raises(error, match=match):
+        run_in_new_process(target, kwargs)
+    with pytest.raises(ValueError, match="timeout_s: must be a positive number of seconds, got 0"):
+        run_in_new_process("isolate_probe:where", {"x": 1}, timeout_s=0)
+    assert _isolated_folders() <= before
+
+
+# -- the measurements' entry points, reached through a new process --------------------------------
+
+
+def _cuda_missing(error: str) -> bool:
+    return "CUDA" in error or "cuda" in error
+
+
+@pytest.fixture(scope="module")
+def no_gpu() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU (the gpu tests measure for real)")
+
+
+def test_bench_measurement_reaches_its_case_and_records_the_failure(no_gpu: None) -> None:
+    from torch_diode.bench.run import BenchOptions, _measure_one
+    from torch_diode.bench.suite import quick_gemms
+
+    case = quick_gemms()[0]
+    entry = _measure_one(case, "max-autotune", None, BenchOptions(out=Path("unused")), timeout_s=300)
+    assert set(entry) == {"error", "process_s"} and _cuda_missing(entry["error"]), entry
+    assert "TypeError" not in entry["error"] and "ValueError" not in entry["error"]
+
+
+def test_demo_measurement_reaches_the_mlp(no_gpu: None, model_path: Path) -> None:
+    from torch_diode.demo import gpu_demo
+
+    with pytest.raises(RuntimeError, match="the GPU part's stock max-autotune compile failed: ") as e:
+        gpu_demo(model_path, model_name="test")
+    assert _cuda_missing(str(e.value)) and "TypeError" not in str(e.value)
+
+
+def test_handler_check_compile_reaches_its_problem(no_gpu: None, model_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from check_handler_gpu import SPEED_PROBLEMS, compile_in_new_process
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    for dynamic in (False, True):
+        r = compile_in_new_process(
+            str(model_path), {"top_k_configs": 2}, SPEED_PROBLEMS[0], graph_iters=2, reps=2, dynamic=dynamic
+        )
+        assert set(r) == {"error", "process_s"} and _cuda_missing(r["error"]), r
+        assert "TypeError" not in r["error"]
+    json.dumps(r)
