@@ -376,11 +376,12 @@ def run_speed(
     graph_iters: int,
     reps: int,
     variants: dict[str, dict[str, Any]] | None = None,
+    on_row: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Each problem compiled cold stock, with torch-diode (``options``) and with each of
     ``variants`` (more handler option sets, ``options`` updated with the variant's, in row keys
     ``diode:NAME_...``), each compile in a new process (``compile_in_new_process``); eager ATen
-    timed here."""
+    timed here. ``on_row`` gets the rows so far after each problem (to save them)."""
     import torch
 
     runs: dict[str, dict[str, Any] | None] = {"stock": None, "diode": options}
@@ -395,6 +396,8 @@ def run_speed(
             row.update({variant if k == "diode" else f"{variant}_{k}": v for k, v in result.items()})
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
+        if on_row is not None:
+            on_row(rows)
         extra = "".join(
             f" {row.get(f'{v}_compile_s', math.nan):>8.2f} {row.get(f'{v}_kernel_us', math.nan):>9.1f}"
             for v in runs
@@ -570,10 +573,17 @@ def dynamic_compile_and_time(
 
 
 def run_dynamic_speed(
-    model: str, options: dict[str, Any], problems: list[GemmProblem], *, graph_iters: int, reps: int
+    model: str,
+    options: dict[str, Any],
+    problems: list[GemmProblem],
+    *,
+    graph_iters: int,
+    reps: int,
+    on_row: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Each problem compiled cold once, stock and with torch-diode, each in a new process
-    (``dynamic_compile_and_time`` there); eager ATen timed here at every M of ``DYNAMIC_M``."""
+    (``dynamic_compile_and_time`` there); eager ATen timed here at every M of ``DYNAMIC_M``.
+    ``on_row`` as ``run_speed``'s."""
     import dataclasses
 
     import torch
@@ -588,6 +598,8 @@ def run_dynamic_speed(
             fn, args = make_args(dataclasses.replace(p, m=m))
             row[f"aten_us_m{m}"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
+        if on_row is not None:
+            on_row(rows)
         cells = " ".join(
             f"{row.get(f'stock_us_m{m}', math.nan):>8.1f}/{row.get(f'diode_us_m{m}', math.nan):<8.1f}"
             for m in DYNAMIC_M
@@ -950,6 +962,14 @@ def main(argv: list[str] | None = None) -> int:
     from torch_diode.inductor import install_diode_choices
 
     result: dict[str, Any] = {"environment": environment(), "model": args.model, "options": options}
+
+    def save(what: dict[str, Any]) -> None:
+        """Write ``--output`` (whole or not at all); also after each speed problem, marked partial."""
+        if args.output:
+            tmp = args.output.with_name(args.output.name + ".tmp")
+            tmp.write_text(json.dumps(what, indent=2, default=str))
+            tmp.replace(args.output)
+
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 compared at fp32 precision
     with install_diode_choices(model=args.model, **options) as handle:
         if not handle.installed:
@@ -983,7 +1003,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{'problem':<18} {'shape':<34} {'stock s':>8} {'diode s':>8} {'stock us':>9} {'diode us':>9} {'aten us':>9}"
             + extra
         )
-        rows = run_speed(args.model, options, problems, graph_iters=args.graph_iters, reps=args.reps, variants=variants)
+        rows = run_speed(
+            args.model,
+            options,
+            problems,
+            graph_iters=args.graph_iters,
+            reps=args.reps,
+            variants=variants,
+            on_row=lambda rows: save({**result, "speed": {"problems": rows, "partial": True}}),
+        )
         summary = summarize_speed(rows)
         if variants:
             summary["variants"] = {
@@ -998,7 +1026,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{'problem':<18} {'shape':<34} {'stock s':>8} {'diode s':>8} "
             + " ".join(f"{'us M=' + str(m):>17}" for m in DYNAMIC_M)
         )
-        rows = run_dynamic_speed(args.model, options, dynamic_problems, graph_iters=args.graph_iters, reps=args.reps)
+        rows = run_dynamic_speed(
+            args.model,
+            options,
+            dynamic_problems,
+            graph_iters=args.graph_iters,
+            reps=args.reps,
+            on_row=lambda rows: save({**result, "dynamic_speed": {"m": DYNAMIC_M, "problems": rows, "partial": True}}),
+        )
         summary = summarize_dynamic_speed(rows)
         result["dynamic_speed"] = {"m": DYNAMIC_M, "problems": rows, "summary": summary}
         print(json.dumps(summary, indent=2))
@@ -1006,8 +1041,8 @@ def main(argv: list[str] | None = None) -> int:
         if key in result:
             c = result[key]
             print(f"{key}: {c['passed']}/{len(c['cases'])} passed; failed: {c['failed'] or 'none'}")
+    save(result)
     if args.output:
-        args.output.write_text(json.dumps(result, indent=2, default=str))
         print(f"wrote {args.output}")
     failed = any(
         result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness", "fusion", "training")
