@@ -17,12 +17,12 @@ if [ "${DEMO:-0}" = 1 ]; then
   timeout "${DEMO_S:-110}" python3 -m torch_diode demo --model $M --plot-dir /tmp/demo-plots > "$OUT/demo.log" 2>&1
   echo "demo rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
 fi
-if [ -n "${TESTS:-}" ]; then
-  timeout "${TESTS_S:-200}" bash scripts/run_gpu_tests.sh $TESTS > /dev/null 2>&1
-  echo "tests rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
-fi
 if [ "${DYNAMIC:-0}" = 1 ]; then
   timeout "${DYNAMIC_S:-330}" python3 scripts/check_handler_gpu.py --model $M --mode dynamic --ops none \
       --output "$OUT/dynamic.json" > "$OUT/dynamic.log" 2>&1
   echo "dynamic rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
+fi
+if [ -n "${TESTS:-}" ]; then
+  timeout "${TESTS_S:-200}" bash scripts/run_gpu_tests.sh $TESTS > /dev/null 2>&1
+  echo "tests rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
 fi
