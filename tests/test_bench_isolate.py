@@ -234,3 +234,31 @@ def test_handler_check_compile_reaches_its_problem(no_gpu: None, model_path: Pat
         assert set(r) == {"error", "process_s"} and _cuda_missing(r["error"]), r
         assert "TypeError" not in r["error"]
     json.dumps(r)
+
+
+# -- in one process: the compile workers follow each cold compile's folders -------------------------
+
+
+def test_a_cold_compile_state_starts_compile_workers_on_its_own_folders() -> None:
+    """Inductor's compile workers keep the cache folders they started with; each
+    ``cold_compile_state()`` shuts them down, so the workers its compile starts use its folders."""
+    from functools import partial
+
+    from torch._inductor import config as inductor_config
+    from torch._inductor.async_compile import AsyncCompile, shutdown_compile_workers
+
+    from torch_diode.bench.measure import cold_compile_state
+
+    seen = []
+    try:
+        with inductor_config.patch(compile_threads=2):
+            for _ in range(2):
+                with cold_compile_state():
+                    ask = partial(os.getenv, "TRITON_CACHE_DIR")
+                    in_worker = AsyncCompile.process_pool().submit(ask).result(timeout=300)
+                    seen.append((os.environ["TRITON_CACHE_DIR"], in_worker))
+    finally:
+        shutdown_compile_workers()
+    (here1, worker1), (here2, worker2) = seen
+    assert here1 != here2
+    assert (worker1, worker2) == (here1, here2)
