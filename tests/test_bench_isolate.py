@@ -213,6 +213,16 @@ def test_bench_measurement_reaches_its_case_and_records_the_failure(no_gpu: None
     assert "TypeError" not in entry["error"] and "ValueError" not in entry["error"]
 
 
+def test_bench_measurement_stopped_by_the_time_budget_says_so() -> None:
+    from torch_diode.bench.run import BenchOptions, _measure_one
+    from torch_diode.bench.suite import quick_gemms
+
+    # the new process cannot even import torch in 0.3 s
+    entry = _measure_one(quick_gemms()[0], "max-autotune", None, BenchOptions(out=Path("unused")), timeout_s=0.3)
+    assert entry["error"].startswith("did not finish within 0.3 s (killed)"), entry
+    assert "that was the rest of --time-budget: the next run tries it again" in entry["error"]
+
+
 def test_demo_measurement_reaches_the_mlp(no_gpu: None, model_path: Path) -> None:
     from torch_diode.demo import gpu_demo
 
