@@ -65,7 +65,7 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -178,19 +178,14 @@ def correctness_cases() -> list[tuple[str, GemmProblem, str]]:
 # -- measurement helpers ------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def cold_compile_state(*, fresh_caches: bool = True) -> Iterator[None]:
-    """No FX-graph, autotune or Triton cache from earlier compiles: fresh cache dirs, in-memory
-    caches cleared, dynamo reset. ``fresh_caches=False`` in a new process whose cache folders are
-    new already (``isolated_compile``): dynamo reset only, the folders kept (its compile workers
-    write there)."""
-    import torch
-    from torch._inductor.utils import fresh_cache
+def cold_compile_state(*, fresh_caches: bool = True) -> contextlib.AbstractContextManager[None]:
+    """No FX-graph, autotune or Triton cache from earlier compiles
+    (``torch_diode.bench.measure.cold_compile_state``: with ``fresh_caches``, new cache folders and
+    the compile workers shut down, so that new ones use them; without, in a new process whose
+    folders are new already (``isolated_compile``), dynamo reset only)."""
+    from torch_diode.bench.measure import cold_compile_state as state
 
-    torch._dynamo.reset()
-    with fresh_cache() if fresh_caches else contextlib.nullcontext():
-        yield
-    torch._dynamo.reset()
+    return state(fresh_caches=fresh_caches)
 
 
 def warm_up_compile(*, fresh_caches: bool = True) -> None:
@@ -328,6 +323,8 @@ def isolated_compile(
     compile of another GEMM, stock and, with ``options``, with the handler too (Inductor's start-up,
     its compile workers, the model's first use), then one cold compile of ``problem`` and its
     kernel time(s): ``compile_and_time``'s result, or ``dynamic_compile_and_time``'s."""
+    p = GemmProblem(**problem)
+    fn, args = make_args(p)
     with contextlib.ExitStack() as stack:
         _enter_handler(stack, model, None)
         warm_up_compile(fresh_caches=False)
@@ -335,10 +332,8 @@ def isolated_compile(
         with contextlib.ExitStack() as stack:
             _enter_handler(stack, model, options)
             warm_up_compile(fresh_caches=False)
-    p = GemmProblem(**problem)
     if dynamic:
         return dynamic_compile_and_time(model, options, p, graph_iters=graph_iters, reps=reps, fresh_caches=False)
-    fn, args = make_args(p)
     return compile_and_time(model, options, fn, args, graph_iters=graph_iters, reps=reps, fresh_caches=False)
 
 
@@ -965,10 +960,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(what: dict[str, Any]) -> None:
         """Write ``--output`` (whole or not at all); also after each speed problem, marked partial."""
+        from torch_diode._files import atomic_write
+
         if args.output:
-            tmp = args.output.with_name(args.output.name + ".tmp")
-            tmp.write_text(json.dumps(what, indent=2, default=str))
-            tmp.replace(args.output)
+            atomic_write(args.output, json.dumps(what, indent=2, default=str))
 
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 compared at fp32 precision
     with install_diode_choices(model=args.model, **options) as handle:
@@ -1047,7 +1042,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = any(
         result.get(key, {}).get("failed") for key in ("correctness", "dynamic_correctness", "fusion", "training")
     )
-    failed |= any(k.endswith("_error") for r in result.get("dynamic_speed", {}).get("problems", []) for k in r)
+    failed |= any(
+        k.endswith("_error")
+        for part in ("speed", "dynamic_speed")
+        for r in result.get(part, {}).get("problems", [])
+        for k in r
+    )
     return 1 if failed else 0
 
 

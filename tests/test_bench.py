@@ -30,7 +30,15 @@ from torch_diode.bench.report import (
     summary_lines,
     write_report,
 )
-from torch_diode.bench.run import COLD_COMPILE, BenchOptions, estimate_s, open_results, planned
+from torch_diode.bench.run import (
+    COLD_COMPILE,
+    BenchOptions,
+    estimate_s,
+    needs_at_least_s,
+    open_results,
+    planned,
+    run_bench,
+)
 from torch_diode.bench.suite import (
     QUICK_MODULES,
     GemmCase,
@@ -378,6 +386,28 @@ def test_resuming_needs_the_same_setting_and_estimates_from_earlier_runs(tmp_pat
     walls = [28.0, 30.0, 26.0]  # max-autotune process_s of the three GEMMs
     assert estimate_s(results, "gemm", "max-autotune") == statistics.median(walls)
     assert estimate_s(results, "module", "exhaustive") == 3600  # nothing measured yet: the default
+
+
+def test_a_measurement_the_budget_stopped_is_left_out_until_the_budget_can_hold_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A (case, mode) killed at the end of a run's time budget is not tried again with a budget no
+    larger than what it already ran (it would be killed again, every run, holding up the rest)."""
+    first = quick_gemms()[0]
+    results = new_results(ENVIRONMENT, None, SETTINGS)
+    stopped = {"error": "did not finish within 100 s (killed); ...", "timed_out": True, "process_s": 100.4}
+    results["cases"][first.name] = {**first.to_dict(), "modes": {"default": stopped}}
+    save_results(results, tmp_path / RESULTS_FILE)
+    assert needs_at_least_s(results["cases"][first.name], "default") == 100.4
+    assert needs_at_least_s(results["cases"][first.name], "max-autotune") == 0.0
+    options = BenchOptions(out=tmp_path, modes=("default",), time_budget_s=20, progress=False)
+    run = run_bench(options, environment=ENVIRONMENT)
+    assert run.measured == run.failed == 0  # nothing else fits 20 s either (30 s estimated each)
+    assert run.left_for_later[0] == f"{first.name} | default" and len(run.left_for_later) == len(suite("quick"))
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        f"{first.name} | default: left out, it ran past 100 s before (killed) and --time-budget is 20 s; give it more"
+    ]
 
 
 # -- the CLI without a GPU ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ machine they fail for want of CUDA, which shows the request reached them whole).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -18,6 +19,7 @@ import pytest
 from test_inductor_helpers import diode_dataset, model_path  # noqa: F401  (fixtures)
 
 from torch_diode.bench.isolate import run_in_new_process
+from torch_diode.demo import gpu_demo
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,6 +64,14 @@ PROBE = textwrap.dedent(
     def kill_self():
         print("about to be killed", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+    def tell_and_sleep(pid_file):
+        """Write this process's pid and its work folder, then sleep (a long measurement)."""
+        work = str(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent)
+        Path(pid_file).write_text(f"{os.getpid()} {work}")
+        time.sleep(120)
+        return {}
 
 
     def leave_a_worker(pid_file, then_sleep_s=0.0):
@@ -165,6 +175,41 @@ def test_a_timeout_kills_the_process_and_what_it_started(probe: Path) -> None:
     assert _wait_gone(int(pid_file.read_text()))
 
 
+PARENT = """
+import sys
+from torch_diode.bench.isolate import run_in_new_process
+from torch_diode.demo import gpu_demo
+run_in_new_process("isolate_probe:tell_and_sleep", {"pid_file": sys.argv[1]}, paths=[sys.argv[2]])
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_the_process_goes_with_its_parent(probe: Path, signal_name: str) -> None:
+    """``kill`` / ``timeout`` (SIGTERM) on the measuring tool, or SIGKILL, leaves no measurement
+    running on the GPU and no folder behind: SIGTERM stops the wait as Ctrl-C does; after a
+    SIGKILL the child notices its parent gone."""
+    import signal
+    import subprocess
+
+    pid_file = probe / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(pid_file), str(probe)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child, work = pid_file.read_text().split()
+    assert _alive(int(child)) and Path(work).is_dir()
+    parent.send_signal(getattr(signal, signal_name))
+    _, err = parent.communicate(timeout=60)
+    assert parent.returncode != 0
+    if signal_name == "SIGTERM":
+        assert b"Terminated: signal 15" in err, err
+    assert _wait_gone(int(child))
+    deadline = time.monotonic() + 10
+    while Path(work).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(work).exists()
+
+
 def test_workers_left_behind_by_a_finished_process_are_stopped(probe: Path) -> None:
     pid_file = probe / "worker.pid"
     r = run_in_new_process("isolate_probe:leave_a_worker", {"pid_file": str(pid_file)}, paths=[probe])
@@ -203,14 +248,24 @@ def no_gpu() -> None:
         pytest.skip("this machine has a GPU (the gpu tests measure for real)")
 
 
-def test_bench_measurement_reaches_its_case_and_records_the_failure(no_gpu: None) -> None:
+def test_bench_measurement_reaches_its_case_and_records_the_failure(no_gpu: None, model_path: Path) -> None:
+    """Through a new process to the case's build on the GPU (a CUDA error here); a diode mode
+    loads its model first (a model file that is not there says so); a case not in the suite is refused."""
     from torch_diode.bench.run import BenchOptions, _measure_one
-    from torch_diode.bench.suite import quick_gemms
+    from torch_diode.bench.suite import quick_gemms, suite
 
     case = quick_gemms()[0]
-    entry = _measure_one(case, "max-autotune", None, BenchOptions(out=Path("unused")), timeout_s=300)
-    assert set(entry) == {"error", "process_s"} and _cuda_missing(entry["error"]), entry
-    assert "TypeError" not in entry["error"] and "ValueError" not in entry["error"]
+    options = BenchOptions(out=Path("unused"))
+    for mode, model in (("max-autotune", None), ("diode-top1", str(model_path))):
+        entry = _measure_one(case, mode, model, options, timeout_s=300)
+        assert set(entry) == {"error", "process_s"} and _cuda_missing(entry["error"]), entry
+        assert "TypeError" not in entry["error"] and "ValueError" not in entry["error"]
+    entry = _measure_one(case, "diode-top1", "/nowhere/m.safetensors", options, timeout_s=300)
+    assert entry["error"].startswith("ModelFormatError: /nowhere/m.safetensors: no such model file"), entry
+    other = dataclasses.replace(case, problem=dataclasses.replace(case.problem, m=12345))
+    assert other.name not in {c.name for c in suite("quick")}
+    entry = _measure_one(other, "default", None, options, timeout_s=300)
+    assert entry["error"] == f"ValueError: case {other.name!r}: not in the quick suite", entry
 
 
 def test_bench_measurement_stopped_by_the_time_budget_says_so() -> None:
@@ -224,11 +279,16 @@ def test_bench_measurement_stopped_by_the_time_budget_says_so() -> None:
 
 
 def test_demo_measurement_reaches_the_mlp(no_gpu: None, model_path: Path) -> None:
-    from torch_diode.demo import gpu_demo
+    """Through a new process each to the MLP's build on the GPU; torch-diode's loads its model first."""
+    from torch_diode.errors import MeasurementError
 
-    with pytest.raises(RuntimeError, match="the GPU part's stock max-autotune compile failed: ") as e:
+    with pytest.raises(MeasurementError, match="the GPU part's stock max-autotune compile failed: ") as e:
         gpu_demo(model_path, model_name="test")
-    assert _cuda_missing(str(e.value)) and "TypeError" not in str(e.value)
+    assert _cuda_missing(str(e.value)) and "TypeError" not in str(e.value) and "--cpu-only" in str(e.value)
+    for model, expected in ((model_path, "CUDA"), ("/nowhere/m.safetensors", "ModelFormatError: /nowhere/m.saf")):
+        kwargs = {"mode": "diode-top3", "model_path": str(model), "graph_iters": 2, "reps": 2}
+        r = run_in_new_process("torch_diode.demo:measure_mlp", kwargs)
+        assert expected in r["error"] and "TypeError" not in r["error"], r
 
 
 def test_handler_check_compile_reaches_its_problem(no_gpu: None, model_path: Path) -> None:

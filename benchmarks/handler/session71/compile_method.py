@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE.parents[2] / "scripts"))
 sys.path.insert(0, str(HERE))
 
 from slow_compile import PROBLEMS as SLOW_PROBLEMS  # noqa: E402
+from slow_compile import use_old_method  # noqa: E402
 
 PROBLEMS = [
     SLOW_PROBLEMS[0],  # addmm float16 2944x8320x1152, rule 3's
@@ -91,6 +92,7 @@ def main() -> int:
     from torch_diode.bench.measure import compile_for, environment
 
     mode, model, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    use_old_method()  # the harness is the one-process method this script tested
     count_cubins()
     result: dict = {"environment": environment(), "mode": mode, "rows": []}
     if mode == "harness":

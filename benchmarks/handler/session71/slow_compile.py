@@ -31,7 +31,28 @@ PROBLEMS = [
 ]  # fmt: skip
 
 
+@contextlib.contextmanager
+def old_cold_compile_state(**_: object):  # type: ignore[no-untyped-def]
+    """``check_handler_gpu.cold_compile_state`` as it was until session 72 (what sessions <= 71
+    measured with): dynamo reset and ``fresh_cache()``, the compile workers left as they are."""
+    import torch
+    from torch._inductor.utils import fresh_cache
+
+    torch._dynamo.reset()
+    with fresh_cache():
+        yield
+    torch._dynamo.reset()
+
+
+def use_old_method() -> None:
+    """Make ``check_handler_gpu`` (its warm-up and its callers' cold compiles) measure as until session 72."""
+    import check_handler_gpu
+
+    check_handler_gpu.cold_compile_state = old_cold_compile_state
+
+
 def main() -> int:
+    use_old_method()
     from check_handler_gpu import _enter_handler, cold_compile_state, stats_delta, warm_up_compile
     from profile_compile import top  # session 64's report of a profile
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from torch_diode.errors import DiodeError, ModelNotFoundError
+from torch_diode.errors import DiodeError, MeasurementError, ModelNotFoundError
 
 if TYPE_CHECKING:
     from torch_diode.bench.measure import Measurement
@@ -411,12 +411,17 @@ class GpuDemo:
         return lines
 
 
+#: Seconds each of the GPU part's compiles may take, its process's start-up and warm-up included
+#: (about 20 s stock, 2 s with torch-diode, plus about 25 s of start-up, on an H200).
+GPU_DEMO_TIMEOUT_S = 600.0
+
+
 def gpu_demo(model_path: str | Path, *, model_name: str, graph_iters: int = 20, reps: int = 20) -> GpuDemo:
     """Compile the MLP cold twice, each in a new process (stock max-autotune, then torch-diode
     top-3: the handler's default) and time both (see :mod:`torch_diode.bench.measure`).
 
     Raises:
-        RuntimeError: a measurement failed (its cause).
+        MeasurementError: a measurement failed or ran past ``GPU_DEMO_TIMEOUT_S`` (its cause).
     """
     import torch
 
@@ -428,9 +433,12 @@ def gpu_demo(model_path: str | Path, *, model_name: str, graph_iters: int = 20, 
     for mode, what in (("max-autotune", "stock max-autotune"), ("diode-top3", "torch-diode")):
         log.info("compiling the MLP with %s (cold, in a new process)...", what)
         kwargs = {"mode": mode, "model_path": str(model_path), "graph_iters": graph_iters, "reps": reps}
-        entry = run_in_new_process("torch_diode.demo:measure_mlp", kwargs)
+        entry = run_in_new_process("torch_diode.demo:measure_mlp", kwargs, timeout_s=GPU_DEMO_TIMEOUT_S)
         if "error" in entry:
-            raise RuntimeError(f"the GPU part's {what} compile failed: {entry['error']}")
+            raise MeasurementError(
+                f"the GPU part's {what} compile failed: {entry['error']} (the rest of the demo is above; "
+                "--cpu-only leaves the GPU part out)"
+            )
         got[mode] = Measurement.from_dict(entry)
     info = detect()
     return GpuDemo(
@@ -576,6 +584,7 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
         ModelNotFoundError: no model to show (see :func:`_targets`).
         ValueError: no validation data for any model (and no GPU part to run instead), a dataset of
             another GPU than its model's, or no data directory to look in.
+        MeasurementError: the GPU part's compile failed (:func:`gpu_demo`).
     """
     import torch
 

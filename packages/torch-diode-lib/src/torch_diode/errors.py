@@ -81,6 +81,10 @@ class CollectionError(DiodeError):
     """A collection run failed as a whole (for example it measured nothing)."""
 
 
+class MeasurementError(DiodeError):
+    """A GPU measurement (a benchmark's compile or run, in a process of its own) failed."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM stopped a collection (``kill``, ``timeout``): raised in place of Python's immediate
     exit so that it is cleaned up as an interrupt is. A ``KeyboardInterrupt``: code that handles

@@ -90,7 +90,11 @@ def run_in_new_process(
         }
         cmd = [sys.executable, "-m", "torch_diode.bench.isolate", str(work / "request.json"), str(work / "result.json")]
         t0 = time.perf_counter()
-        with open(work / "output.log", "wb") as output:
+        from torch_diode.collect.runner import sigterm_interrupts
+
+        # kill or timeout on this process (SIGTERM) stops the wait as Ctrl-C does, so the child,
+        # in a session of its own which their signal does not reach, is killed here too
+        with open(work / "output.log", "wb") as output, sigterm_interrupts():
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=child_env,
                 start_new_session=True,  # its own process group: a timeout kills its compile workers too
@@ -111,6 +115,8 @@ def run_in_new_process(
             return _failure(work, f"the measuring process {how}", t0)
         result = json.loads(result_path.read_text())
         result["process_s"] = round(time.perf_counter() - t0, 2)
+        if "error" in result:  # the function reported a failure itself: keep what the process said
+            log.warning("a measurement in a new process reported: %s\n%s", result["error"], _tail(work))
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -129,10 +135,7 @@ def _kill_group(proc: subprocess.Popen[bytes], *, only_others: bool = False) -> 
 def _failure(work: Path, what: str, t0: float) -> dict[str, Any]:
     """The error entry of a child that did not return: the function's own error where it raised
     (the child wrote it), else ``what`` with the last line of the child's output."""
-    try:
-        tail = (work / "output.log").read_bytes()[-ERROR_TAIL_CHARS:].decode("utf-8", "replace").strip()
-    except OSError:
-        tail = ""
+    tail = _tail(work)
     try:
         error = str(json.loads((work / "result.json").read_text())["error"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -141,11 +144,36 @@ def _failure(work: Path, what: str, t0: float) -> dict[str, Any]:
     return {"error": error[:500], "process_s": round(time.perf_counter() - t0, 2)}
 
 
+def _tail(work: Path) -> str:
+    """The end of the child's output."""
+    try:
+        return (work / "output.log").read_bytes()[-ERROR_TAIL_CHARS:].decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _end_with_parent(parent: int, work: Path, every_s: float = 0.5) -> None:
+    """Should ``parent`` go without killing this process (SIGKILL, or a SIGTERM Python ends at
+    once), delete ``work`` and kill this process's group: this process and its compile workers."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        shutil.rmtree(work, ignore_errors=True)
+        if os.getpgid(0) == os.getpid():  # this process leads its group (run_in_new_process's child)
+            os.killpg(0, signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="diode-parent-watch", daemon=True).start()
+
+
 def _child(request_path: str, result_path: str) -> int:
     """The new process: call the requested function, write its result (or its error) as JSON."""
     import importlib
     import traceback
 
+    _end_with_parent(os.getppid(), Path(request_path).parent)
     request = json.loads(Path(request_path).read_text())
     sys.path[:0] = request["paths"]
     module, _, function = request["target"].partition(":")

@@ -282,7 +282,9 @@ def measure(
 def warm_up(modes: Sequence[str], *, model: Any = None, fresh_caches: bool = True) -> None:
     """Compile a small GEMM once in each kind of mode asked for, so that no measured compile pays
     for imports, Inductor's compile workers starting or the model's first use. ``fresh_caches``:
-    as :func:`measure`'s (False in a new process: the workers it starts keep the process's folders)."""
+    as :func:`measure`'s (False in a new process: the workers it starts keep the process's folders
+    and stay up for the measured compile; in one process with ``fresh_caches``, each measured
+    compile's :func:`cold_compile_state` shuts them down, and new ones start during the compile)."""
     import torch
 
     from torch_diode.collect.inductor import gemm_function
@@ -345,14 +347,14 @@ def measure_here(
     reps: int = 20,
 ) -> dict[str, Any]:
     """The measurement of a new process (:mod:`torch_diode.bench.isolate`), as a results entry:
-    load the model (diode modes), warm up, build the function and its inputs (seeded) and measure,
+    load the model (diode modes), build the function and its inputs (seeded), warm up and measure,
     all in this process's own cache folders (``fresh_caches=False``)."""
     import torch
 
     from torch_diode.model import load_model
 
     model = load_model(model_path) if mode in DIODE_TOP_K and model_path is not None else None
-    warm_up([mode], model=model, fresh_caches=False)
     torch.manual_seed(0)
     fn, args = build()
+    warm_up([mode], model=model, fresh_caches=False)
     return measure(fn, args, mode, model=model, graph_iters=graph_iters, reps=reps, fresh_caches=False).to_dict()

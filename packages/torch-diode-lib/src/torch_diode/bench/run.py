@@ -131,6 +131,13 @@ def estimate_s(results: dict[str, Any], kind: str, mode: str) -> float:
     return statistics.median(walls) if walls else DEFAULT_ESTIMATE_S[kind][mode]
 
 
+def needs_at_least_s(case_results: dict[str, Any], mode: str) -> float:
+    """Seconds the (case, mode) needs at least: what its last try ran before the time budget
+    stopped it (0 when it was not stopped)."""
+    entry = case_results.get("modes", {}).get(mode) or {}
+    return float(entry.get("process_s", 0.0)) if entry.get("timed_out") else 0.0
+
+
 def open_results(
     path: Path, environment: dict[str, Any], model: dict[str, Any] | None, settings: dict[str, Any]
 ) -> dict[str, Any]:
@@ -227,7 +234,17 @@ def run_bench(
                 if elapsed >= options.time_budget_s:
                     run.left_for_later.append(label)
                     continue
-                if elapsed + estimate_s(results, case.kind, mode) > options.time_budget_s:
+                need = needs_at_least_s(results["cases"].get(case.name, {}), mode)
+                if need >= options.time_budget_s:
+                    run.left_for_later.append(label)
+                    log.warning(
+                        "%s: left out, it ran past %.0f s before (killed) and --time-budget is %.0f s; give it more",
+                        label,
+                        need,
+                        options.time_budget_s,
+                    )
+                    continue
+                if elapsed + max(need, estimate_s(results, case.kind, mode)) > options.time_budget_s:
                     run.left_for_later.append(label)
                     log.info("left for a later run (time budget): %s", label)
                     continue
@@ -279,6 +296,7 @@ def _measure_one(
         entry["error"] += (
             "; that was the rest of --time-budget: the next run tries it again, a larger budget gives it more"
         )
+        entry["timed_out"] = True  # its process_s: a lower bound of what it needs (needs_at_least_s)
     return entry
 
 
@@ -286,14 +304,18 @@ def measure_case(
     *, case: str, problems: str, mode: str, model_path: str | None, graph_iters: int, reps: int
 ) -> dict[str, Any]:
     """In a new process: measure ``case`` of the ``problems`` suite in ``mode`` (a results entry).
-    A failed compile or run is a result of the case, recorded with its cause."""
-    (found,) = [c for c in suite(problems) if c.name == case]
-    try:
-        return measure.measure_here(
-            lambda: found.build("cuda"), mode, model_path=model_path, graph_iters=graph_iters, reps=reps
-        )
-    except Exception as e:
-        return {"error": f"{type(e).__name__}: {e}"[:500]}
+    What raises here (a failed compile or run) comes back as the entry's error, its traceback in
+    the log (:mod:`torch_diode.bench.isolate`).
+
+    Raises:
+        ValueError: no such case in the suite.
+    """
+    found = next((c for c in suite(problems) if c.name == case), None)
+    if found is None:
+        raise ValueError(f"case {case!r}: not in the {problems} suite")
+    return measure.measure_here(
+        lambda: found.build("cuda"), mode, model_path=model_path, graph_iters=graph_iters, reps=reps
+    )
 
 
 def _diode_note(entry: dict[str, Any]) -> str:
