@@ -65,6 +65,7 @@ import json
 import math
 import statistics
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -190,7 +191,8 @@ def cold_compile_state(*, fresh_caches: bool = True) -> contextlib.AbstractConte
 
 def warm_up_compile(*, fresh_caches: bool = True) -> None:
     """One cold max-autotune compile of a small mm, so that no measured compile pays Inductor's
-    and its workers' start-up."""
+    start-up (and, in a new process, ``fresh_caches=False``, its compile workers'; in one process
+    each measured compile's cold state starts them again)."""
     warm_fn, warm_args = make_args(GemmProblem("warmup", "mm", 256, 256, 256))
     with cold_compile_state(fresh_caches=fresh_caches):
         compile_for("max-autotune", warm_fn)(*warm_args)
@@ -294,6 +296,7 @@ def compile_and_time(
                 out["diode"] = stats_delta(before, handle.get_stats())
             out["kernel_us"] = round(kernel_time_us(compiled, args, graph_iters=graph_iters, reps=reps), kernel_digits)
     except Exception as e:  # reported with the result; the caller's other compiles go on
+        traceback.print_exc()  # into the measuring process's output, logged with the error
         out["error"] = f"{type(e).__name__}: {e}"[:500]
     return out
 
@@ -563,6 +566,7 @@ def dynamic_compile_and_time(
                 out[f"us_m{m}"] = round(kernel_time_us(compiled, at_m[m][1], graph_iters=graph_iters, reps=reps), 2)
             out["graphs"] = _graphs_compiled() - graphs
     except Exception as e:  # reported with the result; the other compiles go on
+        traceback.print_exc()  # into the measuring process's output, logged with the error
         out["error"] = f"{type(e).__name__}: {e}"[:500]
     return out
 

@@ -392,21 +392,26 @@ def test_a_measurement_the_budget_stopped_is_left_out_until_the_budget_can_hold_
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A (case, mode) killed at the end of a run's time budget is not tried again with a budget no
-    larger than what it already ran (it would be killed again, every run, holding up the rest)."""
-    first = quick_gemms()[0]
+    larger than the time it was given (it would be killed again, every run, holding up the rest),
+    although its estimate (30 s) would fit."""
+    first, *others = suite("quick")
     results = new_results(ENVIRONMENT, None, SETTINGS)
-    stopped = {"error": "did not finish within 100 s (killed); ...", "timed_out": True, "process_s": 100.4}
+    stopped = {"error": "did not finish within 100 s (killed); ...", "timed_out": True, "timeout_s": 100.0}
+    stopped["process_s"] = 99.9  # a little under what it was given: the timeout is the bound
     results["cases"][first.name] = {**first.to_dict(), "modes": {"default": stopped}}
+    for case in others:  # measured already: only the stopped one is left to do
+        results["cases"][case.name] = {**case.to_dict(), "modes": {"default": _m(1.0, 1.0)}}
     save_results(results, tmp_path / RESULTS_FILE)
-    assert needs_at_least_s(results["cases"][first.name], "default") == 100.4
+    assert needs_at_least_s(results["cases"][first.name], "default") == 100.0
     assert needs_at_least_s(results["cases"][first.name], "max-autotune") == 0.0
-    options = BenchOptions(out=tmp_path, modes=("default",), time_budget_s=20, progress=False)
+    assert needs_at_least_s(results["cases"][others[0].name], "default") == 0.0
+    options = BenchOptions(out=tmp_path, modes=("default",), time_budget_s=100, progress=False)
     run = run_bench(options, environment=ENVIRONMENT)
-    assert run.measured == run.failed == 0  # nothing else fits 20 s either (30 s estimated each)
-    assert run.left_for_later[0] == f"{first.name} | default" and len(run.left_for_later) == len(suite("quick"))
+    assert run.measured == run.failed == 0 and run.skipped_done == len(others)
+    assert run.left_for_later == [f"{first.name} | default"]
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == [
-        f"{first.name} | default: left out, it ran past 100 s before (killed) and --time-budget is 20 s; give it more"
+        f"{first.name} | default: left out, it was stopped after 100 s before and --time-budget is 100 s; give it more"
     ]
 
 

@@ -48,6 +48,41 @@ PROBE = textwrap.dedent(
         return {"value": value, "cache_dir": cache_dir(), "root": root, "files_written": written}
 
 
+    def worker_folders_in_compiles():
+        """Two CPU compiles as a new measuring process does them (a warm-up, then the measured one,
+        each in ``cold_compile_state(fresh_caches=False)``): the Triton folder inside each compile,
+        here and in a compile worker."""
+        from functools import partial
+
+        import torch
+        from torch._inductor import config
+        from torch._inductor.async_compile import AsyncCompile
+
+        from torch_diode.bench.measure import cold_compile_state
+
+        seen = []
+
+        def look(graph):
+            ask = partial(os.getenv, "TRITON_CACHE_DIR")
+            seen.append([os.environ["TRITON_CACHE_DIR"], AsyncCompile.process_pool().submit(ask).result(timeout=300)])
+
+        with config.patch(compile_threads=2, post_grad_custom_post_pass=look):
+            for k in (1.0, 2.0):
+                with cold_compile_state(fresh_caches=False):
+                    torch.compile(lambda a: (a.sin() + k).sum())(torch.ones(8))
+        return {"seen": seen}
+
+
+    def nap(seconds):
+        time.sleep(seconds)
+        return {"slept": seconds}
+
+
+    def report_error():
+        print("what the compile said before it failed", flush=True)
+        return {"error": "RuntimeError: the compile failed (reported by the function)"}
+
+
     def boom():
         raise ValueError("boom: the measured function failed")
 
@@ -164,6 +199,14 @@ def test_a_failure_comes_back_as_an_error_saying_what(
     assert _isolated_folders() <= before
 
 
+def test_an_error_the_function_reports_keeps_the_process_output(probe: Path, caplog: pytest.LogCaptureFixture) -> None:
+    r = run_in_new_process("isolate_probe:report_error", paths=[probe])
+    assert r["error"] == "RuntimeError: the compile failed (reported by the function)" and "process_s" in r
+    logged = [m.getMessage() for m in caplog.records if m.levelname == "WARNING"]
+    assert len(logged) == 1 and logged[0].startswith(f"a measurement in a new process reported: {r['error']}\n")
+    assert "what the compile said before it failed" in logged[0]
+
+
 def test_a_timeout_kills_the_process_and_what_it_started(probe: Path) -> None:
     pid_file = probe / "worker.pid"
     t0 = time.monotonic()
@@ -208,6 +251,46 @@ def test_the_process_goes_with_its_parent(probe: Path, signal_name: str) -> None
     while Path(work).exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(work).exists()
+
+
+EARLY_DEATH = """
+import os, signal, sys, threading, time
+from torch_diode.bench.isolate import run_in_new_process
+threading.Thread(target=run_in_new_process, args=("isolate_probe:nap", {"seconds": 120}),
+                 kwargs={"paths": [sys.argv[1]]}, daemon=True).start()
+time.sleep(0.3)  # the child is still starting (importing) when this process is killed
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_parent_gone_while_the_process_starts_is_noticed(probe: Path) -> None:
+    import subprocess
+
+    before = _isolated_folders()
+    subprocess.run([sys.executable, "-c", EARLY_DEATH, str(probe)], timeout=60)
+    deadline = time.monotonic() + 30
+    while _isolated_folders() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _isolated_folders() <= before
+
+
+def test_run_by_hand_the_process_deletes_nothing(probe: Path, tmp_path: Path) -> None:
+    """``python -m torch_diode.bench.isolate REQUEST RESULT`` started by hand (no parent to watch)
+    deletes nothing when whoever started it goes."""
+    import subprocess
+
+    work = tmp_path / "mine"
+    work.mkdir()
+    (work / "notes.txt").write_text("keep me")
+    request = {"target": "isolate_probe:nap", "kwargs": {"seconds": 3}, "paths": [str(probe)]}
+    (work / "request.json").write_text(json.dumps(request))
+    run = f"{sys.executable} -m torch_diode.bench.isolate request.json result.json & sleep 0.5"
+    subprocess.run(["/bin/sh", "-c", run], cwd=work, timeout=60, check=True)  # the shell goes first
+    deadline = time.monotonic() + 60
+    while not (work / "result.json").is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert json.loads((work / "result.json").read_text()) == {"slept": 3}
+    assert (work / "notes.txt").read_text() == "keep me"
 
 
 def test_workers_left_behind_by_a_finished_process_are_stopped(probe: Path) -> None:
@@ -275,7 +358,8 @@ def test_bench_measurement_stopped_by_the_time_budget_says_so() -> None:
     # the new process cannot even import torch in 0.3 s
     entry = _measure_one(quick_gemms()[0], "max-autotune", None, BenchOptions(out=Path("unused")), timeout_s=0.3)
     assert entry["error"].startswith("did not finish within 0.3 s (killed)"), entry
-    assert "that was the rest of --time-budget: the next run tries it again" in entry["error"]
+    assert "that was the rest of --time-budget: a later run tries it again if its budget is larger" in entry["error"]
+    assert entry["timed_out"] is True and entry["timeout_s"] == 0.3
 
 
 def test_demo_measurement_reaches_the_mlp(no_gpu: None, model_path: Path) -> None:
@@ -304,6 +388,16 @@ def test_handler_check_compile_reaches_its_problem(no_gpu: None, model_path: Pat
         assert set(r) == {"error", "process_s"} and _cuda_missing(r["error"]), r
         assert "TypeError" not in r["error"]
     json.dumps(r)
+
+
+def test_a_new_process_compiles_in_the_folders_its_workers_have(probe: Path) -> None:
+    """In a measuring process the warm-up starts the compile workers; the measured compile must
+    run in the folders they have (Inductor's ``force_disable_caches`` would give each compile a
+    folder of its own, and the workers' precompiled kernels would be missed)."""
+    r = run_in_new_process("isolate_probe:worker_folders_in_compiles", paths=[probe], timeout_s=400)
+    assert "error" not in r, r
+    (here1, worker1), (here2, worker2) = r["seen"]
+    assert here1 == worker1 == here2 == worker2
 
 
 # -- in one process: the compile workers follow each cold compile's folders -------------------------

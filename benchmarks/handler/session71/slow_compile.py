@@ -33,8 +33,9 @@ PROBLEMS = [
 
 @contextlib.contextmanager
 def old_cold_compile_state(**_: object):  # type: ignore[no-untyped-def]
-    """``check_handler_gpu.cold_compile_state`` as it was until session 72 (what sessions <= 71
-    measured with): dynamo reset and ``fresh_cache()``, the compile workers left as they are."""
+    """``check_handler_gpu.cold_compile_state()`` as sessions <= 71 measured with it (its default,
+    ``fresh_caches=True``, the only one they used): dynamo reset and ``fresh_cache()``, the compile
+    workers left as they are."""
     import torch
     from torch._inductor.utils import fresh_cache
 

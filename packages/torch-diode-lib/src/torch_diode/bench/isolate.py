@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: Characters of the child's output kept in an error (its end: the traceback).
 ERROR_TAIL_CHARS = 1500
+#: Set by :func:`run_in_new_process` for its child: its own pid, and the child's work folder.
+_PARENT_ENV = "TORCH_DIODE_ISOLATE_PARENT"
+_WORK_ENV = "TORCH_DIODE_ISOLATE_WORK"
 
 
 def run_in_new_process(
@@ -87,6 +90,8 @@ def run_in_new_process(
             "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"),
             "TRITON_CACHE_DIR": str(work / "triton"),
             "PYTHONUNBUFFERED": "1",
+            _PARENT_ENV: str(os.getpid()),  # the child ends itself and its folder if this process goes
+            _WORK_ENV: str(work),
         }
         cmd = [sys.executable, "-m", "torch_diode.bench.isolate", str(work / "request.json"), str(work / "result.json")]
         t0 = time.perf_counter()
@@ -153,16 +158,21 @@ def _tail(work: Path) -> str:
 
 
 def _end_with_parent(parent: int, work: Path, every_s: float = 0.5) -> None:
-    """Should ``parent`` go without killing this process (SIGKILL, or a SIGTERM Python ends at
-    once), delete ``work`` and kill this process's group: this process and its compile workers."""
+    """Once ``parent`` is not this process's parent (it went without killing this process: a
+    SIGKILL, or a SIGTERM before it could), kill this process's group (this process and its
+    compile workers) and then delete ``work``, from a detached shell, so nothing writes into the
+    folder while it goes. Also at once when ``parent`` went before this started."""
     import threading
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(every_s)
-        shutil.rmtree(work, ignore_errors=True)
         if os.getpgid(0) == os.getpid():  # this process leads its group (run_in_new_process's child)
-            os.killpg(0, signal.SIGKILL)
+            script = 'kill -9 -- -"$1"; sleep 0.5; rm -rf -- "$2"'
+            subprocess.Popen(["/bin/sh", "-c", script, "sh", str(os.getpid()), str(work)], start_new_session=True)
+            time.sleep(5)  # the shell kills this process
+        else:
+            shutil.rmtree(work, ignore_errors=True)
         os._exit(1)
 
     threading.Thread(target=watch, name="diode-parent-watch", daemon=True).start()
@@ -173,7 +183,9 @@ def _child(request_path: str, result_path: str) -> int:
     import importlib
     import traceback
 
-    _end_with_parent(os.getppid(), Path(request_path).parent)
+    parent, work = os.environ.get(_PARENT_ENV), os.environ.get(_WORK_ENV)
+    if parent and work:  # started by run_in_new_process (by hand: no watch, nothing deleted)
+        _end_with_parent(int(parent), Path(work))
     request = json.loads(Path(request_path).read_text())
     sys.path[:0] = request["paths"]
     module, _, function = request["target"].partition(":")

@@ -6,8 +6,7 @@ kernel (or step) time of one function in one mode.
   and after, in a new process whose Inductor and Triton cache folders are new and empty
   (:mod:`torch_diode.bench.isolate`: ``diode bench`` and ``diode demo`` measure so), after a warm-up
   compile there (:func:`warm_up`: Inductor's imports, its compile workers starting and the model's
-  first use are not counted), with ``torch._dynamo.reset()`` and
-  ``torch._inductor.config.force_disable_caches=True``. In one long process
+  first use are not counted), with ``torch._dynamo.reset()``. In one long process
   (``measure(fresh_caches=True)``) each compile runs inside ``torch._inductor.utils.fresh_cache()``
   with Inductor's compile workers shut down first (:func:`cold_compile_state`: without that, a
   compile that benchmarks several choices took several times as long).
@@ -118,25 +117,26 @@ def _fresh_cache() -> Any:
 
 @contextlib.contextmanager
 def cold_compile_state(*, fresh_caches: bool = True) -> Iterator[None]:
-    """No FX-graph or autotuning cache from an earlier compile, inside the block; with
-    ``fresh_caches`` new Inductor and Triton cache folders too (``fresh_cache()``), and Inductor's
-    compile workers shut down, so that those the compile starts use the new folders.
+    """No FX-graph or autotuning cache from an earlier compile, inside the block (dynamo reset);
+    with ``fresh_caches`` new Inductor and Triton cache folders too (``fresh_cache()``, in-memory
+    caches cleared), and Inductor's compile workers shut down, so that those the compile starts
+    use the new folders.
 
     Workers started before keep the folders they started with: a compile there precompiles the
     kernels it benchmarks in them, misses them in its own folder and compiles them again, one by
     one (on an H200, session 72: stock ``vit_b_mlp`` 22.2 s so, 7.5 s with the workers shut down,
     8.3 s in a new process). Without ``fresh_caches`` (in a new process whose folders are new
-    already, :mod:`torch_diode.bench.isolate`) the folders and the workers stay."""
+    already, :mod:`torch_diode.bench.isolate`) the folders and the workers stay. Not
+    ``force_disable_caches``: with it Inductor compiles each graph in a new cache folder of its
+    own, away from workers already started (the same fault)."""
     import torch
-    from torch._inductor import config as inductor_config
 
     torch._dynamo.reset()
     try:
         with _fresh_cache()() if fresh_caches else contextlib.nullcontext():
             if fresh_caches:
                 shutdown_compile_workers()
-            with inductor_config.patch(force_disable_caches=True):
-                yield
+            yield
     finally:
         torch._dynamo.reset()
 

@@ -8,8 +8,8 @@ torch, triton and model, or the run refuses to mix them.
 Time budget: before each measurement the runner estimates its duration (the median of the same
 mode's earlier measurements of the same kind of case, or a conservative default) and leaves it
 for a later run when it would not end within the budget; the run stops once the budget is spent,
-and a measurement still running when it is spent is stopped (recorded as failed, tried again by
-the next run).
+and a measurement still running when it is spent is stopped (recorded as failed and
+``timed_out``: later runs try it again only with a budget larger than the time it was given).
 
 Each measurement runs in a new process of its own (:mod:`torch_diode.bench.isolate`), with new
 cache folders and a warm-up compile there: the cold compile a fresh process pays. A measurement
@@ -132,10 +132,12 @@ def estimate_s(results: dict[str, Any], kind: str, mode: str) -> float:
 
 
 def needs_at_least_s(case_results: dict[str, Any], mode: str) -> float:
-    """Seconds the (case, mode) needs at least: what its last try ran before the time budget
-    stopped it (0 when it was not stopped)."""
+    """Seconds the (case, mode) needs at least: the time its last try was given before the time
+    budget stopped it (0 when it was not stopped)."""
     entry = case_results.get("modes", {}).get(mode) or {}
-    return float(entry.get("process_s", 0.0)) if entry.get("timed_out") else 0.0
+    if not entry.get("timed_out"):
+        return 0.0
+    return max(float(entry.get("timeout_s", 0.0)), float(entry.get("process_s", 0.0)))
 
 
 def open_results(
@@ -238,7 +240,7 @@ def run_bench(
                 if need >= options.time_budget_s:
                     run.left_for_later.append(label)
                     log.warning(
-                        "%s: left out, it ran past %.0f s before (killed) and --time-budget is %.0f s; give it more",
+                        "%s: left out, it was stopped after %.0f s before and --time-budget is %.0f s; give it more",
                         label,
                         need,
                         options.time_budget_s,
@@ -293,10 +295,9 @@ def _measure_one(
     }
     entry = run_in_new_process("torch_diode.bench.run:measure_case", kwargs, timeout_s=timeout_s)
     if timeout_s is not None and str(entry.get("error", "")).startswith("did not finish within"):
-        entry["error"] += (
-            "; that was the rest of --time-budget: the next run tries it again, a larger budget gives it more"
-        )
-        entry["timed_out"] = True  # its process_s: a lower bound of what it needs (needs_at_least_s)
+        entry["error"] += "; that was the rest of --time-budget: a later run tries it again if its budget is larger"
+        entry["timed_out"] = True  # what it was given: a lower bound of what it needs (needs_at_least_s)
+        entry["timeout_s"] = round(timeout_s, 2)
     return entry
 
 
