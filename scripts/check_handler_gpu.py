@@ -71,7 +71,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from torch_diode.bench.measure import compile_for, environment, first_call_s, kernel_times_us
+# cold_compile_state: new cache folders and compile workers per compile in one process (fresh_caches),
+# or, in a new process whose folders are new already (isolated_compile), a dynamo reset only
+from torch_diode.bench.measure import cold_compile_state, compile_for, environment, first_call_s, kernel_times_us
 
 
 @dataclass(frozen=True)
@@ -177,16 +179,6 @@ def correctness_cases() -> list[tuple[str, GemmProblem, str]]:
 
 
 # -- measurement helpers ------------------------------------------------------------------------
-
-
-def cold_compile_state(*, fresh_caches: bool = True) -> contextlib.AbstractContextManager[None]:
-    """No FX-graph, autotune or Triton cache from earlier compiles
-    (``torch_diode.bench.measure.cold_compile_state``: with ``fresh_caches``, new cache folders and
-    the compile workers shut down, so that new ones use them; without, in a new process whose
-    folders are new already (``isolated_compile``), dynamo reset only)."""
-    from torch_diode.bench.measure import cold_compile_state as state
-
-    return state(fresh_caches=fresh_caches)
 
 
 def warm_up_compile(*, fresh_caches: bool = True) -> None:
@@ -327,7 +319,7 @@ def isolated_compile(
     its compile workers, the model's first use), then one cold compile of ``problem`` and its
     kernel time(s): ``compile_and_time``'s result, or ``dynamic_compile_and_time``'s."""
     p = GemmProblem(**problem)
-    fn, args = make_args(p)
+    fn_args = None if dynamic else make_args(p)  # (dynamic: built at every M there)
     with contextlib.ExitStack() as stack:
         _enter_handler(stack, model, None)
         warm_up_compile(fresh_caches=False)
@@ -335,9 +327,9 @@ def isolated_compile(
         with contextlib.ExitStack() as stack:
             _enter_handler(stack, model, options)
             warm_up_compile(fresh_caches=False)
-    if dynamic:
+    if fn_args is None:
         return dynamic_compile_and_time(model, options, p, graph_iters=graph_iters, reps=reps, fresh_caches=False)
-    return compile_and_time(model, options, fn, args, graph_iters=graph_iters, reps=reps, fresh_caches=False)
+    return compile_and_time(model, options, *fn_args, graph_iters=graph_iters, reps=reps, fresh_caches=False)
 
 
 def compile_in_new_process(
@@ -366,6 +358,13 @@ def compile_in_new_process(
     )
 
 
+def add_result(row: dict[str, Any], variant: str, result: dict[str, Any]) -> None:
+    """One compile's result into a problem's row: keys ``VARIANT_compile_s``, ``VARIANT_kernel_us``
+    (or ``VARIANT_us_m<M>``), ``VARIANT_error``, ``VARIANT_process_s``..., and ``VARIANT`` for the
+    handler's stats (``diode``)."""
+    row.update({variant if k == "diode" else f"{variant}_{k}": v for k, v in result.items()})
+
+
 def run_speed(
     model: str,
     options: dict[str, Any],
@@ -389,9 +388,7 @@ def run_speed(
         fn, args = make_args(p)
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), **asdict(p)}
         for variant, opts in runs.items():
-            result = compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps)
-            # row keys: VARIANT_compile_s, VARIANT (the handler's stats), VARIANT_kernel_us, VARIANT_error, ...
-            row.update({variant if k == "diode" else f"{variant}_{k}": v for k, v in result.items()})
+            add_result(row, variant, compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps))
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
         if on_row is not None:
@@ -591,8 +588,9 @@ def run_dynamic_speed(
     for p in problems:
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), "hint_m": p.m, **asdict(p)}
         for variant, opts in (("stock", None), ("diode", options)):
-            result = compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps, dynamic=True)
-            row.update({variant if k == "diode" else f"{variant}_{k}": v for k, v in result.items()})
+            add_result(
+                row, variant, compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps, dynamic=True)
+            )
         for m in DYNAMIC_M:
             fn, args = make_args(dataclasses.replace(p, m=m))
             row[f"aten_us_m{m}"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)

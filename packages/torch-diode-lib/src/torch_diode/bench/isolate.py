@@ -68,7 +68,8 @@ def run_in_new_process(
     Returns:
         What the function returned, plus ``process_s`` (the child's whole wall time: start-up,
         warm-up and the function); or ``{"error": "...", "process_s": ...}`` when it did not return
-        (the end of its output is logged as a warning).
+        (the end of its output is logged as a warning), with ``"timed_out": True`` when it ran
+        past ``timeout_s``.
 
     Raises:
         ValueError: ``target`` is not ``module:function``, or ``timeout_s`` is not positive.
@@ -108,7 +109,7 @@ def run_in_new_process(
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                return _failure(work, f"did not finish within {timeout_s:g} s (killed)", t0)
+                return {**_failure(work, f"did not finish within {timeout_s:g} s (killed)", t0), "timed_out": True}
             except BaseException:  # an interrupt: leave no process behind
                 _kill_group(proc)
                 raise

@@ -133,20 +133,16 @@ def cold_compile_state(*, fresh_caches: bool = True) -> Iterator[None]:
 
     torch._dynamo.reset()
     try:
-        with _fresh_cache()() if fresh_caches else contextlib.nullcontext():
-            if fresh_caches:
-                shutdown_compile_workers()
+        if not fresh_caches:
+            yield
+            return
+        from torch._inductor.async_compile import shutdown_compile_workers
+
+        with _fresh_cache()():
+            shutdown_compile_workers()  # new ones start, from this process's new folders, when needed
             yield
     finally:
         torch._dynamo.reset()
-
-
-def shutdown_compile_workers() -> None:
-    """Shut down Inductor's compile-worker pools (new ones start, from this process's environment,
-    when a compile next needs them)."""
-    from torch._inductor import async_compile
-
-    async_compile.shutdown_compile_workers()
 
 
 @contextlib.contextmanager
