@@ -305,6 +305,16 @@ def _enter_handler(stack: contextlib.ExitStack, model: str, options: dict[str, A
     return stack.enter_context(install_diode_choices(model=model, **options))
 
 
+def warm_up_new_process(model: str, options: dict[str, Any] | None) -> None:
+    """A new measuring process's warm-up: a compile of another GEMM, stock and, with ``options``,
+    with the handler too (Inductor's start-up, its compile workers, the model's first use), in the
+    process's folders (new already, ``torch_diode.bench.isolate``)."""
+    for opts in (None, options) if options is not None else (None,):
+        with contextlib.ExitStack() as stack:
+            _enter_handler(stack, model, opts)
+            warm_up_compile(fresh_caches=False)
+
+
 def isolated_compile(
     *,
     model: str,
@@ -314,19 +324,12 @@ def isolated_compile(
     reps: int,
     dynamic: bool = False,
 ) -> dict[str, Any]:
-    """In a new process (``torch_diode.bench.isolate``, whose cache folders are new): a warm-up
-    compile of another GEMM, stock and, with ``options``, with the handler too (Inductor's start-up,
-    its compile workers, the model's first use), then one cold compile of ``problem`` and its
-    kernel time(s): ``compile_and_time``'s result, or ``dynamic_compile_and_time``'s."""
+    """In a new process (``torch_diode.bench.isolate``, whose cache folders are new): the warm-up
+    (``warm_up_new_process``), then one cold compile of ``problem`` and its kernel time(s):
+    ``compile_and_time``'s result, or ``dynamic_compile_and_time``'s."""
     p = GemmProblem(**problem)
     fn_args = None if dynamic else make_args(p)  # (dynamic: built at every M there)
-    with contextlib.ExitStack() as stack:
-        _enter_handler(stack, model, None)
-        warm_up_compile(fresh_caches=False)
-    if options is not None:
-        with contextlib.ExitStack() as stack:
-            _enter_handler(stack, model, options)
-            warm_up_compile(fresh_caches=False)
+    warm_up_new_process(model, options)
     if fn_args is None:
         return dynamic_compile_and_time(model, options, p, graph_iters=graph_iters, reps=reps, fresh_caches=False)
     return compile_and_time(model, options, *fn_args, graph_iters=graph_iters, reps=reps, fresh_caches=False)

@@ -213,3 +213,38 @@ def test_measures_stock_inductor_with_a_model_registered(model_path):
             records, _ = collector.measure(BMM)
         assert installed_handler() is handle.handler  # installed again after the collection
     assert records and handle.get_stats()["calls"] == 0
+
+
+def test_compiles_run_in_the_compile_workers_folders_and_still_benchmark():
+    """Inductor's compile workers keep the cache folders they started with. The collector's
+    compiles must run in the folders its workers have, whatever workers ran before it (else the
+    kernels the workers precompile are missed and compiled again, one by one: Inductor's
+    ``force_disable_caches`` gave each compile a folder of its own), and no cache may stand in for
+    a benchmark, the same problem measured twice included."""
+    import os
+    from functools import partial
+
+    from torch._inductor.async_compile import AsyncCompile, shutdown_compile_workers
+
+    seen: list[tuple[str, str]] = []
+
+    def look(graph) -> None:  # in each compile: the Triton folder here and in a compile worker
+        ask = partial(os.getenv, "TRITON_CACHE_DIR")
+        seen.append((os.environ["TRITON_CACHE_DIR"], AsyncCompile.process_pool().submit(ask).result(timeout=300)))
+
+    overrides = {"compile_threads": 2, "post_grad_custom_post_pass": look}
+    other = Problem(op="bmm", m=8, n=16, k=40, batch=3, dtype="float32")
+    try:
+        AsyncCompile.process_pool()  # workers from before the collection, in other folders
+        with InductorCollector(hardware="cpu-test", device="cpu", config_overrides=overrides) as collector:
+            folder = os.environ["TRITON_CACHE_DIR"]
+            runs = [collector.measure(p) for p in (BMM, other, BMM)]
+        assert os.environ.get("TRITON_CACHE_DIR") != folder and not os.path.exists(folder)
+        after = AsyncCompile.process_pool().submit(partial(os.getenv, "TRITON_CACHE_DIR")).result(timeout=300)
+        assert after == os.environ.get("TRITON_CACHE_DIR")  # no worker kept the deleted folder
+    finally:
+        shutdown_compile_workers()
+    assert seen == [(folder, folder)] * 3
+    for (records, failures), p in zip(runs, (BMM, other, BMM)):
+        assert failures == [] and [r.problem for r in records] == [p]
+    assert collector.recorder.calls == 3  # each compile benchmarked, the repeated problem too

@@ -108,38 +108,22 @@ class Measurement:
         )
 
 
-def _fresh_cache() -> Any:
-    from torch._inductor import utils
-
-    # Named fresh_inductor_cache before torch 2.8.
-    return getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
-
-
 @contextlib.contextmanager
 def cold_compile_state(*, fresh_caches: bool = True) -> Iterator[None]:
     """No FX-graph or autotuning cache from an earlier compile, inside the block (dynamo reset);
-    with ``fresh_caches`` new Inductor and Triton cache folders too (``fresh_cache()``, in-memory
-    caches cleared), and Inductor's compile workers shut down, so that those the compile starts
-    use the new folders.
-
-    Workers started before keep the folders they started with: a compile there precompiles the
-    kernels it benchmarks in them, misses them in its own folder and compiles them again, one by
-    one (on an H200, session 72: stock ``vit_b_mlp`` 22.2 s so, 7.5 s with the workers shut down,
-    8.3 s in a new process). Without ``fresh_caches`` (in a new process whose folders are new
-    already, :mod:`torch_diode.bench.isolate`) the folders and the workers stay. Not
-    ``force_disable_caches``: with it Inductor compiles each graph in a new cache folder of its
-    own, away from workers already started (the same fault)."""
+    with ``fresh_caches`` new Inductor and Triton cache folders too, the compile workers shut down
+    so that those the compile starts use them
+    (:func:`torch_diode.inductor.compat.fresh_compile_folders`: without that, stock ``vit_b_mlp``
+    took 22.2 s on an H200 rather than 7.5 s, 8.3 s in a new process). Without ``fresh_caches``
+    (in a new process whose folders are new already, :mod:`torch_diode.bench.isolate`) the
+    folders and the workers stay."""
     import torch
+
+    from torch_diode.inductor.compat import fresh_compile_folders
 
     torch._dynamo.reset()
     try:
-        if not fresh_caches:
-            yield
-            return
-        from torch._inductor.async_compile import shutdown_compile_workers
-
-        with _fresh_cache()():
-            shutdown_compile_workers()  # new ones start, from this process's new folders, when needed
+        with fresh_compile_folders() if fresh_caches else contextlib.nullcontext():
             yield
     finally:
         torch._dynamo.reset()

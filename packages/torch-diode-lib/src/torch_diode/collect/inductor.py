@@ -30,9 +30,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -318,22 +315,6 @@ def registered_saver(saver: Callable[..., None]) -> Iterator[None]:
                 break
 
 
-@contextmanager
-def _fresh_cache_dir() -> Iterator[str]:
-    """A private ``TORCHINDUCTOR_CACHE_DIR`` for the block (restored and deleted after)."""
-    path = tempfile.mkdtemp(prefix="diode-inductor-cache-")
-    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
-    try:
-        yield path
-    finally:
-        if old is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
-        shutil.rmtree(path, ignore_errors=True)
-
-
 class InductorCollector:
     """Collects max-autotune's own timings, one compile per problem.
 
@@ -382,13 +363,16 @@ class InductorCollector:
     def __enter__(self) -> InductorCollector:
         import torch._inductor.select_algorithm  # noqa: F401  (fail here, not mid-run, if Inductor is missing)
 
+        from torch_diode.inductor.compat import fresh_compile_folders
         from torch_diode.inductor.install import stock_inductor
 
         stack = ExitStack()
         # what stock Inductor measures, even where a model is registered in this process (the
         # torch-diode meta-wheel registers one at import, in the CLI and in every worker)
         stack.enter_context(stock_inductor())
-        stack.enter_context(_fresh_cache_dir())
+        # new Inductor and Triton cache folders for the collection, with the compile workers
+        # started in them (workers from before keep theirs, and every kernel would be compiled twice)
+        stack.enter_context(fresh_compile_folders())
         stack.enter_context(registered_saver(self.recorder))
         self._stack = stack
         return self
@@ -404,7 +388,9 @@ class InductorCollector:
         patch: dict[str, Any] = {
             "max_autotune": True,
             "max_autotune_gemm_search_space": self.search_space,
-            "force_disable_caches": True,
+            # no cached graph or autotuning result may stand in for a benchmark. Not
+            # force_disable_caches: it compiles each graph in a new folder of its own, away from the
+            # compile workers' (compat.fresh_compile_folders), so each kernel was compiled twice
             "autotune_local_cache": False,
             "fx_graph_cache": False,
             # Inductor's pad_mm pass would pad odd sizes before lowering (K 3001 -> 3008 for
