@@ -4,9 +4,11 @@ problems (``benchmarks/handler/session63/sample-H200.json``), timing each ``meas
 ``make_cubin`` (ptxas) calls per thread (``session71/compile_method.py``). ``old`` adds Inductor's
 ``force_disable_caches=True`` to each compile, as the collector did until session 73 (each graph
 compiled in a new cache folder of its own, away from the compile workers'); ``new`` is the
-collector as it is (one set of folders for the collection, the workers started in them).
+collector as it is (one set of folders for the collection, the workers started in them);
+``new-nocg`` is ``new`` with ``mode="max-autotune-no-cudagraphs"`` (the measuring tools' mode).
+``PICK``: the sample's problems at these indices (0-based) instead of its first N.
 
-    python benchmarks/collect/session73/collect_speed.py {new|old} N SEARCH_SPACE OUT.json
+    python benchmarks/collect/session73/collect_speed.py {new|old|new-nocg} N SEARCH_SPACE OUT.json [PICK]
 """
 
 from __future__ import annotations
@@ -25,17 +27,19 @@ import compile_method as cm  # noqa: E402
 
 def main() -> int:
     variant, n, space, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
-    assert variant in ("new", "old"), variant
+    assert variant in ("new", "old", "new-nocg"), variant
     from torch_diode.bench.measure import environment
     from torch_diode.collect.inductor import InductorCollector
     from torch_diode.records import Problem
 
-    listed = json.loads((ROOT / "benchmarks/handler/session63/sample-H200.json").read_text())["problems"][:n]
+    sample = json.loads((ROOT / "benchmarks/handler/session63/sample-H200.json").read_text())["problems"]
+    listed = [sample[int(i)] for i in sys.argv[5].split(",")] if len(sys.argv) > 5 else sample[:n]
+    mode = "max-autotune-no-cudagraphs" if variant == "new-nocg" else "max-autotune"
     cm.count_cubins()
     overrides = {"force_disable_caches": True} if variant == "old" else None
-    result = {"environment": environment(), "variant": variant, "search_space": space, "rows": []}
+    result = {"environment": environment(), "variant": variant, "search_space": space, "mode": mode, "rows": []}
     t_all = time.perf_counter()
-    with InductorCollector(hardware="NVIDIA-H200", search_space=space, config_overrides=overrides) as c:
+    with InductorCollector(hardware="NVIDIA-H200", search_space=space, mode=mode, config_overrides=overrides) as c:
         for entry in listed:
             p = Problem.from_dict(entry["problem"])
             before = dict(cm.CUBINS)

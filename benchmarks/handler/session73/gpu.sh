@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 73's GPU calls (PLAN.md), on the GPU machine from the repository root; results under $OUT.
 #   COLLECT=6 DEMO=1 VS_NEW_S=250 bash benchmarks/handler/session73/gpu.sh
-# COLLECT=N: the collector's speed, new then old (benchmarks/collect/session73/collect_speed.py), N problems;
+# COLLECT=N: the collector's speed, new then old or VARIANTS (benchmarks/collect/session73/collect_speed.py), N
+# problems or those at indices PICK;
 # DEMO=1: diode demo; VS_NEW_S=S: vs_new.py (new processes) on session 63's sample for S seconds
 # (resuming $VS_NEW_FROM when given); ONE_S=S: changed.py time (one process) for S seconds.
 set -u
@@ -13,9 +14,9 @@ TAG=${TAG:-a}
   python3 -c 'import torch, triton, platform; print(torch.__version__, triton.__version__, torch.version.cuda, platform.python_version())'
   nproc; } > "$OUT/env-$TAG.txt" 2>&1
 if [ -n "${COLLECT:-}" ]; then
-  for v in new old; do
+  for v in ${VARIANTS:-new old}; do
     timeout "${COLLECT_S:-150}" python3 benchmarks/collect/session73/collect_speed.py $v "$COLLECT" "${SPACE:-DEFAULT}" \
-        "$OUT/collect-$v.json" > "$OUT/collect-$v.log" 2>&1
+        "$OUT/collect-$v.json" ${PICK:-} > "$OUT/collect-$v.log" 2>&1
     echo "collect $v rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
   done
 fi
