@@ -390,7 +390,8 @@ class InductorCollector:
             "max_autotune_gemm_search_space": self.search_space,
             # no cached graph or autotuning result may stand in for a benchmark. Not
             # force_disable_caches: it compiles each graph in a new folder of its own, away from the
-            # compile workers' (compat.fresh_compile_folders), so each kernel was compiled twice
+            # compile workers' (compat.fresh_compile_folders; here that cost no measurable time on an
+            # H200, session 73, but one set of folders is the state the workers are started for)
             "autotune_local_cache": False,
             "fx_graph_cache": False,
             # Inductor's pad_mm pass would pad odd sizes before lowering (K 3001 -> 3008 for

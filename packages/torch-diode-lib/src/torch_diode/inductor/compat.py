@@ -246,7 +246,9 @@ def fresh_compile_folders() -> Iterator[None]:
     own and compiles them again, one by one, in the main process (on an H200, session 72: stock
     max-autotune of ``vit_b_mlp`` took 22.2 s so, 7.5 s with the workers shut down). For the same
     reason nothing here sets ``force_disable_caches``: with it Inductor compiles each graph in a
-    new folder of its own (``with_fresh_cache_if_config``), away from workers already started.
+    new folder of its own (``with_fresh_cache_if_config``), away from workers already started (in
+    the Inductor collector that cost no measurable time on an H200, session 73: the harm depends
+    on the compile's path).
     """
     from torch._inductor import utils
     from torch._inductor.async_compile import shutdown_compile_workers
