@@ -10,8 +10,8 @@ whether the handler really chose among Triton configs (``exercised``).
 Speed: for each problem of ``SPEED_PROBLEMS`` (LLM and vision layers, small and odd shapes), a
 cold compile of one GEMM under ``mode="max-autotune-no-cudagraphs"``, stock and with torch-diode
 (alternating), each in a new process with new, empty Inductor and Triton cache folders after a
-warm-up compile there (``torch_diode.bench.isolate``: in one long process, fresh caches per compile
-overstate compiles that benchmark several choices), then the kernel time of each compiled function
+warm-up compile there (``torch_diode.bench.isolate``: in one long process, compiles that benchmark
+several choices took longer after the first), then the kernel time of each compiled function
 (in its process) and of eager ATen, by CUDA events over replays of a CUDA graph holding
 ``--graph-iters`` calls. Prints a table and writes everything to ``--output``.
 

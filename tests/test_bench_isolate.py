@@ -391,9 +391,9 @@ def test_handler_check_compile_reaches_its_problem(no_gpu: None, model_path: Pat
 
 
 def test_a_new_process_compiles_in_the_folders_its_workers_have(probe: Path) -> None:
-    """In a measuring process the warm-up starts the compile workers; the measured compile must
-    run in the folders they have (Inductor's ``force_disable_caches`` would give each compile a
-    folder of its own, and the workers' precompiled kernels would be missed)."""
+    """In a measuring process the warm-up starts the compile workers; the measured compile runs
+    in the folders they have (Inductor's ``force_disable_caches`` would give each compile a folder
+    of its own)."""
     r = run_in_new_process("isolate_probe:worker_folders_in_compiles", paths=[probe], timeout_s=400)
     assert "error" not in r, r
     (here1, worker1), (here2, worker2) = r["seen"]

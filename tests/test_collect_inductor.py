@@ -216,10 +216,9 @@ def test_measures_stock_inductor_with_a_model_registered(model_path):
 
 
 def test_compiles_run_in_the_compile_workers_folders_and_still_benchmark():
-    """Inductor's compile workers keep the cache folders they started with. The collector's
-    compiles must run in the folders its workers have, whatever workers ran before it (else the
-    kernels the workers precompile are missed and compiled again, one by one: Inductor's
-    ``force_disable_caches`` gave each compile a folder of its own), and no cache may stand in for
+    """The collector's compiles run in one set of new folders, those its compile workers were
+    started in, whatever workers ran before it (Inductor's ``force_disable_caches`` gave each
+    compile a folder of its own), no worker is left holding them after, and no cache stands in for
     a benchmark, the same problem measured twice included."""
     import os
     from functools import partial

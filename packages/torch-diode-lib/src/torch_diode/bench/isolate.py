@@ -1,14 +1,14 @@
 """One cold compile per new process: what a compile costs a user's fresh process, not a warm one.
 
 Measured in one long process, a compile inside ``torch._inductor.utils.fresh_cache()`` is not the
-compile a fresh process pays: ``fresh_cache()`` points the measuring process's Inductor and Triton
-cache folders somewhere new, but Inductor's compile workers, once started, keep the folders they
-started with. On an H200 (torch 2.11, session 71), after the first measured compile of a process,
-Inductor compiled the Triton kernels it benchmarks again, one by one, in the main thread: stock
-max-autotune's cold compile of ``llm_mlp_up`` took 10.2 s so, 2.6 s in a new process.
-(:func:`torch_diode.bench.measure.cold_compile_state` now shuts the workers down inside
-``fresh_cache()``, which gave the new-process times in one process in session 72; a new process
-stays the measure of record: nothing of an earlier compile survives in it.)
+compile a fresh process pays. On an H200 (torch 2.11, session 71), after the first measured
+compile of a process, Inductor compiled the Triton kernels it benchmarks again, one by one, in the
+main thread: stock max-autotune's cold compile of ``llm_mlp_up`` took 10.2 s so, 2.6 s in a new
+process. (:func:`torch_diode.bench.measure.cold_compile_state` now shuts Inductor's compile
+workers down inside ``fresh_cache()``, which gave the new-process times in one process in
+session 72, though not closely enough to stand in for them in session 73; why the workers matter
+is not settled: README, "How the compile times are measured". A new process stays the measure of
+record: nothing of an earlier compile survives in it.)
 
 :func:`run_in_new_process` runs a function in a new Python process whose ``TORCHINDUCTOR_CACHE_DIR``
 and ``TRITON_CACHE_DIR`` are new, empty folders (its compile workers inherit them), and returns

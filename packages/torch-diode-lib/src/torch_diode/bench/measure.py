@@ -112,11 +112,10 @@ class Measurement:
 def cold_compile_state(*, fresh_caches: bool = True) -> Iterator[None]:
     """No FX-graph or autotuning cache from an earlier compile, inside the block (dynamo reset);
     with ``fresh_caches`` new Inductor and Triton cache folders too, the compile workers shut down
-    so that those the compile starts use them
-    (:func:`torch_diode.inductor.compat.fresh_compile_folders`: without that, stock ``vit_b_mlp``
-    took 22.2 s on an H200 rather than 7.5 s, 8.3 s in a new process). Without ``fresh_caches``
-    (in a new process whose folders are new already, :mod:`torch_diode.bench.isolate`) the
-    folders and the workers stay."""
+    first (:func:`torch_diode.inductor.compat.fresh_compile_folders`: without that, stock
+    ``vit_b_mlp`` took 22.2 s on an H200 rather than 7.5 s, 8.3 s in a new process). Without
+    ``fresh_caches`` (in a new process whose folders are new already,
+    :mod:`torch_diode.bench.isolate`) the folders and the workers stay."""
     import torch
 
     from torch_diode.inductor.compat import fresh_compile_folders
@@ -262,7 +261,7 @@ def measure(
 def warm_up(modes: Sequence[str], *, model: Any = None, fresh_caches: bool = True) -> None:
     """Compile a small GEMM once in each kind of mode asked for, so that no measured compile pays
     for imports, Inductor's compile workers starting or the model's first use. ``fresh_caches``:
-    as :func:`measure`'s (False in a new process: the workers it starts keep the process's folders
+    as :func:`measure`'s (False in a new process: the workers it starts use the process's folders
     and stay up for the measured compile; in one process with ``fresh_caches``, each measured
     compile's :func:`cold_compile_state` shuts them down, and new ones start during the compile)."""
     import torch

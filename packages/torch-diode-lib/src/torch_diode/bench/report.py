@@ -403,8 +403,8 @@ def markdown_report(results: Mapping[str, Any], checks: Mapping[str, Any] | None
         + (
             "each measurement in a new process after a warm-up compile there"
             if settings.get("cold_compile")
-            else "all in one process (`fresh_cache()` per compile, which overstates compiles that benchmark "
-            "several choices: README)"
+            else "all in one process (`fresh_cache()` per compile; compiles that benchmark several choices "
+            "took longer after the process's first: README)"
         )
         + f", `{settings.get('compile_mode', '?')}` for every "
         f"autotuning mode. Kernel (step) time: median over {settings.get('reps', '?')} replays of a CUDA graph "

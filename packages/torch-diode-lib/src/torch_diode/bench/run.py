@@ -41,7 +41,8 @@ DEFAULT_ESTIMATE_S: dict[str, dict[str, float]] = {
 }
 #: How cold compiles are measured (``settings["cold_compile"]`` of a results file): a new process
 #: per measurement. Results files without it were measured in one process (``fresh_cache()`` per
-#: compile), which overstates compiles that benchmark several choices; the two are not mixed.
+#: compile), where compiles that benchmark several choices took longer after the process's first;
+#: the two are not mixed.
 COLD_COMPILE = "new process per measurement"
 #: Environment fields that must match for a results file to be extended.
 SAME_ENVIRONMENT: tuple[str, ...] = ("hardware_key", "gpu", "torch", "triton")

@@ -371,7 +371,7 @@ class InductorCollector:
         # torch-diode meta-wheel registers one at import, in the CLI and in every worker)
         stack.enter_context(stock_inductor())
         # new Inductor and Triton cache folders for the collection, with the compile workers
-        # started in them (workers from before keep theirs, and every kernel would be compiled twice)
+        # started in them (none from before, none left after)
         stack.enter_context(fresh_compile_folders())
         stack.enter_context(registered_saver(self.recorder))
         self._stack = stack
@@ -390,8 +390,8 @@ class InductorCollector:
             "max_autotune_gemm_search_space": self.search_space,
             # no cached graph or autotuning result may stand in for a benchmark. Not
             # force_disable_caches: it compiles each graph in a new folder of its own, away from the
-            # compile workers' (compat.fresh_compile_folders; here that cost no measurable time on an
-            # H200, session 73, but one set of folders is the state the workers are started for)
+            # one the compile workers were started in (compat.fresh_compile_folders; on an H200 it
+            # made no measurable difference here, session 73)
             "autotune_local_cache": False,
             "fx_graph_cache": False,
             # Inductor's pad_mm pass would pad odd sizes before lowering (K 3001 -> 3008 for

@@ -239,16 +239,17 @@ def gpu_warp_without_a_gpu() -> Iterator[None]:
 def fresh_compile_folders() -> Iterator[None]:
     """New, empty Inductor and Triton cache folders for the block (Inductor's ``fresh_cache()``:
     in-memory caches cleared, the folders deleted after), with Inductor's compile workers shut
-    down on entry and on exit, so that the workers a compile inside starts use these folders.
+    down on entry and on exit: the workers a compile inside starts are started in these folders,
+    and none is left holding folders about to be deleted.
 
-    Workers keep the folders they started with. A compile whose folders differ from its workers'
-    has the kernels it benchmarks precompiled by the workers in their folders, misses them in its
-    own and compiles them again, one by one, in the main process (on an H200, session 72: stock
-    max-autotune of ``vit_b_mlp`` took 22.2 s so, 7.5 s with the workers shut down). For the same
-    reason nothing here sets ``force_disable_caches``: with it Inductor compiles each graph in a
-    new folder of its own (``with_fresh_cache_if_config``), away from workers already started (in
-    the Inductor collector that cost no measurable time on an H200, session 73: the harm depends
-    on the compile's path).
+    In one long process, a compile after the first had the kernels it benchmarks compiled again,
+    one by one, in the main process; with the workers shut down before it, not (on an H200,
+    session 72: stock max-autotune of ``vit_b_mlp`` 22.2 s, 7.5 s so, 8.3 s in a new process).
+    Why is not settled: Inductor hands the current folders to each worker task, and session 73
+    saw the same recompiles with the workers started in the compile's own folders, late in a long
+    process; the likelier cause is the worker pool being ready by then (README, "How the compile
+    times are measured"). Nothing here sets ``force_disable_caches``, which has Inductor compile
+    each graph in a new folder of its own (``with_fresh_cache_if_config``).
     """
     from torch._inductor import utils
     from torch._inductor.async_compile import shutdown_compile_workers
