@@ -4,7 +4,8 @@
 # COLLECT=N: the collector's speed, new then old or VARIANTS (benchmarks/collect/session73/collect_speed.py), N
 # problems or those at indices PICK;
 # DEMO=1: diode demo; VS_NEW_S=S: vs_new.py (new processes) on session 63's sample for S seconds
-# (resuming $VS_NEW_FROM when given); ONE_S=S: changed.py time (one process) for S seconds.
+# (resuming $VS_NEW_FROM when given); ONE_S=S: changed.py time (one process) for S seconds;
+# POOL=p1,p2: pool_ready.py on those speed-check problems.
 set -u
 export PYTHONPATH=packages/torch-diode-lib/src:packages/torch-diode-models/src PYTHONUNBUFFERED=1
 M=packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors
@@ -34,4 +35,8 @@ if [ -n "${ONE_S:-}" ]; then
   timeout $((ONE_S + 60)) python3 benchmarks/handler/session63/changed.py time $S $M "$OUT/vs-one.json" \
       --order stock,default --budget "$ONE_S" > "$OUT/vs-one.log" 2>&1
   echo "vs-one rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
+fi
+if [ -n "${POOL:-}" ]; then  # for a later session: the worker-pool hypothesis (pool_ready.py), e.g. POOL=odd_small,vit_b_mlp
+  timeout "${POOL_S:-500}" python3 benchmarks/handler/session73/pool_ready.py "$OUT/pool.json" "$POOL" > "$OUT/pool.log" 2>&1
+  echo "pool rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
 fi
