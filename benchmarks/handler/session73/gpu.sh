@@ -27,7 +27,7 @@ if [ "${DEMO:-0}" = 1 ]; then
 fi
 if [ -n "${VS_NEW_S:-}" ]; then
   [ -n "${VS_NEW_FROM:-}" ] && cp "$VS_NEW_FROM" "$OUT/vs-new.json"
-  timeout $((VS_NEW_S + 60)) python3 benchmarks/handler/session73/vs_new.py $S $M "$OUT/vs-new.json" \
+  timeout $((VS_NEW_S + 90)) python3 benchmarks/handler/session73/vs_new.py $S $M "$OUT/vs-new.json" \
       --order stock,default --budget "$VS_NEW_S" > "$OUT/vs-new-$TAG.log" 2>&1
   echo "vs-new rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
 fi

@@ -8,10 +8,12 @@ since session 72 shuts the compile workers down so that new ones start in its fo
         [--budget S] [--first N]
 
 ``OUT`` has ``changed.py time``'s format (``changed.py report`` reads it) and is rewritten after
-every problem; a rerun skips the problems it holds whole (resumable). Each problem's eager ATen
-kernel time is taken in its first variant's process, after the compile. ``--budget``: no problem
-is started after so many seconds, and each process's timeout is what is left of it (at least
-120 s); ``--first N``: the list's first N problems only.
+every problem; a rerun skips the problems it holds whole (resumable), and refuses a file of
+another order, model, options or method (each run's environment is kept, in ``environments``).
+Each problem's eager ATen kernel time is taken in its first variant's process, after the
+compile. ``--budget S``: a problem is started only while at least 60 s per variant of it are left
+of S, and each process's timeout is what is left (at least 60 s), so the run ends by about S + 60
+s; ``--first N``: the list's first N problems only.
 """
 
 from __future__ import annotations
@@ -85,17 +87,20 @@ def main() -> int:
     }
     if a.output.exists():
         old = json.loads(a.output.read_text())
-        if old.get("order") != order or old.get("model") != a.model or "cold_compile" not in old:
-            raise SystemExit(f"{a.output} holds another run (order, model or method differ); name a new file")
+        same = ("order", "model", "options", "cold_compile")
+        if any(old.get(k) != result[k] for k in same):
+            raise SystemExit(f"{a.output} holds another run ({', '.join(same)} differ); name a new file")
+        result["environment"] = old["environment"]
+        result["environments"] = old.get("environments", [old["environment"]])
         result["rows"] = [r for r in old["rows"] if all("kernel_us" in x for x in r["runs"])]
+    result.setdefault("environments", []).append(environment())
     done = {r["key"] for r in result["rows"]}
     t0 = time.monotonic()
     for entry in listed:
         p = Problem.from_dict(entry["problem"])
         if p.key() in done:
             continue
-        left = a.budget - (time.monotonic() - t0) if a.budget else 540.0
-        if left < 120:
+        if a.budget and a.budget - (time.monotonic() - t0) < 60 * len(order):
             break
         row: dict[str, Any] = {"problem": entry["problem"], "key": p.key(), "runs": []}
         for i, variant in enumerate(order):
@@ -107,7 +112,7 @@ def main() -> int:
                 "graph_iters": 20,
                 "reps": 20,
             }
-            timeout = max(120.0, a.budget - (time.monotonic() - t0)) if a.budget else 540.0
+            timeout = max(60.0, a.budget - (time.monotonic() - t0)) if a.budget else 540.0
             run = run_in_new_process("vs_new:isolated", kwargs, paths=[HERE, SCRIPTS], timeout_s=timeout)
             if "aten_kernel_us" in run:
                 row["aten_kernel_us"] = run.pop("aten_kernel_us")

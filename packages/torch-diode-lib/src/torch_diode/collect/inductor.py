@@ -318,8 +318,10 @@ def registered_saver(saver: Callable[..., None]) -> Iterator[None]:
 class InductorCollector:
     """Collects max-autotune's own timings, one compile per problem.
 
-    Use as a context manager (it registers its saver and a private cache directory), then call
-    :meth:`measure` per problem::
+    Use as a context manager (it registers its saver and new, private Inductor and Triton cache
+    folders, stopping the process's Inductor compile workers on entry and on exit:
+    :func:`torch_diode.inductor.compat.fresh_compile_folders`), then call :meth:`measure` per
+    problem::
 
         with InductorCollector(hardware="NVIDIA-H100", search_space="EXHAUSTIVE") as c:
             records, failures = c.measure(problem)
@@ -390,8 +392,8 @@ class InductorCollector:
             "max_autotune_gemm_search_space": self.search_space,
             # no cached graph or autotuning result may stand in for a benchmark. Not
             # force_disable_caches: it compiles each graph in a new folder of its own, away from the
-            # one the compile workers were started in (compat.fresh_compile_folders; on an H200 it
-            # made no measurable difference here, session 73)
+            # one the compile workers were started in (compat.fresh_compile_folders; on an H200 a
+            # cost of it here was not shown, session 73: 67.0 s against 59.7 s, one run each)
             "autotune_local_cache": False,
             "fx_graph_cache": False,
             # Inductor's pad_mm pass would pad odd sizes before lowering (K 3001 -> 3008 for
@@ -399,7 +401,8 @@ class InductorCollector:
             # one asked for; the collector measures the problem as given.
             "shape_padding": False,
         }
-        for name in ("autotune_remote_cache", "fx_graph_remote_cache"):
+        # (remote_gemm_autotune_cache: a remote best config would narrow the choices benchmarked)
+        for name in ("autotune_remote_cache", "fx_graph_remote_cache", "remote_gemm_autotune_cache"):
             if hasattr(config, name):
                 patch[name] = False
         patch.update(self.config_overrides)

@@ -250,6 +250,12 @@ def fresh_compile_folders() -> Iterator[None]:
     process; the likelier cause is the worker pool being ready by then (README, "How the compile
     times are measured"). Nothing here sets ``force_disable_caches``, which has Inductor compile
     each graph in a new folder of its own (``with_fresh_cache_if_config``).
+
+    Any compile workers of the process are stopped (a compile running meanwhile in another thread
+    would lose them); the next compile after the block starts new ones in the restored folders.
+    torch 2.13's ``fresh_cache()`` restores its two environment variables on exit; some older
+    versions restore the whole ``os.environ`` (``mock.patch.dict``), undoing anything set in it
+    inside the block.
     """
     from torch._inductor import utils
     from torch._inductor.async_compile import shutdown_compile_workers
