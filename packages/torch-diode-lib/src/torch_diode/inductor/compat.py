@@ -242,7 +242,7 @@ def fresh_compile_folders() -> Iterator[None]:
     down on entry and on exit: the workers a compile inside starts are started in these folders,
     and none is left holding folders about to be deleted.
 
-    In one long process, a compile after the first had the kernels it benchmarks compiled again,
+    In one long process, a compile after the first had the kernels it benchmarks compiled,
     one by one, in the main process; with the workers shut down before it, not (on an H200,
     session 72: stock max-autotune of ``vit_b_mlp`` 22.2 s, 7.5 s so, 8.3 s in a new process).
     Why is not settled: Inductor hands the current folders to each worker task, and session 73
