@@ -28,6 +28,7 @@ import compile_method as cm  # noqa: E402
 def main() -> int:
     variant, n, space, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     assert variant in ("new", "old", "new-nocg"), variant
+    from torch_diode._files import atomic_write
     from torch_diode.bench.measure import environment
     from torch_diode.collect.inductor import InductorCollector
     from torch_diode.records import Problem
@@ -58,7 +59,7 @@ def main() -> int:
             }
             result["rows"].append(row)
             result["total_s"] = round(time.perf_counter() - t_all, 2)
-            out.write_text(json.dumps(result, indent=1))
+            atomic_write(out, json.dumps(result, indent=1))
             print(json.dumps(row), flush=True)
     return 0
 

@@ -18,7 +18,6 @@ without and with the wait; ``OUT`` is rewritten after each.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -48,11 +47,12 @@ def wait_for_pool(wait_s: float) -> dict[str, Any]:
 def probe(*, problem: str, wait_s: float | None) -> dict[str, Any]:
     """In the new process: the warm-up, the wait (``wait_s``; None: none), one stock cold compile."""
     import compile_method as cm
-    from check_handler_gpu import SPEED_PROBLEMS, _enter_handler, make_args, warm_up_compile
+    from check_handler_gpu import SPEED_PROBLEMS, make_args, warm_up_compile
     from torch._dynamo.utils import counters
     from torch._inductor.async_compile import AsyncCompile
 
     from torch_diode.bench.measure import cold_compile_state, compile_for, first_call_s
+    from torch_diode.inductor import stock_inductor
 
     cm.count_cubins()
     fn, args = make_args(next(p for p in SPEED_PROBLEMS if p.name == problem))
@@ -63,9 +63,7 @@ def probe(*, problem: str, wait_s: float | None) -> dict[str, Any]:
     )
     cm.CUBINS.clear()
     before = dict(counters["inductor"])
-    with contextlib.ExitStack() as stack:
-        _enter_handler(stack, "", None)  # stock Inductor
-        stack.enter_context(cold_compile_state(fresh_caches=False))
+    with stock_inductor(), cold_compile_state(fresh_caches=False):
         out["compile_s"] = round(first_call_s(compile_for("max-autotune", fn), args), 3)
     out["make_cubin"] = dict(cm.CUBINS)
     out["inductor_counters"] = {
@@ -75,6 +73,7 @@ def probe(*, problem: str, wait_s: float | None) -> dict[str, Any]:
 
 
 def main() -> int:
+    from torch_diode._files import atomic_write
     from torch_diode.bench.isolate import run_in_new_process
     from torch_diode.bench.measure import environment
 
@@ -91,9 +90,7 @@ def main() -> int:
             )
             result["rows"].append({"wait": wait is not None, **r})
             print(json.dumps(result["rows"][-1]), flush=True)
-            tmp = a.output.with_suffix(".tmp")
-            tmp.write_text(json.dumps(result, indent=1))
-            tmp.replace(a.output)
+            atomic_write(a.output, json.dumps(result, indent=1))
     return 0
 
 

@@ -59,6 +59,7 @@ def isolated(
 def main() -> int:
     from changed import VARIANTS
 
+    from torch_diode._files import atomic_write
     from torch_diode.bench.isolate import run_in_new_process
     from torch_diode.bench.measure import environment
     from torch_diode.records import Problem
@@ -118,9 +119,7 @@ def main() -> int:
                 row["aten_kernel_us"] = run.pop("aten_kernel_us")
             row["runs"].append({"variant": variant, **run})
         result["rows"].append(row)
-        tmp = a.output.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        tmp.replace(a.output)
+        atomic_write(a.output, json.dumps(result, indent=1))
         times = " ".join(
             f"{r['variant']} {r.get('compile_s', math.nan):.2f} s {r.get('kernel_us', math.nan):.2f} us"
             for r in row["runs"]
