@@ -5,7 +5,7 @@
 # problems or those at indices PICK;
 # DEMO=1: diode demo; VS_NEW_S=S: vs_new.py (new processes) on session 63's sample for S seconds
 # (resuming $VS_NEW_FROM when given); ONE_S=S: changed.py time (one process) for S seconds;
-# POOL=p1,p2: pool_ready.py on those speed-check problems.
+# POOL=p1,p2: pool_ready.py on those speed-check problems (run first).
 set -u
 export PYTHONPATH=packages/torch-diode-lib/src:packages/torch-diode-models/src PYTHONUNBUFFERED=1
 M=packages/torch-diode-models/src/torch_diode_models/NVIDIA-H200-matmul.safetensors
@@ -14,6 +14,10 @@ TAG=${TAG:-a}
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c 'import torch, triton, platform; print(torch.__version__, triton.__version__, torch.version.cuda, platform.python_version())'
   nproc; } > "$OUT/env-$TAG.txt" 2>&1
+if [ -n "${POOL:-}" ]; then  # first: the worker-pool hypothesis (pool_ready.py)
+  timeout "${POOL_S:-500}" python3 benchmarks/handler/session73/pool_ready.py "$OUT/pool.json" "$POOL" > "$OUT/pool.log" 2>&1
+  echo "pool rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
+fi
 if [ -n "${COLLECT:-}" ]; then
   for v in ${VARIANTS:-new old}; do
     timeout "${COLLECT_S:-150}" python3 benchmarks/collect/session73/collect_speed.py $v "$COLLECT" "${SPACE:-DEFAULT}" \
@@ -35,8 +39,4 @@ if [ -n "${ONE_S:-}" ]; then
   timeout $((ONE_S + 60)) python3 benchmarks/handler/session63/changed.py time $S $M "$OUT/vs-one.json" \
       --order stock,default --budget "$ONE_S" > "$OUT/vs-one.log" 2>&1
   echo "vs-one rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
-fi
-if [ -n "${POOL:-}" ]; then  # for a later session: the worker-pool hypothesis (pool_ready.py), e.g. POOL=odd_small,vit_b_mlp
-  timeout "${POOL_S:-500}" python3 benchmarks/handler/session73/pool_ready.py "$OUT/pool.json" "$POOL" > "$OUT/pool.log" 2>&1
-  echo "pool rc=$? $(date -u)" >> "$OUT/env-$TAG.txt"
 fi
