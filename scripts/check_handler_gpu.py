@@ -323,16 +323,24 @@ def isolated_compile(
     graph_iters: int,
     reps: int,
     dynamic: bool = False,
+    after_pool_s: float | None = None,
 ) -> dict[str, Any]:
     """In a new process (``torch_diode.bench.isolate``, whose cache folders are new): the warm-up
-    (``warm_up_new_process``), then one cold compile of ``problem`` and its kernel time(s):
+    (``warm_up_new_process``), with ``after_pool_s`` a wait of up to that long for Inductor's
+    compile-worker pool (``wait_for_compile_workers``: the compile is then a long compile's later
+    GEMM, not a process's first), then one cold compile of ``problem`` and its kernel time(s):
     ``compile_and_time``'s result, or ``dynamic_compile_and_time``'s."""
+    from torch_diode.bench.measure import wait_for_compile_workers
+
     p = GemmProblem(**problem)
     fn_args = None if dynamic else make_args(p)  # (dynamic: built at every M there)
     warm_up_new_process(model, options)
+    pool = wait_for_compile_workers(after_pool_s) if after_pool_s is not None else {}
     if fn_args is None:
-        return dynamic_compile_and_time(model, options, p, graph_iters=graph_iters, reps=reps, fresh_caches=False)
-    return compile_and_time(model, options, *fn_args, graph_iters=graph_iters, reps=reps, fresh_caches=False)
+        got = dynamic_compile_and_time(model, options, p, graph_iters=graph_iters, reps=reps, fresh_caches=False)
+    else:
+        got = compile_and_time(model, options, *fn_args, graph_iters=graph_iters, reps=reps, fresh_caches=False)
+    return {**got, **pool}
 
 
 def compile_in_new_process(
@@ -343,6 +351,7 @@ def compile_in_new_process(
     graph_iters: int,
     reps: int,
     dynamic: bool = False,
+    after_pool_s: float | None = None,
     timeout_s: float = 540,
 ) -> dict[str, Any]:
     """``isolated_compile`` in a new process; its result plus ``process_s`` (or ``error``)."""
@@ -355,6 +364,7 @@ def compile_in_new_process(
         "graph_iters": graph_iters,
         "reps": reps,
         "dynamic": dynamic,
+        "after_pool_s": after_pool_s,
     }
     return run_in_new_process(
         "check_handler_gpu:isolated_compile", kwargs, paths=[Path(__file__).resolve().parent], timeout_s=timeout_s
@@ -377,11 +387,13 @@ def run_speed(
     reps: int,
     variants: dict[str, dict[str, Any]] | None = None,
     on_row: Callable[[list[dict[str, Any]]], None] | None = None,
+    after_pool_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Each problem compiled cold stock, with torch-diode (``options``) and with each of
     ``variants`` (more handler option sets, ``options`` updated with the variant's, in row keys
-    ``diode:NAME_...``), each compile in a new process (``compile_in_new_process``); eager ATen
-    timed here. ``on_row`` gets the rows so far after each problem (to save them)."""
+    ``diode:NAME_...``), each compile in a new process (``compile_in_new_process``, after the
+    compile-worker pool is ready with ``after_pool_s``); eager ATen timed here. ``on_row`` gets the
+    rows so far after each problem (to save them)."""
     import torch
 
     runs: dict[str, dict[str, Any] | None] = {"stock": None, "diode": options}
@@ -391,7 +403,8 @@ def run_speed(
         fn, args = make_args(p)
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), **asdict(p)}
         for variant, opts in runs.items():
-            add_result(row, variant, compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps))
+            got = compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps, after_pool_s=after_pool_s)
+            add_result(row, variant, got)
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)
         if on_row is not None:
@@ -886,6 +899,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=JSON",
         help="speed: also compile with these option changes, e.g. 'short={\"aten_alone_below_us\": 50}' (repeatable)",
     )
+    ap.add_argument(
+        "--after-pool",
+        type=float,
+        default=None,
+        metavar="S",
+        help="speed: before each measured compile wait (up to S s) for Inductor's compile-worker pool, "
+        "so the compile is a long compile's later GEMM, not a process's first (default: no wait)",
+    )
     ap.add_argument("--graph-iters", type=int, default=20, help="calls captured in one CUDA graph")
     ap.add_argument("--reps", type=int, default=20, help="timed graph replays (median)")
     ap.add_argument("--output", type=Path, help="write the results as JSON")
@@ -898,6 +919,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown problem(s) {sorted(unknown)}; known: {', '.join(p.name for p in SPEED_PROBLEMS)}")
         problems = [p for p in SPEED_PROBLEMS if p.name in wanted]
+    if args.after_pool is not None and (args.mode not in ("all", "speed") or not args.after_pool > 0):
+        ap.error(f"--after-pool {args.after_pool}: a wait in seconds > 0, for --mode speed or all only")
     cases = correctness_cases()
     dynamic_ops = list(CORRECTNESS_OPS)
     if args.ops:
@@ -961,7 +984,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--model is required (a model file or a registered model name)")
     from torch_diode.inductor import install_diode_choices
 
-    result: dict[str, Any] = {"environment": environment(), "model": args.model, "options": options}
+    result: dict[str, Any] = {
+        "environment": environment(),
+        "model": args.model,
+        "options": options,
+        "after_pool_s": args.after_pool,
+    }
 
     def save(what: dict[str, Any]) -> None:
         """Write ``--output`` (whole or not at all); also after each speed problem, marked partial."""
@@ -1011,6 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
             reps=args.reps,
             variants=variants,
             on_row=lambda rows: save({**result, "speed": {"problems": rows, "partial": True}}),
+            after_pool_s=args.after_pool,
         )
         summary = summarize_speed(rows)
         if variants:

@@ -447,6 +447,30 @@ def test_cli_report_only_and_list(run_diode, tmp_path: Path) -> None:
     assert r.returncode == 2 and "unknown mode(s) ['fastest']" in r.stderr
 
 
+def test_wait_for_compile_workers_returns_once_the_pool_is_ready() -> None:
+    """Real Inductor compile workers (CPU): the wait returns with the pool ready, as a later compile
+    of the process finds it; with one compile thread there is no pool and it returns at once."""
+    import time
+
+    from torch._inductor import config as inductor_config
+    from torch._inductor.async_compile import AsyncCompile, shutdown_compile_workers
+
+    from torch_diode.bench.measure import wait_for_compile_workers
+
+    shutdown_compile_workers()
+    try:
+        with inductor_config.patch(compile_threads=2):
+            got = wait_for_compile_workers(240)
+            assert got["compile_pool_ready"] is True and got["compile_pool_waited_s"] < 240
+            assert AsyncCompile.use_process_pool()  # ready now, not merely asked for
+        with inductor_config.patch(compile_threads=1):
+            t0 = time.monotonic()
+            assert wait_for_compile_workers(60) == {"compile_pool_ready": False, "compile_pool_waited_s": 0.0}
+            assert time.monotonic() - t0 < 5
+    finally:
+        shutdown_compile_workers()
+
+
 # -- on a GPU -----------------------------------------------------------------------------------
 
 

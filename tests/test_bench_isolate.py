@@ -381,9 +381,15 @@ def test_handler_check_compile_reaches_its_problem(no_gpu: None, model_path: Pat
         from check_handler_gpu import SPEED_PROBLEMS, compile_in_new_process
     finally:
         sys.path.remove(str(REPO / "scripts"))
-    for dynamic in (False, True):
+    for dynamic, after_pool_s in ((False, None), (True, None), (False, 5.0)):
         r = compile_in_new_process(
-            str(model_path), {"top_k_configs": 2}, SPEED_PROBLEMS[0], graph_iters=2, reps=2, dynamic=dynamic
+            str(model_path),
+            {"top_k_configs": 2},
+            SPEED_PROBLEMS[0],
+            graph_iters=2,
+            reps=2,
+            dynamic=dynamic,
+            after_pool_s=after_pool_s,
         )
         assert set(r) == {"error", "process_s"} and _cuda_missing(r["error"]), r
         assert "TypeError" not in r["error"]

@@ -281,6 +281,32 @@ def warm_up(modes: Sequence[str], *, model: Any = None, fresh_caches: bool = Tru
         log.info("warm-up compile (%s): %.1f s, not counted", mode, time.perf_counter() - t0)
 
 
+def wait_for_compile_workers(timeout_s: float = 120.0, *, poll_s: float = 0.25) -> dict[str, Any]:
+    """Wait until Inductor's compile-worker pool is ready, as a compile late in a long process finds
+    it: ``AsyncCompile.use_process_pool()`` true (the first call starts the readiness check).
+
+    Until the pool (started in the background by a process's first compile) is ready, Inductor
+    precompiles the Triton choices it benchmarks in threads of the main process, and the benchmark
+    reuses them; once it is ready, in the workers, and on an H200 with torch 2.11 / triton 3.6 the
+    main process compiled every one again while benchmarking (session 74: 20 of 20 ``make_cubin``
+    calls in the main thread after the wait, 0-1 before; stock max-autotune of one GEMM took
+    3.1-3.7x as long). A compile measured after this wait is a long compile's later GEMM; one
+    measured right after a new process's warm-up, its first.
+
+    Returns ``{"compile_pool_ready": bool, "compile_pool_waited_s": float}``; not ready after
+    ``timeout_s``, or at once where Inductor uses no worker pool (one compile thread).
+    """
+    from torch._inductor import config
+    from torch._inductor.async_compile import AsyncCompile
+
+    t0 = time.monotonic()
+    ready = config.compile_threads > 1 and AsyncCompile.use_process_pool()
+    while config.compile_threads > 1 and not ready and time.monotonic() - t0 < timeout_s:
+        time.sleep(poll_s)
+        ready = AsyncCompile.use_process_pool()
+    return {"compile_pool_ready": bool(ready), "compile_pool_waited_s": round(time.monotonic() - t0, 2)}
+
+
 def cpu_model() -> str:
     """The host CPU's model name (``/proc/cpuinfo``), or ``platform.processor()`` where there is
     none: what a CPU timing (scoring, model loading, compile workers) depends on most."""
