@@ -11,6 +11,10 @@ ptxas version, also in the cache key, is not in it).
 
     python benchmarks/handler/session74/pool_cache.py OUT.json PROBLEM [--fix none,ptxas]
 
+With ``keylog/`` on ``PYTHONPATH`` and ``DIODE_KEYLOG_DIR`` set (``keylog/sitecustomize.py``), every
+process, the compile workers too, logs the parts of each Triton cache key; each case's row then
+says, for the kernels both the main process and a worker compiled, which parts differ (``keys``).
+
 ``--fix ptxas``: the main process calls Inductor's ``_set_triton_ptxas_path()`` (what every compile
 worker calls at its start) before the compile. ``OUT`` is rewritten after each case.
 """
@@ -84,6 +88,37 @@ def cache_copies(folder: Path) -> dict[str, Any]:
     }
 
 
+def keys_report(folder: Path, main_pid: int) -> dict[str, Any]:
+    """From ``keylog``'s files: for each kernel source the main process (``main_pid``) and another
+    process both compiled, the key parts that differ between them; counted over the kernels."""
+    recs: list[dict[str, Any]] = []
+    for f in folder.glob("keys-*.jsonl"):
+        recs += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    main = defaultdict(list)
+    other = defaultdict(list)
+    for r in recs:
+        (main if r["pid"] == main_pid else other)[r.get("source_sha")].append(r)
+    both = [s for s in main if s in other]
+    parts = ("fn_cache_key", "attrs", "signature", "constants", "src_hash", "backend", "options", "env", "key")
+    differ: dict[str, int] = defaultdict(int)
+    example = None
+    for s in both:
+        m, o = main[s][-1], other[s][-1]
+        d = [k for k in parts if m.get(k) != o.get(k)]
+        for k in d:
+            differ[k] += 1
+        if d and example is None:
+            example = {k: [m.get(k), o.get(k)] for k in d if k != "key"}
+    return {
+        "records": len(recs),
+        "errors": sorted({r["error"] for r in recs if "error" in r})[:3],
+        "main_process_compiles": sum(len(v) for v in main.values()),
+        "sources_in_main_and_a_worker": len(both),
+        "parts_that_differ": dict(differ),
+        "example": example,
+    }
+
+
 def probe(*, problem: str, fix: str, wait_s: float) -> dict[str, Any]:
     """In the new process: warm-up, wait for the pool, the settings (here and in a worker), one stock
     cold compile, the cache folder's copies."""
@@ -97,7 +132,7 @@ def probe(*, problem: str, fix: str, wait_s: float) -> dict[str, Any]:
     cm.count_cubins()
     fn, args = make_args(next(p for p in SPEED_PROBLEMS if p.name == problem))
     warm_up_compile(fresh_caches=False)
-    out: dict[str, Any] = {"problem": problem, "fix": fix, **wait_for_compile_workers(wait_s)}
+    out: dict[str, Any] = {"problem": problem, "fix": fix, "pid": os.getpid(), **wait_for_compile_workers(wait_s)}
     out["main_before"] = settings()
     pool = AsyncCompile.process_pool()
     out["worker"] = {
@@ -114,6 +149,8 @@ def probe(*, problem: str, fix: str, wait_s: float) -> dict[str, Any]:
     out["make_cubin"] = dict(cm.CUBINS)
     out["triton_cache"] = cache_copies(Path(os.environ["TRITON_CACHE_DIR"]))
     out["worker_cache_dir_after"] = pool.submit(os.getenv, "TRITON_CACHE_DIR").result(timeout=60)
+    if os.environ.get("DIODE_KEYLOG_DIR"):
+        out["keys"] = keys_report(Path(os.environ["DIODE_KEYLOG_DIR"]), os.getpid())
     return out
 
 
