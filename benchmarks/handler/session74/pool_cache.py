@@ -16,7 +16,8 @@ process, the compile workers too, logs the parts of each Triton cache key; each 
 says, for the kernels both the main process and a worker compiled, which parts differ (``keys``).
 
 ``--fix ptxas``: the main process calls Inductor's ``_set_triton_ptxas_path()`` (what every compile
-worker calls at its start) before the compile. ``OUT`` is rewritten after each case.
+worker calls at its start) before the compile; ``--fix ptxas-clear`` also clears Triton's cached ptxas
+version (``get_ptxas_version``, which its cache keys include). ``OUT`` is rewritten after each case.
 """
 
 from __future__ import annotations
@@ -138,10 +139,14 @@ def probe(*, problem: str, fix: str, wait_s: float) -> dict[str, Any]:
     out["worker"] = {
         k: pool.submit(os.getenv, k).result(timeout=60) for k in ("TRITON_PTXAS_PATH", "TRITON_LIBDEVICE_PATH")
     }
-    if fix == "ptxas":
+    if fix in ("ptxas", "ptxas-clear"):
         from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
 
         _set_triton_ptxas_path()
+    if fix == "ptxas-clear":  # Triton keeps the first ptxas version it read (functools.lru_cache)
+        from triton.backends.nvidia.compiler import get_ptxas_version
+
+        get_ptxas_version.cache_clear()
     out["main_at_compile"] = settings()
     cm.CUBINS.clear()
     with stock_inductor(), cold_compile_state(fresh_caches=False):
