@@ -375,6 +375,11 @@ def test_resuming_needs_the_same_setting_and_estimates_from_earlier_runs(tmp_pat
     other = copy.deepcopy(ENVIRONMENT) | {"torch": "2.12.0"}
     with pytest.raises(ValueError, match=re.escape("torch '2.11.0' there, '2.12.0' here")):
         open_results(path, other, MODEL, SETTINGS)
+    assert "triton_ptxas_path" not in ENVIRONMENT  # a file from before the field: as if unset
+    ptxas = copy.deepcopy(ENVIRONMENT) | {"triton_ptxas_path": "/t/bin/ptxas"}
+    with pytest.raises(ValueError, match=re.escape("triton_ptxas_path '' there, '/t/bin/ptxas' here")):
+        open_results(path, ptxas, MODEL, SETTINGS)
+    assert len(open_results(path, ENVIRONMENT | {"triton_ptxas_path": ""}, MODEL, SETTINGS)["cases"]) == 4
     with pytest.raises(ValueError, match="model sha256 abababababababab there, cdcdcdcdcdcdcdcd here"):
         open_results(path, ENVIRONMENT, MODEL | {"sha256": "cd" * 32}, SETTINGS)
     one_process = make_results()  # measured before compiles had a process each

@@ -22,6 +22,7 @@ from torch_diode.hardware import (
     resolve_gpu,
     spec_for,
 )
+from torch_diode.inductor.ptxas import torch_bundled_ptxas
 
 # Device names as torch.cuda.get_device_name() / rocm-smi report them on real machines.
 REAL_NAMES = [
@@ -234,6 +235,12 @@ def test_cli_hardware_env(run_diode) -> None:
 def test_cli_hardware_no_gpu(run_diode) -> None:
     proc = run_diode("hardware", env={ENV_VAR: ""}, check=True)
     assert "key:                none" in proc.stdout and "reason:" in proc.stdout
+    if torch_bundled_ptxas() is None:  # the CPU wheel
+        assert "ptxas:              torch has no bin/ptxas" in proc.stdout
+    d = json.loads(
+        run_diode("hardware", "--json", env={ENV_VAR: "", "TRITON_PTXAS_PATH": "/x/ptxas"}, check=True).stdout
+    )
+    assert d["ptxas"]["mismatch"] is False and d["ptxas"]["reason"].startswith("TRITON_PTXAS_PATH is set (/x/ptxas)")
 
 
 def test_cli_hardware_errors(run_diode) -> None:

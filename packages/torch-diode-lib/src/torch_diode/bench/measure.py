@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import platform
 import statistics
 import time
@@ -300,8 +301,9 @@ def wait_for_compile_workers(timeout_s: float = 120.0, *, poll_s: float = 0.25) 
     from torch._inductor.async_compile import AsyncCompile
 
     t0 = time.monotonic()
-    ready = config.compile_threads > 1 and AsyncCompile.use_process_pool()
-    while config.compile_threads > 1 and not ready and time.monotonic() - t0 < timeout_s:
+    pool = (config.compile_threads or 1) > 1
+    ready = pool and AsyncCompile.use_process_pool()
+    while pool and not ready and time.monotonic() - t0 < timeout_s:
         time.sleep(poll_s)
         ready = AsyncCompile.use_process_pool()
     return {"compile_pool_ready": bool(ready), "compile_pool_waited_s": round(time.monotonic() - t0, 2)}
@@ -339,6 +341,9 @@ def environment() -> dict[str, Any]:
         "torch_diode": v["diode_version"],
         "python": platform.python_version(),
         "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        # set before Python started, it keeps stock max-autotune from compiling kernels twice
+        # (torch_diode.inductor.ptxas); "" where unset
+        "triton_ptxas_path": os.environ.get("TRITON_PTXAS_PATH", ""),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 

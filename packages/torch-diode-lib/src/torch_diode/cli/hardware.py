@@ -8,6 +8,7 @@ import sys
 
 from torch_diode.cli import UsageError
 from torch_diode.hardware import ENV_VAR, HARDWARE_SPECS, KNOWN_KEYS, detect
+from torch_diode.inductor.ptxas import check_ptxas
 from torch_diode.registry import models_for_hardware
 
 
@@ -17,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="show the detected GPU, its hardware key and why",
         description=f"Show the GPU torch sees, the hardware key torch-diode gives it and why. "
         f"{ENV_VAR} overrides detection (a known key, custom:<name>, or none). Known keys: {', '.join(KNOWN_KEYS)}. "
-        "Lists the installed models for the key, the one auto-registration would take first.",
+        "Lists the installed models for the key, the one auto-registration would take first, and "
+        "whether Inductor's compile workers and this process key Triton's cache with different ptxas "
+        "versions (then stock max-autotune compiles kernels twice; the line says what to set).",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--device", type=int, default=None, help="CUDA device index (default: the current device)")
@@ -30,20 +33,23 @@ def _hardware(args: argparse.Namespace) -> int:
     info = detect(args.device)
     spec = HARDWARE_SPECS.get(info.key) if info.key else None
     models = [entry.name for entry in models_for_hardware(info.key)] if info.key else []
+    cc = info.compute_capability
+    ptxas = check_ptxas(arch=cc[0] * 10 + cc[1] if cc else 90)
     if args.json:
         d = info.to_dict()
         d["has_spec"] = spec is not None
         d["models"] = models
+        d["ptxas"] = ptxas.to_dict()
         json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    cc = ".".join(map(str, info.compute_capability)) if info.compute_capability else "-"
+    cc_text = ".".join(map(str, cc)) if cc else "-"
     mem = f"{info.memory_bytes / 2**30:.1f} GiB" if info.memory_bytes else "-"
     lines = [
         f"key:                {info.key or 'none'}",
         f"name:               {info.name or '-'}",
         f"vendor:             {info.vendor or '-'}",
-        f"compute capability: {cc}" + (f" ({info.arch})" if info.arch else ""),
+        f"compute capability: {cc_text}" + (f" ({info.arch})" if info.arch else ""),
         f"SMs:                {info.sm_count if info.sm_count is not None else '-'}",
         f"memory:             {mem}",
         f"source:             {info.source}",
@@ -56,5 +62,8 @@ def _hardware(args: argparse.Namespace) -> int:
             if models
             else f"models:             none installed for {info.key}"
         )
+    lines.append(f"ptxas:              {'MISMATCH: ' if ptxas.mismatch else ''}{ptxas.reason}")
+    if ptxas.advice:
+        lines.append(f"                    {ptxas.advice}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
