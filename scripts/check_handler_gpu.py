@@ -13,10 +13,15 @@ cold compile of one GEMM under ``mode="max-autotune-no-cudagraphs"``, stock and 
 warm-up compile there (``torch_diode.bench.isolate``: in one long process, compiles that benchmark
 several choices took longer after the first), then the kernel time of each compiled function
 (in its process) and of eager ATen, by CUDA events over replays of a CUDA graph holding
-``--graph-iters`` calls. Prints a table and writes everything to ``--output``.
+``--graph-iters`` calls. Prints a table and writes everything to ``--output``. With
+``--after-pool S`` each measured compile waits first (up to S s) for Inductor's compile-worker
+pool, as a long compile's later GEMMs find it (``torch_diode.bench.measure.wait_for_compile_workers``:
+where the workers and this process key Triton's cache with different ptxas versions, stock's
+benchmarked kernels are then compiled twice; ``torch_diode.inductor.ptxas``).
 
     python scripts/check_handler_gpu.py --model NVIDIA-H100-matmul --output handler_gpu.json
     python scripts/check_handler_gpu.py --model m.safetensors --mode speed --problems llm_mlp_up,odd_mm
+    python scripts/check_handler_gpu.py --model m.safetensors --mode speed --after-pool 120   # later GEMMs
     python scripts/check_handler_gpu.py --list        # the problems and cases, no GPU needed
     python scripts/check_handler_gpu.py --model m.safetensors --mode speed \
         --variant 'short={"aten_alone_below_us": 50}'  # also compiled with other handler options, same run

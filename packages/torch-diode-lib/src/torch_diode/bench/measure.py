@@ -9,7 +9,8 @@ kernel (or step) time of one function in one mode.
   first use are not counted), with ``torch._dynamo.reset()``. In one long process
   (``measure(fresh_caches=True)``) each compile runs inside ``torch._inductor.utils.fresh_cache()``
   with Inductor's compile workers shut down first (:func:`cold_compile_state`: without that, a
-  compile that benchmarks several choices took several times as long).
+  compile that benchmarks several choices took several times as long: with the worker pool ready,
+  its kernels were compiled twice, :mod:`torch_diode.inductor.ptxas`).
 * **Kernel time**: ``graph_iters`` calls of the compiled function captured in one CUDA graph, the
   graph replayed ``reps`` times between CUDA events, time per call = event time / ``graph_iters``;
   the median over the replays (every replay's time is kept too). Every mode compiles without
@@ -291,8 +292,10 @@ def wait_for_compile_workers(timeout_s: float = 120.0, *, poll_s: float = 0.25) 
     reuses them; once it is ready, in the workers, and on an H200 with torch 2.11 / triton 3.6 the
     main process compiled every one again while benchmarking (session 74: 20 of 20 ``make_cubin``
     calls in the main thread after the wait, 0-1 before; stock max-autotune of one GEMM took
-    3.1-3.7x as long). A compile measured after this wait is a long compile's later GEMM; one
-    measured right after a new process's warm-up, its first.
+    3.1-3.7x as long), its Triton cache keys carrying another ptxas version than the workers'
+    (:mod:`torch_diode.inductor.ptxas`; not so with ``TRITON_PTXAS_PATH`` set before Python
+    started). A compile measured after this wait is a long compile's later GEMM; one measured
+    right after a new process's warm-up, its first.
 
     Returns ``{"compile_pool_ready": bool, "compile_pool_waited_s": float}``; not ready after
     ``timeout_s``, or at once where Inductor uses no worker pool (one compile thread).

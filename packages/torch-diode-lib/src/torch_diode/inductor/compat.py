@@ -245,11 +245,11 @@ def fresh_compile_folders() -> Iterator[None]:
     In one long process, a compile after the first had the kernels it benchmarks compiled,
     one by one, in the main process; with the workers shut down before it, not (on an H200,
     session 72: stock max-autotune of ``vit_b_mlp`` 22.2 s, 7.5 s so, 8.3 s in a new process).
-    Why is not settled: Inductor hands the current folders to each worker task, and session 73
-    saw the same recompiles with the workers started in the compile's own folders, late in a long
-    process; the likelier cause is the worker pool being ready by then (README, "How the compile
-    times are measured"). Nothing here sets ``force_disable_caches``, which has Inductor compile
-    each graph in a new folder of its own (``with_fresh_cache_if_config``).
+    Why (session 74): with the worker pool ready, the workers precompile those kernels, and the
+    main process's Triton cache keys carry another ptxas version than theirs
+    (:mod:`torch_diode.inductor.ptxas`), so it compiles each again; shut down, the pool is not
+    ready again until the next compile is under way. Nothing here sets ``force_disable_caches``,
+    which has Inductor compile each graph in a new folder of its own (``with_fresh_cache_if_config``).
 
     Any compile workers of the process are stopped (a compile running meanwhile in another thread
     would lose them); the next compile after the block starts new ones in the restored folders.
