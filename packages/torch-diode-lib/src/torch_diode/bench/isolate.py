@@ -7,8 +7,9 @@ main thread: stock max-autotune's cold compile of ``llm_mlp_up`` took 10.2 s so,
 process. (:func:`torch_diode.bench.measure.cold_compile_state` now shuts Inductor's compile
 workers down inside ``fresh_cache()``, which gave the new-process times in one process in
 session 72, though not closely enough to stand in for them in session 73; why the workers matter
-is not settled: README, "How the compile times are measured". A new process stays the measure of
-record: nothing of an earlier compile survives in it.)
+was found in session 74: once their pool is ready they precompile those kernels, and the main
+process's Triton cache keys carry another ptxas version than theirs, :mod:`torch_diode.inductor.ptxas`.
+A new process stays the measure of record: nothing of an earlier compile survives in it.)
 
 :func:`run_in_new_process` runs a function in a new Python process whose ``TORCHINDUCTOR_CACHE_DIR``
 and ``TRITON_CACHE_DIR`` are new, empty folders (its compile workers inherit them), and returns
