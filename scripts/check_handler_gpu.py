@@ -409,6 +409,13 @@ def run_speed(
         row: dict[str, Any] = {"problem": p.name, "shape": p.describe(), **asdict(p)}
         for variant, opts in runs.items():
             got = compile_in_new_process(model, opts, p, graph_iters=graph_iters, reps=reps, after_pool_s=after_pool_s)
+            if after_pool_s is not None and got.get("compile_pool_ready") is False:
+                print(
+                    f"warning: {p.name} {variant}: the compile-worker pool was not ready after "
+                    f"{got.get('compile_pool_waited_s')} s; measured as a process's first GEMM",
+                    file=sys.stderr,
+                    flush=True,
+                )
             add_result(row, variant, got)
         row["aten_kernel_us"] = round(kernel_time_us(fn, args, graph_iters=graph_iters, reps=reps), 2)
         rows.append(row)

@@ -375,11 +375,14 @@ def test_resuming_needs_the_same_setting_and_estimates_from_earlier_runs(tmp_pat
     other = copy.deepcopy(ENVIRONMENT) | {"torch": "2.12.0"}
     with pytest.raises(ValueError, match=re.escape("torch '2.11.0' there, '2.12.0' here")):
         open_results(path, other, MODEL, SETTINGS)
-    assert "triton_ptxas_path" not in ENVIRONMENT  # a file from before the field: as if unset
-    ptxas = copy.deepcopy(ENVIRONMENT) | {"triton_ptxas_path": "/t/bin/ptxas"}
-    with pytest.raises(ValueError, match=re.escape("triton_ptxas_path '' there, '/t/bin/ptxas' here")):
-        open_results(path, ptxas, MODEL, SETTINGS)
-    assert len(open_results(path, ENVIRONMENT | {"triton_ptxas_path": ""}, MODEL, SETTINGS)["cases"]) == 4
+    assert "ptxas_mismatch" not in ENVIRONMENT  # a file from before the field: not compared
+    assert len(open_results(path, ENVIRONMENT | {"ptxas_mismatch": True}, MODEL, SETTINGS)["cases"]) == 4
+    with_field = make_results()
+    with_field["environment"]["ptxas_mismatch"] = False
+    save_results(with_field, path)
+    with pytest.raises(ValueError, match=re.escape("ptxas_mismatch False there, True here")):
+        open_results(path, ENVIRONMENT | {"ptxas_mismatch": True}, MODEL, SETTINGS)
+    save_results(make_results(), path)
     with pytest.raises(ValueError, match="model sha256 abababababababab there, cdcdcdcdcdcdcdcd here"):
         open_results(path, ENVIRONMENT, MODEL | {"sha256": "cd" * 32}, SETTINGS)
     one_process = make_results()  # measured before compiles had a process each
@@ -450,6 +453,20 @@ def test_cli_report_only_and_list(run_diode, tmp_path: Path) -> None:
     assert len(lines) == n + 1 and lines[1].split()[0] == "gemm" and lines[1].endswith("default,exhaustive")
     r = run_diode("bench", "--list", "--modes", "fastest", env=ENV)
     assert r.returncode == 2 and "unknown mode(s) ['fastest']" in r.stderr
+
+
+def test_environment_records_the_ptxas_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_diode.bench.measure import environment
+    from torch_diode.inductor.ptxas import torch_bundled_ptxas
+
+    monkeypatch.setenv("TRITON_PTXAS_PATH", "/opt/x/ptxas")
+    env = environment()
+    assert env["triton_ptxas_path"] == "/opt/x/ptxas" and env["ptxas_mismatch"] is False  # set: no mismatch
+    monkeypatch.delenv("TRITON_PTXAS_PATH")
+    env = environment()
+    assert env["triton_ptxas_path"] == ""
+    if torch_bundled_ptxas() is None:  # the CPU wheel: nothing to differ from
+        assert env["ptxas_mismatch"] is False
 
 
 def test_wait_for_compile_workers_returns_once_the_pool_is_ready() -> None:

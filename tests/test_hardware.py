@@ -232,7 +232,8 @@ def test_cli_hardware_env(run_diode) -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
-def test_cli_hardware_no_gpu(run_diode) -> None:
+def test_cli_hardware_no_gpu(run_diode, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRITON_PTXAS_PATH", raising=False)  # the command's environment is a copy of this one
     proc = run_diode("hardware", env={ENV_VAR: ""}, check=True)
     assert "key:                none" in proc.stdout and "reason:" in proc.stdout
     if torch_bundled_ptxas() is None:  # the CPU wheel
@@ -240,7 +241,7 @@ def test_cli_hardware_no_gpu(run_diode) -> None:
     d = json.loads(
         run_diode("hardware", "--json", env={ENV_VAR: "", "TRITON_PTXAS_PATH": "/x/ptxas"}, check=True).stdout
     )
-    assert d["ptxas"]["mismatch"] is False and d["ptxas"]["reason"].startswith("TRITON_PTXAS_PATH is set (/x/ptxas)")
+    assert d["ptxas"]["mismatch"] is False and d["ptxas"]["reason"].startswith("TRITON_PTXAS_PATH is set ('/x/ptxas')")
 
 
 def test_cli_hardware_errors(run_diode) -> None:

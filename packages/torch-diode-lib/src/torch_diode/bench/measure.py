@@ -298,14 +298,17 @@ def wait_for_compile_workers(timeout_s: float = 120.0, *, poll_s: float = 0.25) 
     right after a new process's warm-up, its first.
 
     Returns ``{"compile_pool_ready": bool, "compile_pool_waited_s": float}``; not ready after
-    ``timeout_s``, or at once where Inductor uses no worker pool (one compile thread).
+    ``timeout_s``, or at once where Inductor will use no worker pool (one compile thread, or
+    ``use_process_pool()`` false without asking the pool, as in a daemon process).
     """
-    from torch._inductor import config
+    from torch._inductor import async_compile
     from torch._inductor.async_compile import AsyncCompile
 
     t0 = time.monotonic()
-    pool = (config.compile_threads or 1) > 1
+    threads = getattr(async_compile, "get_compile_threads", None)
+    pool = (threads() if threads is not None else async_compile.config.compile_threads or 1) > 1
     ready = pool and AsyncCompile.use_process_pool()
+    pool = pool and getattr(AsyncCompile, "_ready_future", True) is not None  # asked the pool: it will come
     while pool and not ready and time.monotonic() - t0 < timeout_s:
         time.sleep(poll_s)
         ready = AsyncCompile.use_process_pool()
@@ -331,9 +334,11 @@ def environment() -> dict[str, Any]:
 
     from torch_diode.collect.runner import driver_version
     from torch_diode.hardware import detect
+    from torch_diode.inductor.ptxas import check_ptxas
     from torch_diode.model import versions
 
     v = versions()
+    cc = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
     return {
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "",
         "hardware_key": detect().key,
@@ -344,8 +349,9 @@ def environment() -> dict[str, Any]:
         "torch_diode": v["diode_version"],
         "python": platform.python_version(),
         "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-        # set before Python started, it keeps stock max-autotune from compiling kernels twice
-        # (torch_diode.inductor.ptxas); "" where unset
+        # whether stock max-autotune's later compiles compile their kernels twice here
+        # (torch_diode.inductor.ptxas), and the variable that avoids it ("" where unset)
+        "ptxas_mismatch": check_ptxas(arch=cc[0] * 10 + cc[1] if cc else 90).mismatch,
         "triton_ptxas_path": os.environ.get("TRITON_PTXAS_PATH", ""),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

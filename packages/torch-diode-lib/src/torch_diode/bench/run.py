@@ -44,10 +44,10 @@ DEFAULT_ESTIMATE_S: dict[str, dict[str, float]] = {
 #: compile), where compiles that benchmark several choices took longer after the process's first;
 #: the two are not mixed.
 COLD_COMPILE = "new process per measurement"
-#: Environment fields that must match for a results file to be extended (missing: ""). With
-#: ``TRITON_PTXAS_PATH`` set or not, stock max-autotune's later compiles differ several-fold
-#: (:mod:`torch_diode.inductor.ptxas`).
-SAME_ENVIRONMENT: tuple[str, ...] = ("hardware_key", "gpu", "torch", "triton", "triton_ptxas_path")
+#: Environment fields that must match for a results file to be extended (one the file has: files
+#: from before ``ptxas_mismatch`` lack it). With and without the ptxas mismatch, stock
+#: max-autotune's later compiles differ several-fold (:mod:`torch_diode.inductor.ptxas`).
+SAME_ENVIRONMENT: tuple[str, ...] = ("hardware_key", "gpu", "torch", "triton", "ptxas_mismatch")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,9 +157,9 @@ def open_results(
     results = load_results(path)
     old = results["environment"]
     diff = [
-        f"{k} {old.get(k, '')!r} there, {environment.get(k, '')!r} here"
+        f"{k} {old[k]!r} there, {environment.get(k)!r} here"
         for k in SAME_ENVIRONMENT
-        if old.get(k, "") != environment.get(k, "")
+        if k in old and old[k] != environment.get(k)
     ]
     old_sha = (results.get("model") or {}).get("sha256")
     new_sha = (model or {}).get("sha256")

@@ -9,18 +9,27 @@ Triton choice that max-autotune has a worker precompile is compiled again in the
 while it is benchmarked. Measured on an H200 (torch 2.11+cu130, triton 3.6: torch's ptxas 13.0,
 Triton's 12.8; session 74): the main process's keys carried 12.8, the workers' 13.0, 20 of 20
 choices were compiled again, and stock max-autotune of one GEMM took 3.1-3.7x as long as before
-the pool was ready; with ``TRITON_PTXAS_PATH`` set before Python started, 1.0-1.2x.
+the pool was ready; with ``TRITON_PTXAS_PATH`` set before the first compile, 1.0-1.2x.
 
-:func:`check_ptxas` reads both versions as Triton would (runs each ptxas with ``--version``) and
-says whether they differ and what to set. It changes nothing; ``diode hardware`` prints it.
+Where it applies: a torch wheel with its own ``bin/ptxas`` of another version than Triton's, and a
+GPU for which Triton takes its ptxas from ``TRITON_PTXAS_PATH`` (Hopper with triton 3.6; Triton 3.9
+takes sm_90's and newer from ``TRITON_PTXAS_BLACKWELL_PATH``, which Inductor does not set, so the
+two agree there), with more than one compile thread (a worker pool).
+
+:func:`check_ptxas` reads the version each side would key with, as Triton reads it, each in a new
+Python process (this one's environment and Triton's caches are left alone), and says whether they
+differ and what to set. ``diode hardware`` prints it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
-from collections.abc import Iterator
+import signal
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,31 +63,50 @@ def torch_bundled_ptxas() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-@contextlib.contextmanager
-def _ptxas_env(value: str | None) -> Iterator[None]:
-    old = os.environ.get(ENV)
-    if value is None:
-        os.environ.pop(ENV, None)
-    else:
-        os.environ[ENV] = value
+#: Run in a new process: the ptxas version Triton keys its cache with for an arch, and the ptxas
+#: it takes (``get_ptxas``, where this Triton has it), as JSON.
+_READ = """
+import inspect, json, sys
+from triton.backends.nvidia import compiler as c
+arch = int(sys.argv[1])
+def call(f):
+    return f(arch) if inspect.signature(f).parameters else f()
+path = None
+if hasattr(c, "get_ptxas"):
+    tool = call(c.get_ptxas)
+    path = getattr(tool, "path", tool)
+print(json.dumps({"version": str(call(c.get_ptxas_version)), "path": str(path) if path else None}))
+"""
+
+
+def _read_in_new_processes(arch: int, envs: list[dict[str, str]], timeout_s: float) -> list[dict[str, Any]]:
+    """``_READ`` in one new Python process per environment, run side by side."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _READ, str(arch)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a group of its own: a ptxas that hangs goes with it
+        )
+        for env in envs
+    ]
+    out = []
     try:
-        yield
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+            if proc.returncode != 0:
+                last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {proc.returncode}"
+                raise RuntimeError(last)
+            out.append(json.loads(stdout.strip().splitlines()[-1]))
     finally:
-        if old is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = old
-
-
-def _version_as_triton_reads_it(arch: int, ptxas_env: str | None) -> str:
-    """Triton's ``get_ptxas_version`` (its uncached function) with ``TRITON_PTXAS_PATH`` as given."""
-    import inspect
-
-    from triton.backends.nvidia import compiler as nvidia
-
-    read = getattr(nvidia.get_ptxas_version, "__wrapped__", nvidia.get_ptxas_version)
-    with _ptxas_env(ptxas_env):
-        return str(read(arch) if inspect.signature(read).parameters else read())
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the group, the ptxas it ran included
+            proc.wait()
+    return out
 
 
 def _release(version: str) -> str:
@@ -86,36 +114,50 @@ def _release(version: str) -> str:
     return m.group(1) if m else version.strip().splitlines()[-1] if version.strip() else "?"
 
 
-def check_ptxas(*, arch: int = 90, torch_ptxas: Path | None = None) -> PtxasCheck:
+def check_ptxas(*, arch: int = 90, torch_ptxas: Path | None = None, timeout_s: float = 60.0) -> PtxasCheck:
     """Whether this process's Triton, if its first compile runs before Inductor sets
     ``TRITON_PTXAS_PATH`` (as a max-autotune compile's does), keys its cache with another ptxas
-    version than Inductor's compile workers.
+    version than Inductor's compile workers, which set it to torch's ptxas when they start.
 
-    ``arch``: the GPU's compute capability as Triton's backend gives it (90 for Hopper; Triton
+    ``arch``: the GPU's compute capability as Triton's backend takes it (90 for Hopper; Triton
     picks its ptxas by it). ``torch_ptxas``: torch's ptxas (default: :func:`torch_bundled_ptxas`).
-    Never raises: a failure to read a version is a ``reason``.
+    Each side is read in a new Python process (up to ``timeout_s``). Never raises: a failure to
+    read a version is a ``reason``.
     """
-    set_to = os.environ.get(ENV)
-    if set_to:
-        return PtxasCheck(False, f"{ENV} is set ({set_to}): this process and the workers use it")
-    ptxas = torch_ptxas if torch_ptxas is not None else torch_bundled_ptxas()
-    if ptxas is None:
-        return PtxasCheck(False, "torch has no bin/ptxas: the compile workers use the same ptxas as this process")
     try:
-        workers = _version_as_triton_reads_it(arch, str(ptxas))
-        process = _version_as_triton_reads_it(arch, None)
+        import torch
+
+        if torch.version.hip:
+            return PtxasCheck(False, "a ROCm build: Triton does not use ptxas here")
+        set_to = os.environ.get(ENV)
+        if set_to is not None:  # Inductor's workers leave it as it is (they test ``is not None`` too)
+            return PtxasCheck(
+                False, f"{ENV} is set ({set_to!r}): Inductor's compile workers keep it, so they and this process agree"
+            )
+        ptxas = torch_ptxas if torch_ptxas is not None else torch_bundled_ptxas()
+        if ptxas is None:
+            return PtxasCheck(False, "torch has no bin/ptxas: the compile workers use the same ptxas as this process")
+        here = {k: v for k, v in os.environ.items() if k != ENV}
+        process, workers = _read_in_new_processes(arch, [here, {**here, ENV: str(ptxas)}], timeout_s)
     except Exception as e:  # a diagnostic: say what failed, never fail the caller
-        return PtxasCheck(False, f"could not read a ptxas version: {type(e).__name__}: {e}", str(ptxas))
-    w, p = _release(workers), _release(process)
-    if workers == process:
-        return PtxasCheck(False, f"torch's ptxas and Triton's give the same version ({w})", str(ptxas), w, p)
+        return PtxasCheck(False, f"could not read a ptxas version: {type(e).__name__}: {e}")
+    w, p = _release(workers["version"]), _release(process["version"])
+    if workers["version"] == process["version"]:
+        taken = workers.get("path")
+        if taken and Path(taken).resolve() != Path(ptxas).resolve():
+            reason = f"Triton does not take torch's ptxas for sm_{arch} (it takes {taken}): the two agree ({p})"
+        else:
+            reason = f"torch's ptxas and Triton's give the same version ({w})"
+        return PtxasCheck(False, reason, str(ptxas), w, p)
     return PtxasCheck(
         True,
-        f"Inductor's compile workers use torch's ptxas ({w}), this process's Triton its own ({p}): "
-        "their cache keys differ, so max-autotune compiles every worker-precompiled choice again "
-        "once the worker pool is ready",
+        f"Inductor's compile workers key Triton's cache with torch's ptxas ({w}), this process with "
+        f"Triton's own ({p}): with more than one compile thread, once the worker pool is ready, "
+        "max-autotune compiles every worker-precompiled choice again",
         str(ptxas),
         w,
         p,
-        f"set {ENV}={ptxas} before starting Python (export it in the shell)",
+        f"set {ENV}={ptxas} before the first compile: in the environment that starts Python "
+        f"(e.g. {ENV}=... python train.py, or this virtual environment's activate script), or in "
+        "os.environ at the top of the script",
     )
