@@ -331,6 +331,11 @@ def test_summary_and_markdown_report() -> None:
     for line in md.splitlines():  # every table row has as many cells as its header
         if line.startswith("|"):
             assert line.endswith("|")
+    assert "ptxas" not in md  # measured without the mismatch (or before it was recorded)
+    results["environment"]["ptxas_mismatch"] = True
+    md = markdown_report(results)
+    assert "\nOn this install Inductor's compile workers and the main process key Triton's cache" in md
+    assert "TRITON_PTXAS_PATH set before the first compile avoids it" in md
 
 
 def test_write_report_writes_markdown_and_plots(tmp_path: Path) -> None:

@@ -344,6 +344,19 @@ def test_demo_trains_a_preview_from_the_data(run_diode, tmp_path: Path) -> None:
     load_model(out / "NVIDIA-H200-matmul-preview.safetensors")  # a valid model file
 
 
+def test_the_gpu_part_notes_a_ptxas_mismatch() -> None:
+    """The GPU part's lines say when stock's compile may include kernels compiled twice."""
+    from torch_diode.bench.measure import Measurement
+    from torch_diode.demo import GpuDemo
+
+    stock, diode = Measurement(17.0, 62.0, [62.0], 40.0), Measurement(1.6, 63.0, [63.0], 25.0)
+    plain = GpuDemo("NVIDIA H200", "NVIDIA-H200", "m", stock, diode).lines()
+    noted = GpuDemo("NVIDIA H200", "NVIDIA-H200", "m", stock, diode, ptxas_mismatch=True).lines()
+    assert noted[: len(plain)] == plain and not any("ptxas" in line for line in plain)
+    assert noted[-1].startswith("  note: on this install Inductor's compile workers and the main process key")
+    assert plain[1] == "  cold compile: stock 17.00 s, torch-diode 1.60 s (10.6x faster)"
+
+
 @pytest.mark.gpu
 def test_demo_compiles_a_real_module_on_the_gpu(run_diode, tmp_path: Path) -> None:
     from torch_diode.hardware import detect

@@ -390,6 +390,8 @@ class GpuDemo:
     model: str
     stock: Measurement
     diode: Measurement
+    #: ``check_ptxas().mismatch`` on this install: stock's compile may include kernels compiled twice
+    ptxas_mismatch: bool = False
 
     def lines(self) -> list[str]:
         s, d = self.stock, self.diode
@@ -408,6 +410,10 @@ class GpuDemo:
                 f"  torch-diode kept {st['candidates_kept']} of {st['candidates_seen']:,} candidate choices over "
                 f"{st['gemm_calls']} GEMM(s) for Inductor to benchmark ({st['fallbacks_total']} fallback(s))"
             )
+        if self.ptxas_mismatch:
+            from torch_diode.inductor.ptxas import NOTE
+
+            lines.append(f"  note: {NOTE}")
         return lines
 
 
@@ -428,6 +434,7 @@ def gpu_demo(model_path: str | Path, *, model_name: str, graph_iters: int = 20, 
     from torch_diode.bench.isolate import run_in_new_process
     from torch_diode.bench.measure import Measurement
     from torch_diode.hardware import detect
+    from torch_diode.inductor.ptxas import check_ptxas
 
     got = {}
     for mode, what in (("max-autotune", "stock max-autotune"), ("diode-top3", "torch-diode")):
@@ -441,8 +448,14 @@ def gpu_demo(model_path: str | Path, *, model_name: str, graph_iters: int = 20, 
             )
         got[mode] = Measurement.from_dict(entry)
     info = detect()
+    major, minor = torch.cuda.get_device_capability()
     return GpuDemo(
-        torch.cuda.get_device_name(), info.key or "unknown", model_name, got["max-autotune"], got["diode-top3"]
+        torch.cuda.get_device_name(),
+        info.key or "unknown",
+        model_name,
+        got["max-autotune"],
+        got["diode-top3"],
+        ptxas_mismatch=check_ptxas(arch=major * 10 + minor).mismatch,
     )
 
 

@@ -387,6 +387,12 @@ def _ratio_cell(case: Mapping[str, Any], mode: str, ref: str) -> str:
     return f"{a['kernel_us'] / b['kernel_us']:.3f}" if a and b else "-"
 
 
+def _ptxas_note() -> str:
+    from torch_diode.inductor.ptxas import NOTE
+
+    return NOTE[0].upper() + NOTE[1:]
+
+
 def markdown_report(results: Mapping[str, Any], checks: Mapping[str, Any] | None = None) -> str:
     """The whole report: environment, goals, losses, GEMM and module tables, errors."""
     checks = checks if checks is not None else goal_checks(results)
@@ -409,6 +415,7 @@ def markdown_report(results: Mapping[str, Any], checks: Mapping[str, Any] | None
         + f", `{settings.get('compile_mode', '?')}` for every "
         f"autotuning mode. Kernel (step) time: median over {settings.get('reps', '?')} replays of a CUDA graph "
         f"of {settings.get('graph_iters', '?')} calls, in microseconds. EXHAUSTIVE runs on a subset of the GEMMs.\n"
+        + (f"\n{_ptxas_note()}\n" if env.get("ptxas_mismatch") else "")
     )
     parts.append("## Goals\n")
     parts.append(_table(["goal", *(_LABEL[dm] for dm in DIODE_TOP_K)], [[g, *c] for g, c in goal_rows(checks)]))

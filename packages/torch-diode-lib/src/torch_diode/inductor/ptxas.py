@@ -36,6 +36,14 @@ from typing import Any
 
 #: The environment variable both Triton and Inductor's workers read for the ptxas to use.
 ENV = "TRITON_PTXAS_PATH"
+#: Said beside compile times measured where :func:`check_ptxas` finds a mismatch (``diode demo``,
+#: ``diode bench``'s report, from ``environment()["ptxas_mismatch"]``).
+NOTE = (
+    "on this install Inductor's compile workers and the main process key Triton's cache with different "
+    "ptxas versions (`diode hardware`), so a compile that starts once Inductor's worker pool is ready "
+    "compiles the Triton choices it benchmarks twice, stock max-autotune's most; TRITON_PTXAS_PATH set "
+    'before the first compile avoids it (README, "How the compile times are measured").'
+)
 
 
 @dataclass(frozen=True)
