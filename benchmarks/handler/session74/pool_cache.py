@@ -103,13 +103,12 @@ def keys_report(folder: Path, main_pid: int) -> dict[str, Any]:
     parts = ("fn_cache_key", "attrs", "signature", "constants", "src_hash", "backend", "options", "env", "key")
     differ: dict[str, int] = defaultdict(int)
     example = None
-    for s in both:
-        m, o = main[s][-1], other[s][-1]
-        d = [k for k in parts if m.get(k) != o.get(k)]
+    for s in both:  # a source compiled with several option sets: compare the sets of each part
+        d = [k for k in parts if {r.get(k) for r in main[s]} != {r.get(k) for r in other[s]}]
         for k in d:
             differ[k] += 1
         if d and example is None:
-            example = {k: [m.get(k), o.get(k)] for k in d if k != "key"}
+            example = {k: [sorted({str(r.get(k)) for r in rs}) for rs in (main[s], other[s])] for k in d if k != "key"}
     return {
         "records": len(recs),
         "errors": sorted({r["error"] for r in recs if "error" in r})[:3],
