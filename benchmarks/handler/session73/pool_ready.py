@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +31,12 @@ sys.path.insert(0, str(SESSION71))
 
 
 def wait_for_pool(wait_s: float) -> dict[str, Any]:
-    """Poll ``AsyncCompile.use_process_pool()`` (which starts the pool's readiness check) until it is
-    true or ``wait_s`` passes: whether it became ready and after how long."""
-    from torch._inductor.async_compile import AsyncCompile
+    """``torch_diode.bench.measure.wait_for_compile_workers`` under this script's keys: whether the
+    pool became ready within ``wait_s`` and after how long."""
+    from torch_diode.bench.measure import wait_for_compile_workers
 
-    t0 = time.monotonic()
-    while not AsyncCompile.use_process_pool():
-        if time.monotonic() - t0 > wait_s:
-            return {"pool_ready": False, "waited_s": round(time.monotonic() - t0, 2)}
-        time.sleep(0.25)
-    return {"pool_ready": True, "waited_s": round(time.monotonic() - t0, 2)}
+    got = wait_for_compile_workers(wait_s)
+    return {"pool_ready": got["compile_pool_ready"], "waited_s": got["compile_pool_waited_s"]}
 
 
 def probe(*, problem: str, wait_s: float | None) -> dict[str, Any]:

@@ -448,14 +448,13 @@ def gpu_demo(model_path: str | Path, *, model_name: str, graph_iters: int = 20, 
             )
         got[mode] = Measurement.from_dict(entry)
     info = detect()
-    major, minor = torch.cuda.get_device_capability()
     return GpuDemo(
         torch.cuda.get_device_name(),
         info.key or "unknown",
         model_name,
         got["max-autotune"],
         got["diode-top3"],
-        ptxas_mismatch=check_ptxas(arch=major * 10 + minor).mismatch,
+        ptxas_mismatch=check_ptxas().mismatch,
     )
 
 

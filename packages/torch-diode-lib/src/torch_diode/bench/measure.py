@@ -338,7 +338,6 @@ def environment() -> dict[str, Any]:
     from torch_diode.model import versions
 
     v = versions()
-    cc = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
     return {
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "",
         "hardware_key": detect().key,
@@ -351,7 +350,7 @@ def environment() -> dict[str, Any]:
         "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         # whether stock max-autotune's later compiles compile their kernels twice here
         # (torch_diode.inductor.ptxas), and the variable that avoids it ("" where unset)
-        "ptxas_mismatch": check_ptxas(arch=cc[0] * 10 + cc[1] if cc else 90).mismatch,
+        "ptxas_mismatch": check_ptxas().mismatch,
         "triton_ptxas_path": os.environ.get("TRITON_PTXAS_PATH", ""),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -8,7 +8,7 @@ import sys
 
 from torch_diode.cli import UsageError
 from torch_diode.hardware import ENV_VAR, HARDWARE_SPECS, KNOWN_KEYS, detect
-from torch_diode.inductor.ptxas import check_ptxas
+from torch_diode.inductor.ptxas import check_ptxas, triton_arch
 from torch_diode.registry import models_for_hardware
 
 
@@ -34,7 +34,7 @@ def _hardware(args: argparse.Namespace) -> int:
     spec = HARDWARE_SPECS.get(info.key) if info.key else None
     models = [entry.name for entry in models_for_hardware(info.key)] if info.key else []
     cc = info.compute_capability
-    ptxas = check_ptxas(arch=cc[0] * 10 + cc[1] if cc else 90)
+    ptxas = check_ptxas(arch=triton_arch(cc))
     if args.json:
         d = info.to_dict()
         d["has_spec"] = spec is not None

@@ -122,13 +122,18 @@ def _release(version: str) -> str:
     return m.group(1) if m else version.strip().splitlines()[-1] if version.strip() else "?"
 
 
-def check_ptxas(*, arch: int = 90, torch_ptxas: Path | None = None, timeout_s: float = 60.0) -> PtxasCheck:
+def triton_arch(compute_capability: tuple[int, int] | None) -> int:
+    """A compute capability as Triton's CUDA backend takes it (``(9, 0)`` -> 90); 90 where unknown."""
+    return compute_capability[0] * 10 + compute_capability[1] if compute_capability else 90
+
+
+def check_ptxas(*, arch: int | None = None, torch_ptxas: Path | None = None, timeout_s: float = 60.0) -> PtxasCheck:
     """Whether this process's Triton, if its first compile runs before Inductor sets
     ``TRITON_PTXAS_PATH`` (as a max-autotune compile's does), keys its cache with another ptxas
     version than Inductor's compile workers, which set it to torch's ptxas when they start.
 
     ``arch``: the GPU's compute capability as Triton's backend takes it (90 for Hopper; Triton
-    picks its ptxas by it). ``torch_ptxas``: torch's ptxas (default: :func:`torch_bundled_ptxas`).
+    picks its ptxas by it; default: the current CUDA device's, :func:`triton_arch`). ``torch_ptxas``: torch's ptxas (default: :func:`torch_bundled_ptxas`).
     Each side is read in a new Python process (up to ``timeout_s``). Never raises: a failure to
     read a version is a ``reason``.
     """
@@ -137,6 +142,8 @@ def check_ptxas(*, arch: int = 90, torch_ptxas: Path | None = None, timeout_s: f
 
         if torch.version.hip:
             return PtxasCheck(False, "a ROCm build: Triton does not use ptxas here")
+        if arch is None:
+            arch = triton_arch(torch.cuda.get_device_capability() if torch.cuda.is_available() else None)
         set_to = os.environ.get(ENV)
         if set_to is not None:  # Inductor's workers leave it as it is (they test ``is not None`` too)
             return PtxasCheck(
