@@ -1,16 +1,22 @@
-"""``torch_diode.inductor.ptxas.check_ptxas``: Triton's own ptxas (the real one its wheel bundles)
-against a stand-in for torch's ``bin/ptxas`` (a script answering ``--version``, as a CUDA wheel's
-ptxas would), read the way Triton reads the version for its cache keys, in new processes."""
+"""``torch_diode.inductor.ptxas``: ``check_ptxas`` compares Triton's own ptxas (the real one its
+wheel bundles) against a stand-in for torch's ``bin/ptxas`` (a script answering ``--version``, as a
+CUDA wheel's ptxas would), read the way Triton reads the version for its cache keys, in new
+processes; ``pin_ptxas`` sets the variable and Triton's next read of the version is the pinned one."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from torch_diode.inductor.ptxas import ENV, check_ptxas, torch_bundled_ptxas
+from torch_diode.inductor.ptxas import ENV, check_ptxas, pin_ptxas, torch_bundled_ptxas
 
 pytest.importorskip("triton.backends.nvidia.compiler")
 # Triton 3.9 picks its ptxas for sm_90+ by another variable (TRITON_PTXAS_BLACKWELL_PATH): the
@@ -32,8 +38,13 @@ def fake_ptxas(folder: Path, release: str, *, exit_code: int = 0, sleep_s: int =
 
 
 @pytest.fixture(autouse=True)
-def no_ptxas_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_ptxas_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from triton.backends.nvidia.compiler import get_ptxas_version
+
     monkeypatch.delenv(ENV, raising=False)
+    yield
+    os.environ.pop(ENV, None)  # what pin_ptxas set (monkeypatch restores only what it changed)
+    get_ptxas_version.cache_clear()  # nor a stand-in's version left for later tests
 
 
 def test_another_ptxas_for_the_workers_is_a_mismatch_with_advice(tmp_path: Path) -> None:
@@ -80,3 +91,86 @@ def test_without_torch_ptxas_there_is_nothing_to_compare() -> None:
         pytest.skip("this torch wheel has a bin/ptxas")
     got = check_ptxas(arch=ARCH)
     assert got.mismatch is False and got.reason.startswith("torch has no bin/ptxas")
+
+
+def test_pin_sets_the_variable_and_triton_keys_with_the_pinned_ptxas(tmp_path: Path) -> None:
+    from triton.backends.nvidia.compiler import get_ptxas_version
+
+    before = get_ptxas_version(ARCH)  # Triton's own, remembered for the process as on a first compile
+    ptxas = fake_ptxas(tmp_path, "99.9")
+    got = pin_ptxas(ptxas)
+    assert got.pinned is True and got.set_variable is True
+    assert got.path == str(ptxas) and os.environ[ENV] == str(ptxas)
+    assert got.reason == f"{ENV}={ptxas}: this process and compile workers started from now on use it"
+    assert "release 99.9" not in before and "release 99.9" in get_ptxas_version(ARCH)
+
+
+def test_pin_keeps_a_variable_that_is_set_and_clears_what_triton_remembers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The late call (session 75, on the GPU): the process's first compile read Triton's own ptxas,
+    then Inductor set the variable to torch's; the pin keeps the variable and Triton keys with it."""
+    from triton.backends.nvidia.compiler import get_ptxas_version
+
+    before = get_ptxas_version(ARCH)
+    ptxas = fake_ptxas(tmp_path, "99.9")
+    monkeypatch.setenv(ENV, str(ptxas))  # as Inductor's _set_triton_ptxas_path() does, after the read
+    assert get_ptxas_version(ARCH) == before  # what the cache keys would carry without the pin
+    got = pin_ptxas()
+    assert got.pinned is True and got.set_variable is False and got.path == str(ptxas)
+    assert got.reason == (
+        f"{ENV} is set already ({str(ptxas)!r}): left as it is; Triton's remembered ptxas version cleared, "
+        "so this process keys with that ptxas from now on"
+    )
+    assert os.environ[ENV] == str(ptxas) and "release 99.9" in get_ptxas_version(ARCH)
+    (tmp_path / "other").mkdir()
+    other = fake_ptxas(tmp_path / "other", "98.1")
+    monkeypatch.setenv(ENV, "")  # even empty, it is left alone (Inductor's workers keep it too)
+    got = pin_ptxas(other)
+    assert got.path == "" and os.environ[ENV] == ""
+    assert got.reason.startswith(f"{ENV} is set already (''): left as it is ({other} not used); ")
+
+
+def test_pin_refuses_a_path_that_is_not_an_executable(tmp_path: Path) -> None:
+    text = tmp_path / "ptxas.txt"
+    text.write_text("not a program\n")
+    for bad in (text, tmp_path / "missing"):
+        with pytest.raises(ValueError, match=f"pin_ptxas: {bad} is not an executable file"):
+            pin_ptxas(bad)
+    assert ENV not in os.environ
+
+
+def test_pin_without_torch_ptxas_does_nothing() -> None:
+    if torch_bundled_ptxas() is not None:
+        pytest.skip("this torch wheel has a bin/ptxas")
+    got = pin_ptxas()
+    assert got.pinned is False and got.reason.startswith("torch has no bin/ptxas")
+    assert ENV not in os.environ
+
+
+def test_pin_after_the_compile_workers_started_says_they_keep_theirs(tmp_path: Path) -> None:
+    """Inductor's real worker pool, started before the pin (in a process of its own, so that no
+    workers or variable stay behind here)."""
+    ptxas = fake_ptxas(tmp_path, "99.9")
+    child = textwrap.dedent(f"""
+        import json, os
+        from torch._inductor import config
+        from torch._inductor.async_compile import AsyncCompile, shutdown_compile_workers
+        from torch_diode.inductor.ptxas import pin_ptxas
+        config.compile_threads = 2
+        AsyncCompile.use_process_pool()  # asks for the pool: its workers start now
+        try:
+            print(json.dumps(pin_ptxas({str(ptxas)!r}).to_dict()))
+        finally:
+            shutdown_compile_workers()
+    """)
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300, check=True
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["pinned"] is True and got["path"] == str(ptxas)
+    assert got["reason"].endswith(
+        "Inductor's compile workers had started already and keep the ptxas they started with, so "
+        "their keys still differ: call pin_ptxas() before the first compile"
+    )

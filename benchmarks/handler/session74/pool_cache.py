@@ -17,7 +17,10 @@ says, for the kernels both the main process and a worker compiled, which parts d
 
 ``--fix ptxas``: the main process calls Inductor's ``_set_triton_ptxas_path()`` (what every compile
 worker calls at its start) before the compile; ``--fix ptxas-clear`` also clears Triton's cached ptxas
-version (``get_ptxas_version``, which its cache keys include). ``OUT`` is rewritten after each case.
+version (``get_ptxas_version``, which its cache keys include). Session 75: ``--fix pin`` calls
+``torch_diode.inductor.ptxas.pin_ptxas()`` there instead (after the warm-up compile and the wait: a
+late call), ``--fix pin-early`` before the warm-up (at the top of a script); the row keeps its
+result (``pin``). ``OUT`` is rewritten after each case.
 """
 
 from __future__ import annotations
@@ -128,9 +131,11 @@ def probe(*, problem: str, fix: str, wait_s: float) -> dict[str, Any]:
 
     from torch_diode.bench.measure import cold_compile_state, compile_for, first_call_s, wait_for_compile_workers
     from torch_diode.inductor import stock_inductor
+    from torch_diode.inductor.ptxas import pin_ptxas
 
     cm.count_cubins()
     fn, args = make_args(next(p for p in SPEED_PROBLEMS if p.name == problem))
+    pinned = pin_ptxas().to_dict() if fix == "pin-early" else None
     warm_up_compile(fresh_caches=False)
     out: dict[str, Any] = {"problem": problem, "fix": fix, "pid": os.getpid(), **wait_for_compile_workers(wait_s)}
     out["main_before"] = settings()
@@ -146,6 +151,10 @@ def probe(*, problem: str, fix: str, wait_s: float) -> dict[str, Any]:
         from triton.backends.nvidia.compiler import get_ptxas_version
 
         get_ptxas_version.cache_clear()
+    if fix == "pin":
+        pinned = pin_ptxas().to_dict()
+    if pinned is not None:
+        out["pin"] = pinned
     out["main_at_compile"] = settings()
     cm.CUBINS.clear()
     with stock_inductor(), cold_compile_state(fresh_caches=False):
@@ -169,6 +178,9 @@ def main() -> int:
     ap.add_argument("--fix", default="none,ptxas")
     ap.add_argument("--wait-s", type=float, default=120.0)
     a = ap.parse_args()
+    unknown = sorted(set(a.fix.split(",")) - {"none", "ptxas", "ptxas-clear", "pin", "pin-early"})
+    if unknown:
+        ap.error(f"--fix: unknown {unknown}; known: none, ptxas, ptxas-clear, pin, pin-early")
     result: dict[str, Any] = {"environment": environment(), "rows": []}
     for fix in a.fix.split(","):
         r = run_in_new_process(

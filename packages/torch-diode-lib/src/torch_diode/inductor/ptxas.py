@@ -42,7 +42,8 @@ NOTE = (
     "on this install Inductor's compile workers and the main process key Triton's cache with different "
     "ptxas versions (`diode hardware`), so a compile that starts once Inductor's worker pool is ready "
     "compiles the Triton choices it benchmarks twice, stock max-autotune's most; TRITON_PTXAS_PATH set "
-    'before the first compile avoids it (README, "How the compile times are measured").'
+    "before the first compile (or torch_diode.inductor.ptxas.pin_ptxas() at the top of the script) avoids it "
+    '(README, "How the compile times are measured").'
 )
 
 
@@ -174,5 +175,105 @@ def check_ptxas(*, arch: int | None = None, torch_ptxas: Path | None = None, tim
         p,
         f"set {ENV}={ptxas} before the first compile: in the environment that starts Python "
         f"(e.g. {ENV}=... python train.py, or this virtual environment's activate script), or in "
-        "os.environ at the top of the script",
+        "the script before its first compile with torch_diode.inductor.ptxas.pin_ptxas()",
     )
+
+
+@dataclass(frozen=True)
+class PinResult:
+    """What :func:`pin_ptxas` did: ``pinned`` (this process keys Triton's cache with the ptxas the
+    variable names from now on), ``set_variable`` (it set the variable; False where it was set
+    already), the variable's ptxas (``path``) and why (``reason``)."""
+
+    pinned: bool
+    reason: str
+    path: str | None = None
+    set_variable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _compile_pool_started() -> bool:
+    """Whether Inductor's compile-worker pool has been asked for in this process (its workers,
+    started with the environment of that moment, set the variable to torch's ptxas themselves)."""
+    mod = sys.modules.get("torch._inductor.async_compile")
+    return mod is not None and getattr(getattr(mod, "AsyncCompile", None), "_ready_future", None) is not None
+
+
+def _forget_ptxas_version() -> bool:
+    """Clear Triton's per-process memory of the ptxas version (and of its backends' cache-key
+    hashes), so that the next compile reads the ptxas now named; False where this Triton has none
+    of them (nothing remembered to clear)."""
+    try:
+        from triton.backends.nvidia import compiler
+    except Exception:
+        return False
+    cleared = False
+    for f in (
+        getattr(compiler, "get_ptxas_version", None),
+        getattr(getattr(compiler, "CUDABackend", None), "hash", None),
+    ):
+        clear = getattr(f, "cache_clear", None)
+        if clear is not None:
+            clear()
+            cleared = True
+    return cleared
+
+
+def pin_ptxas(path: str | os.PathLike[str] | None = None) -> PinResult:
+    """Opt in: make this process and Inductor's compile workers build and key Triton's kernels with
+    one ptxas, by setting ``TRITON_PTXAS_PATH`` where it is unset (to ``path``, or to torch's own
+    ``bin/ptxas`` as the workers take it) and making Triton forget the ptxas version it read
+    already. Best called at the top of a script, before the first ``torch.compile``; stock
+    max-autotune's later GEMMs then no longer compile every choice twice where :func:`check_ptxas`
+    finds a mismatch (session 74: 3.1-3.7x the compile time otherwise). Which of the two ptxas
+    builds the faster kernels made no difference beyond noise on an H200 (session 75), so the
+    default is torch's: what the workers use anyway.
+
+    Where the variable is set already (by the user, even empty, or by Inductor itself on a compile
+    path it took in this process) it is left as it is, and only Triton's remembered version is
+    cleared: a process whose first compile read Triton's own ptxas, before Inductor set the
+    variable, keys with the variable's ptxas from then on (session 75: the late call is this case).
+    Setting the variable changes the process's environment (inherited by every process it starts),
+    and so applies to stock compiles too; it is never done at import. Does nothing, and says why,
+    on a ROCm build, or where the variable is unset, torch has no ``bin/ptxas`` and no ``path`` is
+    given. Kernels compiled before the call keep their cache entries; workers started before the
+    variable was set keep the ptxas they started with (a ``path`` of another ptxas than torch's does
+    not reach them: the result says so). Raises ``ValueError`` for a ``path`` that is not an
+    executable file.
+    """
+    import torch
+
+    if torch.version.hip:
+        return PinResult(False, "a ROCm build: Triton does not use ptxas here")
+    if path is not None:
+        chosen = Path(path)
+        if not (chosen.is_file() and os.access(chosen, os.X_OK)):
+            raise ValueError(f"pin_ptxas: {chosen} is not an executable file; give the path of a ptxas binary")
+    set_to = os.environ.get(ENV)
+    if set_to is not None:
+        forgot = _forget_ptxas_version()
+        reason = f"{ENV} is set already ({set_to!r}): left as it is"
+        if path is not None and Path(path) != Path(set_to):
+            reason += f" ({path} not used)"
+        if forgot:
+            reason += "; Triton's remembered ptxas version cleared, so this process keys with that ptxas from now on"
+        return PinResult(forgot, reason, set_to)
+    if path is None:
+        found = torch_bundled_ptxas()
+        if found is None:
+            return PinResult(
+                False, "torch has no bin/ptxas: the compile workers use the same ptxas as this process, nothing to pin"
+            )
+        chosen = found
+    os.environ[ENV] = str(chosen)
+    _forget_ptxas_version()
+    reason = f"{ENV}={chosen}: this process and compile workers started from now on use it"
+    torch_ptxas = torch_bundled_ptxas()
+    if _compile_pool_started() and (torch_ptxas is None or Path(chosen).resolve() != torch_ptxas.resolve()):
+        reason += (
+            "; Inductor's compile workers had started already and keep the ptxas they started with, so "
+            "their keys still differ: call pin_ptxas() before the first compile"
+        )
+    return PinResult(True, reason, str(chosen), set_variable=True)
