@@ -39,12 +39,13 @@ def fake_ptxas(folder: Path, release: str, *, exit_code: int = 0, sleep_s: int =
 
 @pytest.fixture(autouse=True)
 def no_ptxas_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from triton.backends.nvidia.compiler import get_ptxas_version
+    from triton.backends.nvidia.compiler import CUDABackend, get_ptxas_version
 
     monkeypatch.delenv(ENV, raising=False)
     yield
     os.environ.pop(ENV, None)  # what pin_ptxas set (monkeypatch restores only what it changed)
     get_ptxas_version.cache_clear()  # nor a stand-in's version left for later tests
+    CUDABackend.hash.cache_clear()
 
 
 def test_another_ptxas_for_the_workers_is_a_mismatch_with_advice(tmp_path: Path) -> None:
@@ -94,15 +95,21 @@ def test_without_torch_ptxas_there_is_nothing_to_compare() -> None:
 
 
 def test_pin_sets_the_variable_and_triton_keys_with_the_pinned_ptxas(tmp_path: Path) -> None:
-    from triton.backends.nvidia.compiler import get_ptxas_version
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend, get_ptxas_version
 
-    before = get_ptxas_version(ARCH)  # Triton's own, remembered for the process as on a first compile
+    backend = CUDABackend(GPUTarget("cuda", ARCH, 32))
+    before, key_before = get_ptxas_version(ARCH), backend.hash()  # remembered, as after a first compile
     ptxas = fake_ptxas(tmp_path, "99.9")
-    got = pin_ptxas(ptxas)
+    got = pin_ptxas(ptxas, arch=ARCH)
     assert got.pinned is True and got.set_variable is True
     assert got.path == str(ptxas) and os.environ[ENV] == str(ptxas)
-    assert got.reason == f"{ENV}={ptxas}: this process and compile workers started from now on use it"
+    assert got.reason.startswith(
+        f"{ENV}={ptxas}: this process and compile workers started from now on use it; Triton's remembered "
+        "ptxas version cleared, so this process keys with that ptxas from now on"
+    )
     assert "release 99.9" not in before and "release 99.9" in get_ptxas_version(ARCH)
+    assert "release 99.9" not in key_before and "release 99.9" in backend.hash()  # the cache key's part
 
 
 def test_pin_keeps_a_variable_that_is_set_and_clears_what_triton_remembers(
@@ -116,19 +123,38 @@ def test_pin_keeps_a_variable_that_is_set_and_clears_what_triton_remembers(
     ptxas = fake_ptxas(tmp_path, "99.9")
     monkeypatch.setenv(ENV, str(ptxas))  # as Inductor's _set_triton_ptxas_path() does, after the read
     assert get_ptxas_version(ARCH) == before  # what the cache keys would carry without the pin
-    got = pin_ptxas()
-    assert got.pinned is True and got.set_variable is False and got.path == str(ptxas)
-    assert got.reason == (
-        f"{ENV} is set already ({str(ptxas)!r}): left as it is; Triton's remembered ptxas version cleared, "
-        "so this process keys with that ptxas from now on"
-    )
-    assert os.environ[ENV] == str(ptxas) and "release 99.9" in get_ptxas_version(ARCH)
     (tmp_path / "other").mkdir()
     other = fake_ptxas(tmp_path / "other", "98.1")
-    monkeypatch.setenv(ENV, "")  # even empty, it is left alone (Inductor's workers keep it too)
-    got = pin_ptxas(other)
-    assert got.path == "" and os.environ[ENV] == ""
-    assert got.reason.startswith(f"{ENV} is set already (''): left as it is ({other} not used); ")
+    got = pin_ptxas(other, arch=ARCH)
+    assert got.pinned is True and got.set_variable is False and got.path == str(ptxas)
+    assert got.reason.startswith(
+        f"{ENV} is set already ({str(ptxas)!r}): left as it is ({other} not used); Triton's remembered "
+        "ptxas version cleared, so this process keys with that ptxas from now on"
+    )
+    assert os.environ[ENV] == str(ptxas) and "release 99.9" in get_ptxas_version(ARCH)
+
+
+def test_pin_leaves_an_empty_variable_and_pins_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from triton.backends.nvidia.compiler import get_ptxas_version
+
+    get_ptxas_version(ARCH)
+    monkeypatch.setenv(ENV, "")
+    got = pin_ptxas(fake_ptxas(tmp_path, "99.9"), arch=ARCH)
+    assert got.pinned is False and got.path == "" and os.environ[ENV] == ""
+    assert got.reason == f"{ENV} is set but empty: Triton cannot run it; unset it, or name a ptxas, and call again"
+    assert get_ptxas_version.cache_info().currsize == 1  # what Triton remembers is left too
+
+
+def test_pin_does_nothing_where_triton_takes_another_variable_for_the_arch(tmp_path: Path) -> None:
+    """Triton 3.9 takes sm_90's and newer ptxas from TRITON_PTXAS_BLACKWELL_PATH."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    if get_ptxas(90).path == get_ptxas(ARCH).path:
+        pytest.skip("this Triton takes one ptxas for sm_80 and sm_90")
+    got = pin_ptxas(fake_ptxas(tmp_path, "99.9"), arch=90)
+    assert got.pinned is False and got.set_variable is False
+    assert got.reason.startswith(f"Triton does not take {ENV} for sm_90 (it takes {get_ptxas(90).path})")
+    assert ENV not in os.environ  # set for the check, then taken out again
 
 
 def test_pin_refuses_a_path_that_is_not_an_executable(tmp_path: Path) -> None:
@@ -136,41 +162,48 @@ def test_pin_refuses_a_path_that_is_not_an_executable(tmp_path: Path) -> None:
     text.write_text("not a program\n")
     for bad in (text, tmp_path / "missing"):
         with pytest.raises(ValueError, match=f"pin_ptxas: {bad} is not an executable file"):
-            pin_ptxas(bad)
-    assert ENV not in os.environ
+            pin_ptxas(bad, arch=ARCH)
+    assert ENV not in os.environ  # refused before anything was set
 
 
 def test_pin_without_torch_ptxas_does_nothing() -> None:
     if torch_bundled_ptxas() is not None:
         pytest.skip("this torch wheel has a bin/ptxas")
-    got = pin_ptxas()
+    got = pin_ptxas(arch=ARCH)
     assert got.pinned is False and got.reason.startswith("torch has no bin/ptxas")
     assert ENV not in os.environ
 
 
-def test_pin_after_the_compile_workers_started_says_they_keep_theirs(tmp_path: Path) -> None:
+def test_pin_after_the_compile_workers_started_says_they_may_keep_theirs(tmp_path: Path) -> None:
     """Inductor's real worker pool, started before the pin (in a process of its own, so that no
-    workers or variable stay behind here)."""
+    workers or variable stay behind here): with the variable unset, and with it set after the pool
+    started (by the user, to another ptxas than the workers take)."""
     ptxas = fake_ptxas(tmp_path, "99.9")
     child = textwrap.dedent(f"""
         import json, os
         from torch._inductor import config
         from torch._inductor.async_compile import AsyncCompile, shutdown_compile_workers
-        from torch_diode.inductor.ptxas import pin_ptxas
+        from torch_diode.inductor.ptxas import ENV, pin_ptxas
         config.compile_threads = 2
         AsyncCompile.use_process_pool()  # asks for the pool: its workers start now
         try:
-            print(json.dumps(pin_ptxas({str(ptxas)!r}).to_dict()))
+            unset = pin_ptxas({str(ptxas)!r}, arch={ARCH}).to_dict()
+            os.environ.pop(ENV)
+            os.environ[ENV] = {str(ptxas)!r}  # the user's, set after the workers started
+            set_after = pin_ptxas(arch={ARCH}).to_dict()
+            print(json.dumps([unset, set_after]))
         finally:
             shutdown_compile_workers()
     """)
     env = {k: v for k, v in os.environ.items() if k != ENV}
-    out = subprocess.run(
-        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300, check=True
+    out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    unset, set_after = json.loads(out.stdout.strip().splitlines()[-1])
+    workers = "torch" if torch_bundled_ptxas() is not None else "Triton"
+    warning = (
+        f"; Inductor's compile workers had started already, and unless they started with this {ENV} they "
+        f"keep {workers}'s own ptxas, so their keys may still differ: call pin_ptxas() before the first compile"
     )
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["pinned"] is True and got["path"] == str(ptxas)
-    assert got["reason"].endswith(
-        "Inductor's compile workers had started already and keep the ptxas they started with, so "
-        "their keys still differ: call pin_ptxas() before the first compile"
-    )
+    assert unset["pinned"] is True and unset["set_variable"] is True and unset["reason"].endswith(warning)
+    assert set_after["pinned"] is True and set_after["set_variable"] is False
+    assert set_after["reason"].startswith(f"{ENV} is set already") and set_after["reason"].endswith(warning)

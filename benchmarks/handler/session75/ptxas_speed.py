@@ -70,7 +70,9 @@ def child(arm: str, pick: str, out: Path) -> int:
         "rows": [],
     }
     t_all = time.perf_counter()
-    with InductorCollector(hardware="NVIDIA-H200", search_space="DEFAULT", mode="max-autotune") as col:
+    from torch_diode.hardware import detect
+
+    with InductorCollector(hardware=detect().key, search_space="DEFAULT", mode="max-autotune") as col:
         for i in pick.split(","):
             p = Problem.from_dict(sample[int(i)]["problem"])
             t0 = time.perf_counter()
@@ -117,6 +119,7 @@ def run(a: argparse.Namespace) -> int:
         except subprocess.TimeoutExpired:
             rc = "timeout"
         got = json.loads(part.read_text()) if part.exists() else {"arm": arm, "rows": []}
+        part.unlink(missing_ok=True)
         got.update(rc=rc, process_s=round(time.perf_counter() - t0, 2))
         doc["runs"].append(got)
         atomic_write(a.output, json.dumps(doc, indent=1))
@@ -156,8 +159,9 @@ def report(a: argparse.Namespace) -> int:
                 continue
             for k, t in row["times_us"].items():
                 if k in other["times_us"] and t > 0 and other["times_us"][k] > 0:
-                    (aten if k.startswith("aten") else tri).append(t / other["times_us"][k])
-            best.append(min(row["times_us"].values()) / min(other["times_us"].values()))
+                    (aten if k.startswith("aten::") else tri).append(t / other["times_us"][k])
+            if row["times_us"] and other["times_us"]:  # best of ATen and Triton together
+                best.append(min(row["times_us"].values()) / min(other["times_us"].values()))
             meas.append(row["measure_s"] / other["measure_s"])
         print(
             f"{label}: {len(best)} problems; Triton choices {len(tri)}: geomean {_geo(tri):.4f} "
@@ -171,6 +175,8 @@ def report(a: argparse.Namespace) -> int:
     for arm, rs in by.items():
         for i in range(1, len(rs)):
             pair(rs[0], rs[i], f"{arm} run {i + 1} / run 1 (noise)")
+    if {r.get("ptxas_version") for r in runs} and len({r.get("ptxas_version") for r in runs}) < len(by):
+        print("WARNING: the arms keyed with the same ptxas version: this Triton may not take TRITON_PTXAS_PATH here")
     if "triton" in by and "torch" in by:
         for i, (x, y) in enumerate(zip(by["triton"], by["torch"], strict=False)):
             pair(x, y, f"torch / triton, pair {i + 1}")

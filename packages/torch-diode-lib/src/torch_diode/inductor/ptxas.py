@@ -24,6 +24,7 @@ differ and what to set. ``diode hardware`` prints it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -183,7 +184,8 @@ def check_ptxas(*, arch: int | None = None, torch_ptxas: Path | None = None, tim
 class PinResult:
     """What :func:`pin_ptxas` did: ``pinned`` (this process keys Triton's cache with the ptxas the
     variable names from now on), ``set_variable`` (it set the variable; False where it was set
-    already), the variable's ptxas (``path``) and why (``reason``)."""
+    already), the variable's ptxas (``path``) and why (``reason``, with a warning where compile
+    workers that started before may keep another ptxas)."""
 
     pinned: bool
     reason: str
@@ -195,16 +197,22 @@ class PinResult:
 
 
 def _compile_pool_started() -> bool:
-    """Whether Inductor's compile-worker pool has been asked for in this process (its workers,
-    started with the environment of that moment, set the variable to torch's ptxas themselves)."""
+    """Whether Inductor has a compile-worker pool in this process (its workers, started with the
+    environment of that moment, set the variable to torch's ptxas themselves where it was unset)."""
     mod = sys.modules.get("torch._inductor.async_compile")
-    return mod is not None and getattr(getattr(mod, "AsyncCompile", None), "_ready_future", None) is not None
+    if mod is None:
+        return False
+    if getattr(mod, "_pool_set", None):  # every pool Inductor created and has not shut down
+        return True
+    return getattr(getattr(mod, "AsyncCompile", None), "_ready_future", None) is not None
 
 
 def _forget_ptxas_version() -> bool:
-    """Clear Triton's per-process memory of the ptxas version (and of its backends' cache-key
-    hashes), so that the next compile reads the ptxas now named; False where this Triton has none
-    of them (nothing remembered to clear)."""
+    """Clear Triton's per-process memory of the ptxas version (``get_ptxas_version``, and
+    ``CUDABackend.hash``, which holds it per backend object), so that the next compile reads the
+    ptxas now named; False where this Triton remembers neither. Inductor's own memory of Triton's
+    backend hash (``torch.utils._triton.triton_hash_with_backend``, in its autotune-cache keys) is
+    left: it only names cache entries, and the kernels' own keys are Triton's."""
     try:
         from triton.backends.nvidia import compiler
     except Exception:
@@ -221,27 +229,53 @@ def _forget_ptxas_version() -> bool:
     return cleared
 
 
-def pin_ptxas(path: str | os.PathLike[str] | None = None) -> PinResult:
+def _ptxas_taken(arch: int) -> str | None:
+    """The ptxas this process's Triton takes for ``arch`` now (``get_ptxas``), or None where this
+    Triton cannot say (no ``get_ptxas``, or it fails)."""
+    try:
+        from triton.backends.nvidia import compiler
+
+        get = getattr(compiler, "get_ptxas", None)
+        if get is None:
+            return None
+        tool = get(arch) if inspect.signature(get).parameters else get()
+        path = getattr(tool, "path", tool)
+        return str(path) if path else None
+    except Exception:
+        return None
+
+
+def _same_file(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:
+    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
+
+
+def pin_ptxas(path: str | os.PathLike[str] | None = None, *, arch: int | None = None) -> PinResult:
     """Opt in: make this process and Inductor's compile workers build and key Triton's kernels with
     one ptxas, by setting ``TRITON_PTXAS_PATH`` where it is unset (to ``path``, or to torch's own
     ``bin/ptxas`` as the workers take it) and making Triton forget the ptxas version it read
-    already. Best called at the top of a script, before the first ``torch.compile``; stock
-    max-autotune's later GEMMs then no longer compile every choice twice where :func:`check_ptxas`
-    finds a mismatch (session 74: 3.1-3.7x the compile time otherwise). Which of the two ptxas
-    builds the faster kernels made no difference beyond noise on an H200 (session 75), so the
-    default is torch's: what the workers use anyway.
+    already. Best called at the top of a script, before the first ``torch.compile``, and not while
+    another thread compiles; stock max-autotune's later GEMMs then no longer compile every choice
+    twice where :func:`check_ptxas` finds a mismatch (session 74: 3.1-3.7x the compile time
+    otherwise). Between the two ptxas binaries no difference in kernel or compile time was detected
+    on an H200 (session 75, a few percent not excluded), so the default is torch's: what the
+    workers use anyway.
 
-    Where the variable is set already (by the user, even empty, or by Inductor itself on a compile
-    path it took in this process) it is left as it is, and only Triton's remembered version is
-    cleared: a process whose first compile read Triton's own ptxas, before Inductor set the
-    variable, keys with the variable's ptxas from then on (session 75: the late call is this case).
-    Setting the variable changes the process's environment (inherited by every process it starts),
-    and so applies to stock compiles too; it is never done at import. Does nothing, and says why,
-    on a ROCm build, or where the variable is unset, torch has no ``bin/ptxas`` and no ``path`` is
-    given. Kernels compiled before the call keep their cache entries; workers started before the
-    variable was set keep the ptxas they started with (a ``path`` of another ptxas than torch's does
-    not reach them: the result says so). Raises ``ValueError`` for a ``path`` that is not an
-    executable file.
+    Where the variable is set already (by the user, or by Inductor itself on a compile path it took
+    in this process) it is left as it is, and only Triton's remembered version is cleared: a process
+    whose first compile read Triton's own ptxas, before Inductor set the variable, keys with the
+    variable's ptxas from then on (session 75: the late call is this case). An empty variable is
+    left alone too, and nothing is pinned: Triton cannot run it. Setting the variable changes the
+    process's environment (inherited by every process it starts), and so applies to stock compiles
+    too; it is never done at import.
+
+    ``arch``: the GPU's compute capability as Triton takes it (default: the current CUDA device's,
+    :func:`triton_arch`; none without a device). Where Triton does not take ``TRITON_PTXAS_PATH``
+    for that arch (Triton 3.9 on sm_90 and newer), nothing is pinned or set: the workers and this
+    process take the same ptxas already. Nothing either on a ROCm build, or where the variable is
+    unset, torch has no ``bin/ptxas`` and no ``path`` is given. Kernels compiled before the call keep
+    their cache entries; compile workers started before the variable was set keep the ptxas they
+    started with (the result says so where that may differ). Raises ``ValueError`` for a ``path``
+    that is not an executable file.
     """
     import torch
 
@@ -251,29 +285,49 @@ def pin_ptxas(path: str | os.PathLike[str] | None = None) -> PinResult:
         chosen = Path(path)
         if not (chosen.is_file() and os.access(chosen, os.X_OK)):
             raise ValueError(f"pin_ptxas: {chosen} is not an executable file; give the path of a ptxas binary")
-    set_to = os.environ.get(ENV)
-    if set_to is not None:
-        forgot = _forget_ptxas_version()
-        reason = f"{ENV} is set already ({set_to!r}): left as it is"
-        if path is not None and Path(path) != Path(set_to):
-            reason += f" ({path} not used)"
-        if forgot:
-            reason += "; Triton's remembered ptxas version cleared, so this process keys with that ptxas from now on"
-        return PinResult(forgot, reason, set_to)
-    if path is None:
-        found = torch_bundled_ptxas()
-        if found is None:
-            return PinResult(
-                False, "torch has no bin/ptxas: the compile workers use the same ptxas as this process, nothing to pin"
-            )
-        chosen = found
-    os.environ[ENV] = str(chosen)
-    _forget_ptxas_version()
-    reason = f"{ENV}={chosen}: this process and compile workers started from now on use it"
+    if arch is None and torch.cuda.is_available():
+        arch = triton_arch(torch.cuda.get_device_capability())
     torch_ptxas = torch_bundled_ptxas()
-    if _compile_pool_started() and (torch_ptxas is None or Path(chosen).resolve() != torch_ptxas.resolve()):
-        reason += (
-            "; Inductor's compile workers had started already and keep the ptxas they started with, so "
-            "their keys still differ: call pin_ptxas() before the first compile"
+    set_to = os.environ.get(ENV)
+    if set_to == "":
+        return PinResult(
+            False, f"{ENV} is set but empty: Triton cannot run it; unset it, or name a ptxas, and call again", ""
         )
-    return PinResult(True, reason, str(chosen), set_variable=True)
+    if set_to is not None:
+        chosen, set_variable = Path(set_to), False
+        reason = f"{ENV} is set already ({set_to!r}): left as it is"
+        if path is not None and not _same_file(path, set_to):
+            reason += f" ({path} not used)"
+    else:
+        if path is None:
+            if torch_ptxas is None:
+                return PinResult(
+                    False,
+                    "torch has no bin/ptxas: the compile workers use the same ptxas as this process, nothing to pin",
+                )
+            chosen = torch_ptxas
+        os.environ[ENV] = str(chosen)
+        set_variable = True
+        reason = f"{ENV}={chosen}: this process and compile workers started from now on use it"
+    if arch is not None:
+        taken = _ptxas_taken(arch)
+        if taken is not None and not _same_file(taken, chosen):
+            if set_variable:
+                del os.environ[ENV]  # not taken for this arch: leave the environment as it was
+            return PinResult(
+                False,
+                f"Triton does not take {ENV} for sm_{arch} (it takes {taken}): the compile workers and this "
+                "process use the same ptxas already, nothing to pin"
+                + ("" if set_variable else f"; {ENV} left as it is ({set_to!r})"),
+                set_to,
+            )
+    if _forget_ptxas_version():
+        reason += "; Triton's remembered ptxas version cleared, so this process keys with that ptxas from now on"
+    workers_ptxas = torch_ptxas  # what workers started with the variable unset take (None: Triton's own)
+    if _compile_pool_started() and not _same_file(workers_ptxas, chosen):
+        reason += (
+            "; Inductor's compile workers had started already, and unless they started with this "
+            f"{ENV} they keep {'torch' if workers_ptxas is not None else 'Triton'}'s own ptxas, so their "
+            "keys may still differ: call pin_ptxas() before the first compile"
+        )
+    return PinResult(True, reason, str(chosen), set_variable=set_variable)
