@@ -141,7 +141,7 @@ def test_pin_leaves_an_empty_variable_and_pins_nothing(tmp_path: Path, monkeypat
     monkeypatch.setenv(ENV, "")
     got = pin_ptxas(fake_ptxas(tmp_path, "99.9"), arch=ARCH)
     assert got.pinned is False and got.path == "" and os.environ[ENV] == ""
-    assert got.reason == f"{ENV} is set but empty: Triton cannot run it; unset it, or name a ptxas, and call again"
+    assert got.reason == f"{ENV} is set but empty: no ptxas to pin; unset it, or name a ptxas, and call again"
     assert get_ptxas_version.cache_info().currsize == 1  # what Triton remembers is left too
 
 

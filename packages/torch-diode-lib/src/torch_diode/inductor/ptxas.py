@@ -264,7 +264,8 @@ def pin_ptxas(path: str | os.PathLike[str] | None = None, *, arch: int | None = 
     in this process) it is left as it is, and only Triton's remembered version is cleared: a process
     whose first compile read Triton's own ptxas, before Inductor set the variable, keys with the
     variable's ptxas from then on (session 75: the late call is this case). An empty variable is
-    left alone too, and nothing is pinned: Triton cannot run it. Setting the variable changes the
+    left alone too, and nothing is pinned (Triton 3.9 cannot run an empty path: every compile for
+    sm_80 fails on it). Setting the variable changes the
     process's environment (inherited by every process it starts), and so applies to stock compiles
     too; it is never done at import.
 
@@ -291,7 +292,7 @@ def pin_ptxas(path: str | os.PathLike[str] | None = None, *, arch: int | None = 
     set_to = os.environ.get(ENV)
     if set_to == "":
         return PinResult(
-            False, f"{ENV} is set but empty: Triton cannot run it; unset it, or name a ptxas, and call again", ""
+            False, f"{ENV} is set but empty: no ptxas to pin; unset it, or name a ptxas, and call again", ""
         )
     if set_to is not None:
         chosen, set_variable = Path(set_to), False
