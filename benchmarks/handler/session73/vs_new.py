@@ -78,8 +78,9 @@ def main() -> int:
         ap.error(f"--order: unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
     listed = json.loads(Path(a.list).read_text())["problems"][: a.first]
     options = {v: VARIANTS[v] for v in order}
+    env = environment()  # once: it reads the ptxas versions in new processes
     result: dict[str, Any] = {
-        "environment": environment(),
+        "environment": env,
         "model": a.model,
         "order": order,
         "options": options,
@@ -94,7 +95,7 @@ def main() -> int:
         result["environment"] = old["environment"]
         result["environments"] = old.get("environments", [old["environment"]])
         result["rows"] = [r for r in old["rows"] if all("kernel_us" in x for x in r["runs"])]
-    result.setdefault("environments", []).append(environment())
+    result.setdefault("environments", []).append(env)
     done = {r["key"] for r in result["rows"]}
     t0 = time.monotonic()
     for entry in listed:

@@ -22,7 +22,6 @@ build, are a control.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import os
@@ -56,12 +55,11 @@ def child(arm: str, pick: str, out: Path) -> int:
     from triton.backends.nvidia import compiler as c
 
     from torch_diode.collect.inductor import InductorCollector
+    from torch_diode.hardware import detect
+    from torch_diode.inductor.ptxas import _for_arch, triton_arch
     from torch_diode.records import Problem
 
-    arch = torch.cuda.get_device_capability()
-    arch_i = arch[0] * 10 + arch[1]
-    takes_arch = bool(inspect.signature(c.get_ptxas_version).parameters)  # triton 3.6: no argument
-    version = c.get_ptxas_version(arch_i) if takes_arch else c.get_ptxas_version()
+    version = _for_arch(c.get_ptxas_version, triton_arch(torch.cuda.get_device_capability()))
     sample = json.loads(SAMPLE.read_text())["problems"]
     result: dict = {
         "arm": arm,
@@ -69,10 +67,11 @@ def child(arm: str, pick: str, out: Path) -> int:
         "ptxas_version": str(version).strip().splitlines()[-1],
         "rows": [],
     }
+    key = detect().key
+    if not key:
+        raise SystemExit("torch-diode knows no hardware key for this GPU (diode hardware); set TORCH_DIODE_HARDWARE")
     t_all = time.perf_counter()
-    from torch_diode.hardware import detect
-
-    with InductorCollector(hardware=detect().key, search_space="DEFAULT", mode="max-autotune") as col:
+    with InductorCollector(hardware=key, search_space="DEFAULT", mode="max-autotune") as col:
         for i in pick.split(","):
             p = Problem.from_dict(sample[int(i)]["problem"])
             t0 = time.perf_counter()

@@ -229,6 +229,12 @@ def _forget_ptxas_version() -> bool:
     return cleared
 
 
+def _for_arch(f: Any, arch: int) -> Any:
+    """Call one of Triton's per-arch ptxas functions (``get_ptxas``, ``get_ptxas_version``), which
+    take the arch in Triton 3.9 and nothing in 3.6."""
+    return f(arch) if inspect.signature(f).parameters else f()
+
+
 def _ptxas_taken(arch: int) -> str | None:
     """The ptxas this process's Triton takes for ``arch`` now (``get_ptxas``), or None where this
     Triton cannot say (no ``get_ptxas``, or it fails)."""
@@ -238,7 +244,7 @@ def _ptxas_taken(arch: int) -> str | None:
         get = getattr(compiler, "get_ptxas", None)
         if get is None:
             return None
-        tool = get(arch) if inspect.signature(get).parameters else get()
+        tool = _for_arch(get, arch)
         path = getattr(tool, "path", tool)
         return str(path) if path else None
     except Exception:
@@ -265,9 +271,8 @@ def pin_ptxas(path: str | os.PathLike[str] | None = None, *, arch: int | None = 
     whose first compile read Triton's own ptxas, before Inductor set the variable, keys with the
     variable's ptxas from then on (session 75: the late call is this case). An empty variable is
     left alone too, and nothing is pinned (Triton 3.9 cannot run an empty path: every compile for
-    sm_80 fails on it). Setting the variable changes the
-    process's environment (inherited by every process it starts), and so applies to stock compiles
-    too; it is never done at import.
+    sm_80 fails on it). Setting the variable changes the process's environment (inherited by every
+    process it starts), and so applies to stock compiles too; it is never done at import.
 
     ``arch``: the GPU's compute capability as Triton takes it (default: the current CUDA device's,
     :func:`triton_arch`; none without a device). Where Triton does not take ``TRITON_PTXAS_PATH``
@@ -324,11 +329,11 @@ def pin_ptxas(path: str | os.PathLike[str] | None = None, *, arch: int | None = 
             )
     if _forget_ptxas_version():
         reason += "; Triton's remembered ptxas version cleared, so this process keys with that ptxas from now on"
-    workers_ptxas = torch_ptxas  # what workers started with the variable unset take (None: Triton's own)
-    if _compile_pool_started() and not _same_file(workers_ptxas, chosen):
+    # workers started with the variable unset take torch's ptxas (Triton's own where torch has none)
+    if _compile_pool_started() and not _same_file(torch_ptxas, chosen):
         reason += (
             "; Inductor's compile workers had started already, and unless they started with this "
-            f"{ENV} they keep {'torch' if workers_ptxas is not None else 'Triton'}'s own ptxas, so their "
+            f"{ENV} they keep {'torch' if torch_ptxas is not None else 'Triton'}'s own ptxas, so their "
             "keys may still differ: call pin_ptxas() before the first compile"
         )
     return PinResult(True, reason, str(chosen), set_variable=set_variable)
