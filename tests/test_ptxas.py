@@ -42,6 +42,8 @@ def no_ptxas_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from triton.backends.nvidia.compiler import CUDABackend, get_ptxas_version
 
     monkeypatch.delenv(ENV, raising=False)
+    get_ptxas_version.cache_clear()  # nor a version an earlier test of another file had Triton read
+    CUDABackend.hash.cache_clear()
     yield
     os.environ.pop(ENV, None)  # what pin_ptxas set (monkeypatch restores only what it changed)
     get_ptxas_version.cache_clear()  # nor a stand-in's version left for later tests
@@ -72,6 +74,36 @@ def test_the_same_version_or_the_variable_set_is_no_mismatch(tmp_path: Path, mon
         got = check_ptxas(arch=ARCH, torch_ptxas=fake_ptxas(tmp_path, "99.9"))
         assert got.mismatch is False and got.reason.startswith(f"{ENV} is set ({value!r})")
         assert os.environ[ENV] == value
+
+
+def test_a_version_read_before_the_variable_was_set_is_a_mismatch_until_pinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The late case (session 75, on the GPU: 20 of 20 choices compiled again): this process's
+    Triton read its own ptxas's version (a first compile), then the variable was set (as Inductor
+    does on one compile path) to a ptxas of another version, which the workers take; pin_ptxas()
+    makes Triton forget what it read, and the two agree again."""
+    from triton.backends.nvidia.compiler import get_ptxas_version
+
+    ptxas = fake_ptxas(tmp_path, "99.9")
+    monkeypatch.setenv(ENV, str(ptxas))
+    assert check_ptxas(arch=ARCH).mismatch is False  # nothing read yet: the first compile reads the variable's
+    get_ptxas_version.cache_clear()
+    monkeypatch.delenv(ENV)
+    own = _release_of(get_ptxas_version(ARCH))  # the first compile, before the variable was set
+    monkeypatch.setenv(ENV, str(ptxas))
+    got = check_ptxas(arch=ARCH)
+    assert got.mismatch is True and (got.workers_version, got.process_version) == ("99.9", own)
+    assert got.reason.startswith(f"{ENV} is set ({str(ptxas)!r}) and Inductor's compile workers key")
+    assert got.advice is not None and got.advice.startswith("call torch_diode.inductor.ptxas.pin_ptxas()")
+    assert pin_ptxas(arch=ARCH).pinned is True
+    assert "release 99.9" in get_ptxas_version(ARCH)  # the next compile's read
+    after = check_ptxas(arch=ARCH)
+    assert after.mismatch is False and after.reason.startswith(f"{ENV} is set")
+
+
+def _release_of(version: str) -> str:
+    return version.split("release ", 1)[1].split(",", 1)[0]
 
 
 def test_a_ptxas_triton_does_not_take_is_no_mismatch(tmp_path: Path) -> None:

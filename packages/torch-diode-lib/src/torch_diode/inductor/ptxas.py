@@ -17,8 +17,10 @@ takes sm_90's and newer from ``TRITON_PTXAS_BLACKWELL_PATH``, which Inductor doe
 two agree there), with more than one compile thread (a worker pool).
 
 :func:`check_ptxas` reads the version each side would key with, as Triton reads it, each in a new
-Python process (this one's environment and Triton's caches are left alone), and says whether they
-differ and what to set. ``diode hardware`` prints it.
+Python process (this one's environment is left alone), and says whether they differ and what to
+set. ``diode hardware`` prints it. Where the variable is set already, it also compares the version
+this process's Triton remembers from an earlier read (a compile before Inductor set the variable)
+against the variable's ptxas: the late case that :func:`pin_ptxas` mends.
 """
 
 from __future__ import annotations
@@ -136,8 +138,10 @@ def check_ptxas(*, arch: int | None = None, torch_ptxas: Path | None = None, tim
 
     ``arch``: the GPU's compute capability as Triton's backend takes it (90 for Hopper; Triton
     picks its ptxas by it; default: the current CUDA device's, :func:`triton_arch`). ``torch_ptxas``: torch's ptxas (default: :func:`torch_bundled_ptxas`).
-    Each side is read in a new Python process (up to ``timeout_s``). Never raises: a failure to
-    read a version is a ``reason``.
+    Each side is read in a new Python process (up to ``timeout_s``). Where ``TRITON_PTXAS_PATH`` is
+    set, the workers keep it, and this process keys with it too unless its Triton read another
+    version before it was set (then a mismatch, with :func:`pin_ptxas` as the advice). Never
+    raises: a failure to read a version is a ``reason``.
     """
     try:
         import torch
@@ -148,9 +152,7 @@ def check_ptxas(*, arch: int | None = None, torch_ptxas: Path | None = None, tim
             arch = triton_arch(torch.cuda.get_device_capability() if torch.cuda.is_available() else None)
         set_to = os.environ.get(ENV)
         if set_to is not None:  # Inductor's workers leave it as it is (they test ``is not None`` too)
-            return PtxasCheck(
-                False, f"{ENV} is set ({set_to!r}): Inductor's compile workers keep it, so they and this process agree"
-            )
+            return _check_set_variable(set_to, arch, timeout_s)
         ptxas = torch_ptxas if torch_ptxas is not None else torch_bundled_ptxas()
         if ptxas is None:
             return PtxasCheck(False, "torch has no bin/ptxas: the compile workers use the same ptxas as this process")
@@ -177,6 +179,46 @@ def check_ptxas(*, arch: int | None = None, torch_ptxas: Path | None = None, tim
         f"set {ENV}={ptxas} before the first compile: in the environment that starts Python "
         f"(e.g. {ENV}=... python train.py, or this virtual environment's activate script), or in "
         "the script before its first compile with torch_diode.inductor.ptxas.pin_ptxas()",
+    )
+
+
+def _remembered_version(arch: int) -> str | None:
+    """The ptxas version this process's Triton read already for ``arch`` and keys with (its
+    ``get_ptxas_version`` cache), or None where it has read none yet (its first compile reads the
+    ptxas named then). Reading it where the cache holds only another arch's reads the ptxas named
+    now, as Triton's next compile for ``arch`` would: nothing changes that Triton would not do."""
+    from triton.backends.nvidia import compiler
+
+    get = getattr(compiler, "get_ptxas_version", None)
+    info = getattr(get, "cache_info", None)
+    if info is None or info().currsize == 0:
+        return None
+    return str(_for_arch(get, arch))
+
+
+def _check_set_variable(set_to: str, arch: int, timeout_s: float) -> PtxasCheck:
+    """:func:`check_ptxas` where the variable is set: the workers take its ptxas; so does this
+    process, unless its Triton read another version before the variable was set."""
+    agree = PtxasCheck(
+        False, f"{ENV} is set ({set_to!r}): Inductor's compile workers keep it, so they and this process agree"
+    )
+    remembered = _remembered_version(arch)
+    if remembered is None or not set_to:
+        return agree
+    (workers,) = _read_in_new_processes(arch, [dict(os.environ)], timeout_s)
+    if workers["version"] == remembered:
+        return agree
+    w, p = _release(workers["version"]), _release(remembered)
+    return PtxasCheck(
+        True,
+        f"{ENV} is set ({set_to!r}) and Inductor's compile workers key Triton's cache with its ptxas ({w}), "
+        f"but this process's Triton read another version before it was set ({p}) and keys with that: "
+        "once the worker pool is ready, max-autotune compiles every worker-precompiled choice again",
+        set_to,
+        w,
+        p,
+        "call torch_diode.inductor.ptxas.pin_ptxas() in this process (it makes Triton forget the version "
+        f"it read), or set {ENV} before the first compile",
     )
 
 
