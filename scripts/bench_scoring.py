@@ -8,7 +8,7 @@ cache finds them by identity), and new but equal ``Choice`` objects every call, 
 clock starts (the feature cache finds them by value: 0.7-1.7 ms more for 1,500 on session 32's
 dev CPU).
 
-Usage: python scripts/bench_scoring.py [--model M.safetensors] [--model-type deep] [--repeat 300]
+Usage: python scripts/bench_scoring.py [--model M.safetensors | NAME] [--model-type deep] [--repeat 300]
                                       [--members 4] [--hidden H] [--depth D] [--threads 1] [--busy 0]
                                       [--network-shortlist N] [--screen-hidden H] [--cpu C]
 Without --model, an untrained network of the preset architecture (or of --hidden / --depth) is
@@ -52,6 +52,7 @@ from torch_diode.model import (
     load_model,
 )
 from torch_diode.records import Choice, Problem
+from torch_diode.registry import resolve
 
 
 def exhaustive_choices(n: int) -> list[Choice]:
@@ -78,7 +79,7 @@ def _spin() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", help="a model file (default: an untrained model of --model-type)")
+    ap.add_argument("--model", help="a model file or registered name (default: an untrained model of --model-type)")
     ap.add_argument("--model-type", default="deep", choices=sorted(ARCH_PRESETS))
     ap.add_argument("--members", type=int, default=4)
     ap.add_argument("--hidden", type=int, help="width instead of the preset's (without --model)")
@@ -99,7 +100,7 @@ def main() -> None:
     problem = Problem(op="mm", m=1000, n=4096, k=4096, dtype="bfloat16")
     choices = exhaustive_choices(args.candidates)
     if args.model:
-        model = load_model(args.model)
+        model = load_model(resolve(args.model))
     else:
         x = featurize(problem, choices, "NVIDIA-H100")
         arch = Architecture(
