@@ -119,6 +119,17 @@ PROBE = textwrap.dedent(
 )
 
 
+@pytest.fixture(autouse=True)
+def private_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new processes' folders go to a directory of this test's own (the processes it starts
+    inherit TMPDIR): another job writing to the system's temporary directory cannot change what
+    ``_isolated_folders()`` finds."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+
+
 @pytest.fixture
 def probe(tmp_path: Path) -> Path:
     (tmp_path / "isolate_probe.py").write_text(PROBE)
@@ -211,7 +222,13 @@ def test_a_timeout_kills_the_process_and_what_it_started(probe: Path) -> None:
     pid_file = probe / "worker.pid"
     t0 = time.monotonic()
     r = run_in_new_process(
-        "isolate_probe:leave_a_worker", {"pid_file": str(pid_file), "then_sleep_s": 120}, paths=[probe], timeout_s=8
+        "isolate_probe:leave_a_worker",
+        {"pid_file": str(pid_file), "then_sleep_s": 120},
+        paths=[probe],
+        timeout_s=8,
+        # the probe needs no torch: without the plugins' import of it the child starts in 0.2 s, not
+        # 2-3 s (18 s on a loaded 2-core machine: killed before it wrote the pid file)
+        env={"TORCH_DIODE_DISABLE_PLUGIN_AUTOLOAD": "1"},
     )
     assert time.monotonic() - t0 < 60
     assert r["error"].startswith("did not finish within 8 s (killed)"), r
@@ -254,11 +271,17 @@ def test_the_process_goes_with_its_parent(probe: Path, signal_name: str) -> None
 
 
 EARLY_DEATH = """
-import os, signal, sys, threading, time
+import os, signal, subprocess, sys, threading
 from torch_diode.bench.isolate import run_in_new_process
+started = threading.Event()
+class Started(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        started.set()
+subprocess.Popen = Started
 threading.Thread(target=run_in_new_process, args=("isolate_probe:nap", {"seconds": 120}),
                  kwargs={"paths": [sys.argv[1]]}, daemon=True).start()
-time.sleep(0.3)  # the child is still starting (importing) when this process is killed
+started.wait(60)  # the child started and is still importing when this process is killed
 os.kill(os.getpid(), signal.SIGKILL)
 """
 

@@ -128,15 +128,36 @@ class FakeHub:
         self.server.server_close()
 
 
-class SilentServer:
-    """Accepts TCP connections and never answers (a hung proxy or a black-holed Hub)."""
+NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
-    def __init__(self) -> None:
+
+def join_hub_threads(within_s: float = 60.0) -> list[str]:
+    """Wait for torch_diode.hub's download threads to end; the names of those still running.
+    After a deadline huggingface_hub retries on in them (up to about 25 s measured): one left
+    running past its test can close a descriptor number a later test's connection reuses (CI
+    failed so once, EBADF)."""
+    deadline = time.monotonic() + within_s
+    for thread in threading.enumerate():
+        if thread.name.startswith("torch-diode-hub-"):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in threading.enumerate() if t.name.startswith("torch-diode-hub-") and t.is_alive()]
+
+
+class SilentServer:
+    """Accepts TCP connections and never answers (a hung proxy or a black-holed Hub); with
+    ``refuse``, a port that refuses them (bound, not listening: the port stays reserved). On
+    exit it answers 404, which huggingface_hub does not retry, to what it holds and to every new
+    connection until the download threads that retry on after their deadline have ended."""
+
+    def __init__(self, *, refuse: bool = False) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
+        self.refuse = refuse
+        if not refuse:
+            self.sock.listen(16)
         self.sock.settimeout(0.1)
         self.conns: list[socket.socket] = []
+        self.answering = False
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
 
@@ -150,18 +171,37 @@ class SilentServer:
                 conn, _ = self.sock.accept()
             except (TimeoutError, OSError):
                 continue
-            self.conns.append(conn)
+            if self.answering:
+                self._answer(conn)
+            else:
+                self.conns.append(conn)
+
+    @staticmethod
+    def _answer(conn: socket.socket) -> None:
+        try:
+            conn.sendall(NOT_FOUND)
+        except OSError:
+            pass
+        conn.close()
 
     def __enter__(self) -> SilentServer:
-        self.thread.start()
+        if not self.refuse:
+            self.thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.answering = True
+        if self.refuse:
+            self.sock.listen(16)
+            self.thread.start()
+        for conn in list(self.conns):
+            self._answer(conn)
+        left = join_hub_threads()
         self.stopped.set()
         self.thread.join(2)
-        for conn in self.conns:
-            conn.close()
         self.sock.close()
+        if left and exc_type is None:
+            raise AssertionError(f"download threads still running 60 s after the server answered 404: {left}")
 
 
 def tiny_model_bytes(hardware: str = "NVIDIA-H100", seed: int = 0, regret: float = 1.05) -> bytes:
@@ -208,6 +248,13 @@ def entry_for(
         hub_revision=COMMIT,
         source="test",
     )
+
+
+@pytest.fixture(autouse=True)
+def no_download_thread_left() -> Iterator[None]:
+    yield
+    left = join_hub_threads()
+    assert not left, f"download threads still running 60 s after the test: {left}"
 
 
 @pytest.fixture(scope="session")
@@ -357,10 +404,7 @@ def test_a_failing_hub_is_reported_as_failing(hub: FakeHub, model_bytes: bytes) 
     # it, so that it does not outlive this test (a leftover thread closing its socket late can
     # close a descriptor number a later test's connection reuses).
     hub.fail_status = None
-    for thread in threading.enumerate():
-        if thread.name.startswith("torch-diode-hub-"):
-            thread.join(60)
-            assert not thread.is_alive()
+    assert not join_hub_threads()
 
 
 def test_timeout_from_environment(hf_env: Path, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes) -> None:
@@ -375,14 +419,12 @@ def test_timeout_from_environment(hf_env: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_refused_connection_is_bounded(hf_env: Path, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes) -> None:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    start = time.monotonic()
-    with pytest.raises(HubUnavailableError, match=r"127\.0\.0\.1"):
-        fetch_model_file(entry_for(model_bytes), timeout_s=1.5)
-    assert time.monotonic() - start < 5
+    with SilentServer(refuse=True) as refused:
+        monkeypatch.setenv("HF_ENDPOINT", refused.url)
+        start = time.monotonic()
+        with pytest.raises(HubUnavailableError, match=r"127\.0\.0\.1"):
+            fetch_model_file(entry_for(model_bytes), timeout_s=1.5)
+        assert time.monotonic() - start < 5
 
 
 def test_a_host_that_does_not_resolve_fails_at_once_saying_so(
@@ -398,14 +440,12 @@ def test_a_host_that_does_not_resolve_fails_at_once_saying_so(
     assert not isinstance(info.value, HubTimeoutError)
     assert not any(hf_env.rglob("*.safetensors"))
     # through a proxy the proxy resolves the host: nothing is looked up here (the proxy is a refused port)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
-    with pytest.raises(HubUnavailableError) as info:
-        fetch_model_file(entry_for(model_bytes), timeout_s=2)
-    assert "cannot resolve" not in str(info.value)
+    with SilentServer(refuse=True) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("http_proxy", proxy.url)
+        with pytest.raises(HubUnavailableError) as info:
+            fetch_model_file(entry_for(model_bytes), timeout_s=2)
+        assert "cannot resolve" not in str(info.value)
 
 
 def test_endpoint_that_is_not_a_hub(hub: FakeHub, model_bytes: bytes) -> None:

@@ -53,7 +53,7 @@ def test_install_reaches_this_thread_and_later_threads(model_path: Path) -> None
 
     def early() -> None:  # started before the install, first looks at V.choices after it
         started_before.set()
-        go.wait(10)
+        go.wait(120)  # until the install has returned (loading the model can take seconds when loaded)
         seen_by_early_thread.append(V.choices)
 
     t = threading.Thread(target=early)

@@ -364,7 +364,7 @@ def test_a_precompile_process_ends_with_its_parent(target):
     code = (
         "import json, sys, time\nfrom torch_diode.collect import precompile as pc\n"
         "pc._worker_init(json.loads(sys.argv[1]), parent=os.getppid() + 10**7)\n"
-        "time.sleep(30); sys.exit(0)\n"
+        "time.sleep(600); sys.exit(0)\n"
     )
     code = "import os\n" + code
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -373,4 +373,5 @@ def test_a_precompile_process_ends_with_its_parent(target):
         [sys.executable, "-c", code, json.dumps(target.to_dict())], env=env, timeout=120, capture_output=True, text=True
     )
     assert "Traceback" not in out.stderr, out.stderr
-    assert out.returncode == 1 and time.monotonic() - t0 < 25  # ended by the watch, not after its sleep
+    # ended by the watch, not after its sleep (the bound leaves room for importing torch when loaded)
+    assert out.returncode == 1 and time.monotonic() - t0 < 100

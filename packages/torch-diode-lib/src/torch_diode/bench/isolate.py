@@ -83,6 +83,10 @@ def run_in_new_process(
         raise ValueError(f"timeout_s: must be a positive number of seconds, got {timeout_s!r}")
     request = {"target": target, "kwargs": dict(kwargs or {}), "paths": [str(p) for p in paths]}
     payload = json.dumps(request)  # TypeError here, in the caller, for a value that cannot cross
+    # Imported before the folder is made: a process killed between the two leaves the folder with no
+    # child to delete it (the import took up to 0.7 s on a loaded 2-core machine).
+    from torch_diode.collect.runner import sigterm_interrupts
+
     work = Path(tempfile.mkdtemp(prefix="diode-isolated-"))
     try:
         (work / "request.json").write_text(payload)
@@ -97,8 +101,6 @@ def run_in_new_process(
         }
         cmd = [sys.executable, "-m", "torch_diode.bench.isolate", str(work / "request.json"), str(work / "result.json")]
         t0 = time.perf_counter()
-        from torch_diode.collect.runner import sigterm_interrupts
-
         # kill or timeout on this process (SIGTERM) stops the wait as Ctrl-C does, so the child,
         # in a session of its own which their signal does not reach, is killed here too
         with open(work / "output.log", "wb") as output, sigterm_interrupts():
