@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import alive
 from test_inductor_helpers import diode_dataset, model_path  # noqa: F401  (fixtures)
 
 from torch_diode.bench.isolate import run_in_new_process
@@ -136,19 +137,10 @@ def probe(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _alive(pid: int) -> bool:
-    """Running (not gone, not a zombie waiting for its parent)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def _wait_gone(pid: int, within_s: float = 10.0) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return True
         time.sleep(0.1)
     return False
@@ -257,7 +249,7 @@ def test_the_process_goes_with_its_parent(probe: Path, signal_name: str) -> None
     while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
     child, work = pid_file.read_text().split()
-    assert _alive(int(child)) and Path(work).is_dir()
+    assert alive(int(child)) and Path(work).is_dir()
     parent.send_signal(getattr(signal, signal_name))
     _, err = parent.communicate(timeout=60)
     assert parent.returncode != 0

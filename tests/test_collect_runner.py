@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import alive
 
 pytest.importorskip("torch")
 
@@ -373,7 +374,7 @@ def test_interrupted_workers_merge_what_they_finished(tmp_path, sig):
     err = (tmp_path / "stderr.txt").read_text()
     assert rc == (143 if sig == signal.SIGTERM else 130), err[-3000:]
     assert ("terminated (SIGTERM)" if sig == signal.SIGTERM else "interrupted") in err.splitlines()[-1], err[-3000:]
-    assert not any(_alive(w) for w in workers), err[-3000:]
+    assert not any(alive(w) for w in workers), err[-3000:]
     assert not any(s.exists() for s in shards), err[-3000:]  # merged, then removed
     merged = read_dataset(out)  # complete: strict read
     assert flushed <= set(merged.problems) and len(merged.problems) < len(problems), err[-3000:]
@@ -403,14 +404,6 @@ def _workers_of(pid: int) -> list[int]:
     return sorted(found)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie has ended; only its exit status waits to be read
-
-
 @pytest.mark.slow
 def test_workers_end_with_a_killed_parent_and_a_rerun_merges_their_shards(tmp_path):
     """SIGKILL to the main process of a two-worker run (no clean-up can run): its workers end by
@@ -429,9 +422,9 @@ def test_workers_end_with_a_killed_parent_and_a_rerun_merges_their_shards(tmp_pa
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        while time.monotonic() < deadline and any(alive(w) for w in workers):
             time.sleep(0.2)
-        alive = [w for w in workers if _alive(w)]
+        outlived = [w for w in workers if alive(w)]
     finally:
         for w in _workers_of(proc.pid) if proc.poll() is None else []:
             os.kill(w, signal.SIGKILL)
@@ -439,9 +432,9 @@ def test_workers_end_with_a_killed_parent_and_a_rerun_merges_their_shards(tmp_pa
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
         log.close()
-    for w in alive:
+    for w in outlived:
         os.kill(w, signal.SIGKILL)
-    assert not alive, f"worker(s) {alive} outlived their killed parent by 20 s"
+    assert not outlived, f"worker(s) {outlived} outlived their killed parent by 20 s"
     # A thread of an ending process may hold its files a moment after the process reads as ended.
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(file_in_use(s) for s in shards):

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from procs import alive
 
 from torch_diode.collect import sweep
 from torch_diode.records import Choice, Problem
@@ -700,17 +701,6 @@ def test_a_compile_process_whose_parent_died_while_it_started_ends():
     assert out.returncode == 1 and time.monotonic() - t0 < 100
 
 
-def _running(pid: int) -> bool:
-    """Running: not gone and not a zombie (an ended orphan waits for init to reap it; a container's
-    init may never do so, and ``os.kill(pid, 0)`` succeeds on a zombie)."""
-    from pathlib import Path
-
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_compile_processes_end_with_their_parent():
     """Out of the parent's group, a compile process would outlive a SIGKILLed parent (the
     deadline's `--kill-after`); it watches the parent and ends with it, even inside a task."""
@@ -732,7 +722,7 @@ def test_compile_processes_end_with_their_parent():
         proc.wait(timeout=30)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if not _running(worker):
+            if not alive(worker):
                 break
             time.sleep(0.1)
         else:
