@@ -267,13 +267,15 @@ import os, signal, subprocess, sys, threading
 from torch_diode.bench.isolate import run_in_new_process
 started = threading.Event()
 class Started(subprocess.Popen):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        started.set()
+    def __init__(self, cmd, *args, **kwargs):
+        super().__init__(cmd, *args, **kwargs)
+        if "torch_diode.bench.isolate" in cmd:  # the measuring process: its work folder, told
+            open(sys.argv[2], "w").write(os.path.dirname(cmd[-2]))
+            started.set()
 subprocess.Popen = Started
 threading.Thread(target=run_in_new_process, args=("isolate_probe:nap", {"seconds": 120}),
                  kwargs={"paths": [sys.argv[1]]}, daemon=True).start()
-started.wait(60)  # the child started and is still importing when this process is killed
+started.wait(30)  # the child started and is still importing when this process is killed
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -282,11 +284,14 @@ def test_a_parent_gone_while_the_process_starts_is_noticed(probe: Path) -> None:
     import subprocess
 
     before = _isolated_folders()
-    subprocess.run([sys.executable, "-c", EARLY_DEATH, str(probe)], timeout=60)
+    told = probe / "work.txt"
+    subprocess.run([sys.executable, "-c", EARLY_DEATH, str(probe), str(told)], timeout=60)
+    work = Path(told.read_text())  # killed after the measuring process started, not before
+    assert work.name.startswith("diode-isolated-") and work.name not in before
     deadline = time.monotonic() + 30
     while _isolated_folders() - before and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _isolated_folders() <= before
+    assert _isolated_folders() <= before and not work.exists()
 
 
 def test_run_by_hand_the_process_deletes_nothing(probe: Path, tmp_path: Path) -> None:

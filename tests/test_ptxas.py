@@ -74,6 +74,13 @@ def test_the_same_version_or_the_variable_set_is_no_mismatch(tmp_path: Path, mon
         got = check_ptxas(arch=ARCH, torch_ptxas=fake_ptxas(tmp_path, "99.9"))
         assert got.mismatch is False and got.reason.startswith(f"{ENV} is set ({value!r})")
         assert os.environ[ENV] == value
+    from triton.backends.nvidia.compiler import get_ptxas_version
+
+    monkeypatch.delenv(ENV)
+    get_ptxas_version(ARCH)  # a version remembered, then the variable set empty: nothing to read or compare
+    monkeypatch.setenv(ENV, "")
+    got = check_ptxas(arch=ARCH)
+    assert got.mismatch is False and got.reason.startswith(f"{ENV} is set ('')"), got.reason
 
 
 def test_a_version_read_before_the_variable_was_set_is_a_mismatch_until_pinned(
@@ -88,13 +95,13 @@ def test_a_version_read_before_the_variable_was_set_is_a_mismatch_until_pinned(
     ptxas = fake_ptxas(tmp_path, "99.9")
     monkeypatch.setenv(ENV, str(ptxas))
     assert check_ptxas(arch=ARCH).mismatch is False  # nothing read yet: the first compile reads the variable's
-    get_ptxas_version.cache_clear()
+    assert get_ptxas_version.cache_info().currsize == 0  # and the check read nothing into Triton's memory
     monkeypatch.delenv(ENV)
     own = _release_of(get_ptxas_version(ARCH))  # the first compile, before the variable was set
     monkeypatch.setenv(ENV, str(ptxas))
     got = check_ptxas(arch=ARCH)
     assert got.mismatch is True and (got.workers_version, got.process_version) == ("99.9", own)
-    assert got.reason.startswith(f"{ENV} is set ({str(ptxas)!r}) and Inductor's compile workers key")
+    assert got.reason.startswith(f"{ENV} is set ({str(ptxas)!r}) and Inductor's compile workers started with it")
     assert got.advice is not None and got.advice.startswith("call torch_diode.inductor.ptxas.pin_ptxas()")
     assert pin_ptxas(arch=ARCH).pinned is True
     assert "release 99.9" in get_ptxas_version(ARCH)  # the next compile's read

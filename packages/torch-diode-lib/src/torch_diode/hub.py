@@ -226,15 +226,28 @@ def _download_with_deadline(
     hf_logger.addHandler(retries)
     try:
         worker.start()
-        worker.join(timeout_s)
+        # huggingface_hub retries a refused connection with back-off too: nothing listens at that
+        # address (a wrong HF_ENDPOINT, a proxy that is down), so say so at once, not at the deadline
+        _join_unless_refused(worker, retries, timeout_s)
     finally:
         hf_logger.removeHandler(retries)
+    host = endpoint or "huggingface.co"
+    if worker.is_alive() and retries.refused.is_set():
+        raise HubUnavailableError(
+            f"model {entry.name!r}: the connection to {host} or its proxy was refused ({where}): nothing "
+            "listens there. Check HF_ENDPOINT and the proxy (HTTPS_PROXY, HTTP_PROXY), or download it ahead "
+            f"of time: `hf download {entry.hub_repo} {entry.file} --revision {entry.hub_revision}`."
+        )
     if worker.is_alive():
-        if retries.last is not None:  # the Hub answered, with an error huggingface_hub retries (a 5xx)
+        if (
+            retries.last is not None and "HTTP Error" in retries.last
+        ):  # the Hub answered with an error it retries (a 5xx)
             why = (
                 f"huggingface_hub was still retrying after: {retries.last}. The server is failing or "
                 "overloaded: try again later"
             )
+        elif retries.last is not None:  # no answer: a connection or read that failed
+            why = f"huggingface_hub was still retrying after: {retries.last}. Check the network (HTTPS_PROXY, firewall)"
         else:
             why = "Check the network (HTTPS_PROXY, firewall)"
         raise HubTimeoutError(
@@ -247,17 +260,28 @@ def _download_with_deadline(
     return Path(outcome["path"])  # type: ignore[arg-type]
 
 
+def _join_unless_refused(worker: threading.Thread, retries: _RetryLog, timeout_s: float) -> None:
+    """Wait for ``worker`` up to ``timeout_s``, or until it retries a refused connection."""
+    end = time.monotonic() + timeout_s
+    while worker.is_alive() and not retries.refused.is_set() and (left := end - time.monotonic()) > 0:
+        worker.join(min(left, 0.05))
+
+
 class _RetryLog(logging.Handler):
-    """The last error huggingface_hub logged, from one download thread, before retrying it."""
+    """The last error huggingface_hub logged, from one download thread, before retrying it, and
+    whether it was a refused connection (``refused``)."""
 
     def __init__(self, worker: threading.Thread) -> None:
         super().__init__(logging.WARNING)
         self.worker = worker
         self.last: str | None = None
+        self.refused = threading.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.thread == self.worker.ident and "thrown while requesting" in (message := record.getMessage()):
             self.last = message
+            if "Connection refused" in message:
+                self.refused.set()
 
 
 def _classify(exc: BaseException, entry: ModelEntry, *, where: str, endpoint: str | None) -> BaseException:

@@ -20,7 +20,9 @@ two agree there), with more than one compile thread (a worker pool).
 Python process (this one's environment is left alone), and says whether they differ and what to
 set. ``diode hardware`` prints it. Where the variable is set already, it also compares the version
 this process's Triton remembers from an earlier read (a compile before Inductor set the variable)
-against the variable's ptxas: the late case that :func:`pin_ptxas` mends.
+against the variable's ptxas: the late case that :func:`pin_ptxas` mends. (Where this Triton
+remembers versions per arch, 3.9, and holds only another arch's, that read makes it read and
+remember the arch's version now, as its next compile for that arch would.)
 """
 
 from __future__ import annotations
@@ -202,8 +204,10 @@ def _check_set_variable(set_to: str, arch: int, timeout_s: float) -> PtxasCheck:
     agree = PtxasCheck(
         False, f"{ENV} is set ({set_to!r}): Inductor's compile workers keep it, so they and this process agree"
     )
+    if not set_to:  # nothing to read (Triton 3.9 cannot run an empty path)
+        return agree
     remembered = _remembered_version(arch)
-    if remembered is None or not set_to:
+    if remembered is None:
         return agree
     (workers,) = _read_in_new_processes(arch, [dict(os.environ)], timeout_s)
     if workers["version"] == remembered:
@@ -211,9 +215,9 @@ def _check_set_variable(set_to: str, arch: int, timeout_s: float) -> PtxasCheck:
     w, p = _release(workers["version"]), _release(remembered)
     return PtxasCheck(
         True,
-        f"{ENV} is set ({set_to!r}) and Inductor's compile workers key Triton's cache with its ptxas ({w}), "
-        f"but this process's Triton read another version before it was set ({p}) and keys with that: "
-        "once the worker pool is ready, max-autotune compiles every worker-precompiled choice again",
+        f"{ENV} is set ({set_to!r}) and Inductor's compile workers started with it key Triton's cache with "
+        f"its ptxas ({w}), but this process's Triton read another version before it was set ({p}) and keys "
+        "with that: once the worker pool is ready, max-autotune compiles every worker-precompiled choice again",
         set_to,
         w,
         p,
