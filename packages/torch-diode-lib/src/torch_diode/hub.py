@@ -239,14 +239,13 @@ def _download_with_deadline(
             f"of time: `hf download {entry.hub_repo} {entry.file} --revision {entry.hub_revision}`."
         )
     if worker.is_alive():
-        if (
-            retries.last is not None and "HTTP Error" in retries.last
-        ):  # the Hub answered with an error it retries (a 5xx)
+        answered = retries.last is not None and "HTTP Error" in retries.last  # an error it retries (a 5xx)
+        if answered:
             why = (
                 f"huggingface_hub was still retrying after: {retries.last}. The server is failing or "
                 "overloaded: try again later"
             )
-        elif retries.last is not None:  # no answer: a connection or read that failed
+        elif retries.last is not None:  # no answer: a connection or a read that failed
             why = f"huggingface_hub was still retrying after: {retries.last}. Check the network (HTTPS_PROXY, firewall)"
         else:
             why = "Check the network (HTTPS_PROXY, firewall)"

@@ -187,8 +187,9 @@ def check_ptxas(*, arch: int | None = None, torch_ptxas: Path | None = None, tim
 def _remembered_version(arch: int) -> str | None:
     """The ptxas version this process's Triton read already for ``arch`` and keys with (its
     ``get_ptxas_version`` cache), or None where it has read none yet (its first compile reads the
-    ptxas named then). Reading it where the cache holds only another arch's reads the ptxas named
-    now, as Triton's next compile for ``arch`` would: nothing changes that Triton would not do."""
+    ptxas named then). Where the cache holds only another arch's (Triton 3.9 keys it by arch), this
+    reads and remembers the version of the ptxas named now, as Triton's next compile for ``arch``
+    would; that differs only where the variable changes before that compile."""
     from triton.backends.nvidia import compiler
 
     get = getattr(compiler, "get_ptxas_version", None)
