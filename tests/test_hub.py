@@ -414,8 +414,7 @@ def test_a_failing_hub_is_reported_as_failing(hub: FakeHub, model_bytes: bytes) 
         fetch_model_file(entry_for(model_bytes), timeout_s=3)
     assert "Check the network" not in str(info.value)
     # The download thread retries on after the deadline: let its next try succeed and wait for
-    # it, so that it does not outlive this test (a leftover thread closing its socket late can
-    # close a descriptor number a later test's connection reuses).
+    # it, so that it does not outlive this test (see join_hub_threads).
     hub.fail_status = None
     assert not join_hub_threads()
 
