@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_diode.inductor.ptxas import ENV, check_ptxas, pin_ptxas, torch_bundled_ptxas
+from torch_diode.inductor.ptxas import ENV, _forget_ptxas_version, check_ptxas, pin_ptxas, torch_bundled_ptxas
 
 pytest.importorskip("triton.backends.nvidia.compiler")
 # Triton 3.9 picks its ptxas for sm_90+ by another variable (TRITON_PTXAS_BLACKWELL_PATH): the
@@ -39,15 +39,11 @@ def fake_ptxas(folder: Path, release: str, *, exit_code: int = 0, sleep_s: int =
 
 @pytest.fixture(autouse=True)
 def no_ptxas_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from triton.backends.nvidia.compiler import CUDABackend, get_ptxas_version
-
     monkeypatch.delenv(ENV, raising=False)
-    get_ptxas_version.cache_clear()  # nor a version an earlier test of another file had Triton read
-    CUDABackend.hash.cache_clear()
+    _forget_ptxas_version()  # nor a version an earlier test of another file had Triton read
     yield
     os.environ.pop(ENV, None)  # what pin_ptxas set (monkeypatch restores only what it changed)
-    get_ptxas_version.cache_clear()  # nor a stand-in's version left for later tests
-    CUDABackend.hash.cache_clear()
+    _forget_ptxas_version()  # nor a stand-in's version left for later tests
 
 
 def test_another_ptxas_for_the_workers_is_a_mismatch_with_advice(tmp_path: Path) -> None:

@@ -36,6 +36,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE.parents[2] / "scripts"
 SESSION71 = HERE.parent / "session71"
+#: What ``--fix`` takes (module docstring).
+FIXES = ("none", "ptxas", "ptxas-clear", "pin", "pin-early")
 for _p in (SCRIPTS, SESSION71):
     sys.path.insert(0, str(_p))
 
@@ -178,9 +180,9 @@ def main() -> int:
     ap.add_argument("--fix", default="none,ptxas")
     ap.add_argument("--wait-s", type=float, default=120.0)
     a = ap.parse_args()
-    unknown = sorted(set(a.fix.split(",")) - {"none", "ptxas", "ptxas-clear", "pin", "pin-early"})
+    unknown = sorted(set(a.fix.split(",")) - set(FIXES))
     if unknown:
-        ap.error(f"--fix: unknown {unknown}; known: none, ptxas, ptxas-clear, pin, pin-early")
+        ap.error(f"--fix: unknown {unknown}; known: {', '.join(FIXES)}")
     result: dict[str, Any] = {"environment": environment(), "rows": []}
     for fix in a.fix.split(","):
         r = run_in_new_process(

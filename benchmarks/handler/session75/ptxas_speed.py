@@ -174,7 +174,8 @@ def report(a: argparse.Namespace) -> int:
     for arm, rs in by.items():
         for i in range(1, len(rs)):
             pair(rs[0], rs[i], f"{arm} run {i + 1} / run 1 (noise)")
-    if {r.get("ptxas_version") for r in runs} and len({r.get("ptxas_version") for r in runs}) < len(by):
+    versions = {r.get("ptxas_version") for r in runs}
+    if versions and len(versions) < len(by):
         print("WARNING: the arms keyed with the same ptxas version: this Triton may not take TRITON_PTXAS_PATH here")
     if "triton" in by and "torch" in by:
         for i, (x, y) in enumerate(zip(by["triton"], by["torch"], strict=False)):
