@@ -6,6 +6,7 @@ processes; ``pin_ptxas`` sets the variable and Triton's next read of the version
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -16,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from torch_diode.inductor.ptxas import ENV, _forget_ptxas_version, check_ptxas, pin_ptxas, torch_bundled_ptxas
+from torch_diode.inductor.ptxas import (
+    ENV,
+    _forget_ptxas_version,
+    align_with_new_processes,
+    check_ptxas,
+    pin_ptxas,
+    torch_bundled_ptxas,
+)
 
 pytest.importorskip("triton.backends.nvidia.compiler")
 # Triton 3.9 picks its ptxas for sm_90+ by another variable (TRITON_PTXAS_BLACKWELL_PATH): the
@@ -103,6 +111,37 @@ def test_a_version_read_before_the_variable_was_set_is_a_mismatch_until_pinned(
     assert "release 99.9" in get_ptxas_version(ARCH)  # the next compile's read
     after = check_ptxas(arch=ARCH)
     assert after.mismatch is False and after.reason.startswith(f"{ENV} is set")
+
+
+def test_align_forgets_a_version_new_processes_would_not_key_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sweep collector's step before its compile processes start (session 77, on an H200: a
+    test's torch.compile had set the variable late, and the sweep then compiled every installed
+    kernel again in the test's process): this process's Triton comes to key with what a new
+    process with this environment keys with, and remembers it even if the variable changes next."""
+    from triton.backends.nvidia.compiler import get_ptxas_version
+
+    ptxas = fake_ptxas(tmp_path, "99.9")
+    assert align_with_new_processes(ARCH) is None  # nothing remembered: nothing to align
+    own = _release_of(get_ptxas_version(ARCH))  # a first compile, the variable unset
+    assert align_with_new_processes(ARCH) is None  # a new process reads the same
+    monkeypatch.setenv(ENV, str(ptxas))  # then set, as Inductor does on one compile path
+    did = align_with_new_processes(ARCH)
+    assert did is not None and f"ptxas {own}, read before the environment named another" in did
+    assert did.endswith("it now keys with 99.9, so it loads the kernels its compile processes build"), did
+    monkeypatch.delenv(ENV)  # remembered at the alignment, not read again
+    assert "release 99.9" in get_ptxas_version(ARCH)
+    assert align_with_new_processes(ARCH) is not None  # and back: a new process takes Triton's own again
+    assert _release_of(get_ptxas_version(ARCH)) == own
+    monkeypatch.setenv(ENV, "")  # an empty variable: nothing a new process could read
+    assert align_with_new_processes(ARCH) is None
+    (tmp_path / "hangs").mkdir()
+    monkeypatch.setenv(ENV, str(fake_ptxas(tmp_path / "hangs", "1.0", sleep_s=60)))
+    with caplog.at_level(logging.WARNING, logger="torch_diode.inductor.ptxas"):
+        assert align_with_new_processes(ARCH, timeout_s=3) is None  # a ptxas that hangs: logged, the caller goes on
+    assert "could not compare this process's ptxas version with a new process's: TimeoutExpired" in caplog.text
+    assert _release_of(get_ptxas_version(ARCH)) == own  # and nothing forgotten
 
 
 def _release_of(version: str) -> str:

@@ -1012,12 +1012,29 @@ class SweepCollector:
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
+            self._align_ptxas()
             n = self.options.workers or max(1, (os.cpu_count() or 2) - 1)
             ctx = multiprocessing.get_context("spawn")
             self._pool = cf.ProcessPoolExecutor(
                 max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=(self.options.cache_dir, os.getpid())
             )
         return self._pool
+
+    def _align_ptxas(self) -> None:
+        """Before the compile processes start (with this process's environment): this process's
+        Triton, which loads the kernels they build, must key its cache with the same ptxas version,
+        or it compiles every kernel again as it times it (:func:`align_with_new_processes`: where a
+        ``torch.compile`` in this process set ``TRITON_PTXAS_PATH`` after Triton had read another
+        version). Only with the GPU: without one this process loads no kernel."""
+        import torch
+
+        if not torch.cuda.is_available() or torch.version.hip:
+            return
+        from torch_diode.inductor.ptxas import align_with_new_processes, triton_arch
+
+        did = align_with_new_processes(triton_arch(torch.cuda.get_device_capability(torch.device(self.device))))
+        if did:
+            log.warning("sweep: %s", did)
 
     # -- planning ----------------------------------------------------------------------------
     def skip_measured(self, measured: Mapping[Problem, Collection[Choice]]) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
 import os
 import re
 import signal
@@ -38,6 +39,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: The environment variable both Triton and Inductor's workers read for the ptxas to use.
 ENV = "TRITON_PTXAS_PATH"
@@ -224,6 +227,45 @@ def _check_set_variable(set_to: str, arch: int, timeout_s: float) -> PtxasCheck:
         p,
         "call torch_diode.inductor.ptxas.pin_ptxas() in this process (it makes Triton forget the version "
         f"it read), or set {ENV} before the first compile",
+    )
+
+
+def align_with_new_processes(arch: int, *, timeout_s: float = 60.0) -> str | None:
+    """Make this process's Triton key its cache with the ptxas version that a Python process it
+    starts now (this environment as it is) keys with: where it remembers a version read before
+    ``TRITON_PTXAS_PATH`` was set or changed (a compile before Inductor set it, the late case of
+    :func:`check_ptxas`), it forgets that version and reads the one now named. For a process that
+    loads kernels its own compile processes built (the sweep collector): otherwise it misses their
+    cache entries and compiles every kernel again itself, as it times it (seen on an H200, session
+    77: 12 of 12 precompiled kernels compiled again in a test process where an earlier test's
+    ``torch.compile`` had set the variable). Like :func:`pin_ptxas`, it changes Triton's memory in
+    this process (its later compiles key with the ptxas the environment names, as a new process's
+    would); kernels compiled before keep their cache entries.
+
+    ``arch``: as Triton's backend takes it (:func:`triton_arch`). Returns what it did, or None
+    where nothing was remembered, the two agree, the variable is set empty (Triton 3.9 cannot run
+    it), or reading the version failed (logged: never fails the caller)."""
+    if os.environ.get(ENV) == "":
+        return None
+    try:
+        remembered = _remembered_version(arch)
+        if remembered is None:
+            return None
+        (fresh,) = _read_in_new_processes(arch, [dict(os.environ)], timeout_s)
+    except Exception as e:  # a consistency step: say what failed, never fail the caller
+        log.warning("could not compare this process's ptxas version with a new process's: %s: %s", type(e).__name__, e)
+        return None
+    if fresh["version"] == remembered:
+        return None
+    from triton.backends.nvidia import compiler
+
+    _forget_ptxas_version()
+    now = str(_for_arch(compiler.get_ptxas_version, arch))  # remembered from now on, whatever the variable does next
+    named = f"{ENV}={os.environ[ENV]}" if ENV in os.environ else f"{ENV} unset"
+    return (
+        f"this process's Triton keyed its cache with ptxas {_release(remembered)}, read before the "
+        f"environment named another ({named}: {_release(fresh['version'])}, which new processes take); it "
+        f"now keys with {_release(now)}, so it loads the kernels its compile processes build"
     )
 
 
