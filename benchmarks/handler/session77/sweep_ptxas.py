@@ -2,8 +2,9 @@
 where a ``torch.compile`` set ``TRITON_PTXAS_PATH`` after Triton had read its own ptxas?
 
 Run from the repository root on the GPU machine with the lib's ``src`` on ``PYTHONPATH`` and
-``TRITON_PTXAS_PATH`` unset. One process: a max-autotune ``torch.compile`` of a GEMM (what
-``test_collect_gpu.py::test_through_linear`` does before the precompile test), then the sweep
+``TRITON_PTXAS_PATH`` unset. One process: a max-autotune ``torch.compile`` of a GEMM (meant to set the variable as
+``test_collect_gpu.py::test_through_linear`` had before the precompile test; rule 2 found that this
+compile of a lambda sets nothing, so its two arms tested nothing about the cause), then the sweep
 collector times one problem's configs twice, each time with a new collector and a new, empty
 Triton cache: first with its ptxas alignment turned off (the library before session 77), then on.
 For each: the cache entries holding a cubin (one per kernel compiled: by the compile processes,
