@@ -574,6 +574,28 @@ def test_time_limit_stops_a_wait_on_a_child_process_and_kills_it():
         time.sleep(0.05)
 
 
+def test_compile_processes_take_the_ptxas_variables_of_the_pool_start(monkeypatch):
+    """The pool starts a compile process per submit, each with the environment of that moment; each
+    takes the ptxas variables as they were when the pool was made, when the collector aligned its
+    own Triton's ptxas version with them (session 77), not as a torch.compile in this process set
+    them later: the same cache keys as the process that loads their kernels."""
+    import subprocess
+
+    monkeypatch.delenv("TRITON_PTXAS_PATH", raising=False)
+    monkeypatch.setenv("TRITON_PTXAS_BLACKWELL_PATH", "/opt/b/ptxas")
+    c = sweep.SweepCollector("NVIDIA-H100", sweep.SweepOptions(workers=2))  # the pool needs no GPU
+    try:
+        pool = c._get_pool()
+        monkeypatch.setenv("TRITON_PTXAS_PATH", "/late/ptxas")  # as Inductor sets it, after the pool was made
+        monkeypatch.delenv("TRITON_PTXAS_BLACKWELL_PATH")
+        show = 'sleep 0.5; echo "${TRITON_PTXAS_PATH-unset}|${TRITON_PTXAS_BLACKWELL_PATH-unset}"'
+        futs = [pool.submit(subprocess.check_output, ["sh", "-c", show], text=True) for _ in range(2)]
+        assert [f.result(timeout=120) for f in futs] == ["unset|/opt/b/ptxas\n"] * 2
+        assert len(pool._processes) == 2  # both started after the change
+    finally:
+        c.close()
+
+
 def test_compile_processes_leave_ctrl_c_to_the_parent(tmp_path):
     """`timeout --signal=INT` signals the whole process group (session 7: two chunks hung 30 s
     at their deadline, then were killed): a compile process ignores SIGINT and finishes its

@@ -575,7 +575,7 @@ def compile_options() -> dict[str, Any]:
     return {"debug": bool(inductor_config.assert_indirect_indexing), "sanitize_overflow": False}
 
 
-def _worker_init(cache_dir: str | None, parent: int | None = None) -> None:
+def _worker_init(cache_dir: str | None, parent: int | None = None, ptxas: dict[str, str | None] | None = None) -> None:
     # Ctrl-C, or `timeout --signal=INT` (which signals the whole process group), is the parent's
     # to handle: it stops the compile processes itself (close()). A worker interrupted on its own
     # would break the pool and leave the parent waiting on it at exit.
@@ -590,6 +590,13 @@ def _worker_init(cache_dir: str | None, parent: int | None = None) -> None:
         exit_with_parent(os.getppid() if parent is None else parent)
     if cache_dir:
         os.environ["TRITON_CACHE_DIR"] = cache_dir
+    if ptxas is not None:
+        # The ptxas variables as they were when the parent aligned its Triton with them (the pool
+        # starts a process per submit, each with the environment of that moment, which a
+        # torch.compile in the parent may have changed since): the same cache keys as the parent's.
+        from torch_diode.inductor.ptxas import set_ptxas_variables
+
+        set_ptxas_variables(ptxas)
 
 
 def _killed_by_signal(message: str) -> bool:
@@ -1012,27 +1019,38 @@ class SweepCollector:
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
+            from torch_diode.inductor.ptxas import ptxas_variables
+
             self._align_ptxas()
             n = self.options.workers or max(1, (os.cpu_count() or 2) - 1)
             ctx = multiprocessing.get_context("spawn")
+            initargs = (self.options.cache_dir, os.getpid(), ptxas_variables())
             self._pool = cf.ProcessPoolExecutor(
-                max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=(self.options.cache_dir, os.getpid())
+                max_workers=n, mp_context=ctx, initializer=_worker_init, initargs=initargs
             )
         return self._pool
 
     def _align_ptxas(self) -> None:
-        """Before the compile processes start (with this process's environment): this process's
-        Triton, which loads the kernels they build, must key its cache with the same ptxas version,
-        or it compiles every kernel again as it times it (:func:`align_with_new_processes`: where a
-        ``torch.compile`` in this process set ``TRITON_PTXAS_PATH`` after Triton had read another
-        version). Only with the GPU: without one this process loads no kernel."""
+        """Before the compile processes start (with the ptxas variables as they are now, which
+        ``_worker_init`` sets in each): this process's Triton, which loads the kernels they build,
+        must key its cache with the same ptxas version, or it compiles every kernel again as it
+        times it (:func:`align_with_new_processes`: where a ``torch.compile`` in this process set
+        ``TRITON_PTXAS_PATH`` after Triton had read another version). Only with the GPU: without
+        one this process loads no kernel. Never raises (a failure is logged)."""
         import torch
 
         if not torch.cuda.is_available() or torch.version.hip:
             return
         from torch_diode.inductor.ptxas import align_with_new_processes, triton_arch
 
-        did = align_with_new_processes(triton_arch(torch.cuda.get_device_capability(torch.device(self.device))))
+        try:
+            arch = triton_arch(torch.cuda.get_device_capability(torch.device(self.device)))
+        except Exception as e:  # the device's own error comes with the first measurement
+            log.warning(
+                "sweep: the ptxas version not aligned: the GPU's compute capability: %s: %s", type(e).__name__, e
+            )
+            return
+        did = align_with_new_processes(arch)
         if did:
             log.warning("sweep: %s", did)
 

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: The environment variable both Triton and Inductor's workers read for the ptxas to use.
 ENV = "TRITON_PTXAS_PATH"
+#: Every variable by which Triton picks its ptxas: ``ENV``, and Triton 3.9's for sm_90 and newer.
+VARIABLES = (ENV, "TRITON_PTXAS_BLACKWELL_PATH")
 #: Said beside compile times measured where :func:`check_ptxas` finds a mismatch (``diode demo``,
 #: ``diode bench``'s report, from ``environment()["ptxas_mismatch"]``).
 NOTE = (
@@ -233,18 +235,23 @@ def _check_set_variable(set_to: str, arch: int, timeout_s: float) -> PtxasCheck:
 def align_with_new_processes(arch: int, *, timeout_s: float = 60.0) -> str | None:
     """Make this process's Triton key its cache with the ptxas version that a Python process it
     starts now (this environment as it is) keys with: where it remembers a version read before
-    ``TRITON_PTXAS_PATH`` was set or changed (a compile before Inductor set it, the late case of
-    :func:`check_ptxas`), it forgets that version and reads the one now named. For a process that
-    loads kernels its own compile processes built (the sweep collector): otherwise it misses their
-    cache entries and compiles every kernel again itself, as it times it (seen on an H200, session
-    77: 12 of 12 precompiled kernels compiled again in a test process where an earlier test's
-    ``torch.compile`` had set the variable). Like :func:`pin_ptxas`, it changes Triton's memory in
-    this process (its later compiles key with the ptxas the environment names, as a new process's
-    would); kernels compiled before keep their cache entries.
+    the ptxas variables (:data:`VARIABLES`) changed (a compile before Inductor set
+    ``TRITON_PTXAS_PATH``, the late case of :func:`check_ptxas`), it forgets that version and reads
+    and remembers the one the environment names now. For a process that loads kernels its own
+    compile processes built (the sweep collector, which also starts them with the variables as they
+    were here, :func:`ptxas_variables`): otherwise it misses their cache entries and compiles every
+    kernel again itself, as it times it (seen on an H200, session 77: 12 of 12 precompiled kernels
+    compiled again in a test process where an earlier test's ``torch.compile`` had set the
+    variable). Like :func:`pin_ptxas`, it changes Triton's memory in this process (its later
+    compiles key with the ptxas the environment names, as a new process's would); kernels compiled
+    before keep their cache entries.
 
-    ``arch``: as Triton's backend takes it (:func:`triton_arch`). Returns what it did, or None
-    where nothing was remembered, the two agree, the variable is set empty (Triton 3.9 cannot run
-    it), or reading the version failed (logged: never fails the caller)."""
+    The new process imports Triton alone: it stands for compile processes that set no ptxas
+    variable themselves (the sweep's do not; Inductor's set ``TRITON_PTXAS_PATH`` where it is
+    unset, which :func:`check_ptxas` covers). ``arch``: as Triton's backend takes it
+    (:func:`triton_arch`). Returns what it did, or None where nothing was remembered, the two
+    agree, ``TRITON_PTXAS_PATH`` is set empty (Triton 3.9 cannot run it), or reading a version
+    failed (logged: never fails the caller)."""
     if os.environ.get(ENV) == "":
         return None
     try:
@@ -252,21 +259,37 @@ def align_with_new_processes(arch: int, *, timeout_s: float = 60.0) -> str | Non
         if remembered is None:
             return None
         (fresh,) = _read_in_new_processes(arch, [dict(os.environ)], timeout_s)
-    except Exception as e:  # a consistency step: say what failed, never fail the caller
-        log.warning("could not compare this process's ptxas version with a new process's: %s: %s", type(e).__name__, e)
-        return None
-    if fresh["version"] == remembered:
-        return None
-    from triton.backends.nvidia import compiler
+        if fresh["version"] == remembered:
+            return None
+        from triton.backends.nvidia import compiler
 
-    _forget_ptxas_version()
-    now = str(_for_arch(compiler.get_ptxas_version, arch))  # remembered from now on, whatever the variable does next
-    named = f"{ENV}={os.environ[ENV]}" if ENV in os.environ else f"{ENV} unset"
+        _forget_ptxas_version()
+        # read here and remembered from now on, whatever the variables do next (Triton's next
+        # compile would read it anyway, the same way)
+        now = str(_for_arch(compiler.get_ptxas_version, arch))
+    except Exception as e:  # a consistency step: say what failed, never fail the caller
+        log.warning("could not align this process's ptxas version with a new process's: %s: %s", type(e).__name__, e)
+        return None
+    named = ", ".join(f"{k}={v}" for k, v in ptxas_variables().items() if v is not None) or f"{ENV} unset"
     return (
-        f"this process's Triton keyed its cache with ptxas {_release(remembered)}, read before the "
-        f"environment named another ({named}: {_release(fresh['version'])}, which new processes take); it "
-        f"now keys with {_release(now)}, so it loads the kernels its compile processes build"
+        f"this process's Triton keyed its cache with ptxas {_release(remembered)}, but a new process with "
+        f"this environment ({named}) keys with {_release(fresh['version'])}: the ptxas variables changed after "
+        f"its first read; it now keys with {_release(now)}, so it loads the kernels its compile processes build"
     )
+
+
+def ptxas_variables() -> dict[str, str | None]:
+    """The values of :data:`VARIABLES` in this process's environment (None: unset)."""
+    return {name: os.environ.get(name) for name in VARIABLES}
+
+
+def set_ptxas_variables(values: dict[str, str | None]) -> None:
+    """Set (or, for None, unset) the ptxas variables to ``values`` (:func:`ptxas_variables`'s)."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @dataclass(frozen=True)
