@@ -204,6 +204,16 @@ def _remembered_version(arch: int) -> str | None:
     return str(_for_arch(get, arch))
 
 
+def _remembered_against_new_process(arch: int, timeout_s: float) -> tuple[str, str] | None:
+    """(the version this process's Triton remembers for ``arch``, the one a new process with this
+    environment reads) where the two differ; None where they agree or nothing is remembered."""
+    remembered = _remembered_version(arch)
+    if remembered is None:
+        return None
+    (fresh,) = _read_in_new_processes(arch, [dict(os.environ)], timeout_s)
+    return None if fresh["version"] == remembered else (remembered, fresh["version"])
+
+
 def _check_set_variable(set_to: str, arch: int, timeout_s: float) -> PtxasCheck:
     """:func:`check_ptxas` where the variable is set: the workers take its ptxas; so does this
     process, unless its Triton read another version before the variable was set."""
@@ -212,13 +222,10 @@ def _check_set_variable(set_to: str, arch: int, timeout_s: float) -> PtxasCheck:
     )
     if not set_to:  # nothing to read (Triton 3.9 cannot run an empty path)
         return agree
-    remembered = _remembered_version(arch)
-    if remembered is None:
+    differ = _remembered_against_new_process(arch, timeout_s)
+    if differ is None:
         return agree
-    (workers,) = _read_in_new_processes(arch, [dict(os.environ)], timeout_s)
-    if workers["version"] == remembered:
-        return agree
-    w, p = _release(workers["version"]), _release(remembered)
+    p, w = (_release(v) for v in differ)
     return PtxasCheck(
         True,
         f"{ENV} is set ({set_to!r}) and Inductor's compile workers started with it key Triton's cache with "
@@ -255,12 +262,10 @@ def align_with_new_processes(arch: int, *, timeout_s: float = 60.0) -> str | Non
     if os.environ.get(ENV) == "":
         return None
     try:
-        remembered = _remembered_version(arch)
-        if remembered is None:
+        differ = _remembered_against_new_process(arch, timeout_s)
+        if differ is None:
             return None
-        (fresh,) = _read_in_new_processes(arch, [dict(os.environ)], timeout_s)
-        if fresh["version"] == remembered:
-            return None
+        remembered, fresh = differ
         from triton.backends.nvidia import compiler
 
         _forget_ptxas_version()
@@ -273,7 +278,7 @@ def align_with_new_processes(arch: int, *, timeout_s: float = 60.0) -> str | Non
     named = ", ".join(f"{k}={v}" for k, v in ptxas_variables().items() if v is not None) or f"{ENV} unset"
     return (
         f"this process's Triton keyed its cache with ptxas {_release(remembered)}, but a new process with "
-        f"this environment ({named}) keys with {_release(fresh['version'])}: the ptxas variables changed after "
+        f"this environment ({named}) keys with {_release(fresh)}: the ptxas variables changed after "
         f"its first read; it now keys with {_release(now)}, so it loads the kernels its compile processes build"
     )
 
