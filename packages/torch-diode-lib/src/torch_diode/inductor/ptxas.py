@@ -23,6 +23,9 @@ this process's Triton remembers from an earlier read (a compile before Inductor 
 against the variable's ptxas: the late case that :func:`pin_ptxas` mends. (Where this Triton
 remembers versions per arch, 3.9, and holds only another arch's, that read makes it read and
 remember the arch's version now, as its next compile for that arch would.)
+:func:`align_with_new_processes` mends that late case for a process whose own compile processes
+start without Inductor (the sweep collector's): it makes this process's Triton key with what a new
+process reads (session 77).
 """
 
 from __future__ import annotations
