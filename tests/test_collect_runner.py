@@ -221,6 +221,45 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path, sig):
     assert len(read_dataset(out)) == len(after)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "-v"])
+def test_a_stopped_command_ends_on_its_line_not_on_finalizer_noise(tmp_path, monkeypatch, verbose):
+    """CI, session 77: SIGTERM during an Inductor compile, then, as the interpreter exited, "Exception
+    ignored in: <generator object Virtualized._set_handler...>" (an AttributeError of torch's) after
+    the command's "terminated (SIGTERM)". A command stopped by a signal now ends on its line; with
+    -v Python's report stays. The failing finalizer here is a stand-in for the interrupted library's:
+    a module (sitecustomize, imported at start-up) holding an object whose __del__ fails."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "class _FailsAtExit:\n"
+        "    def __del__(self):\n"
+        "        raise AttributeError(\"'NoneType' object has no attribute '__torchinductor_debug'\")\n"
+        "\n"
+        "_held = _FailsAtExit()\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "run.json"
+    proc, log = _start_collect(tmp_path, [bmm(16), bmm(24)], out, workers=1, options=["-v"] if verbose else [])
+    try:
+        _wait_for_a_problem(proc, [out], tmp_path)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        log.close()
+    text = (tmp_path / "stderr.txt").read_text()
+    assert proc.returncode == 143, text[-3000:]
+    noise = "Exception ignored in: <function _FailsAtExit.__del__"
+    if verbose:
+        assert noise in text.split("diode collect-shapeset: terminated (SIGTERM)")[-1], text[-3000:]
+    else:
+        assert text.splitlines()[-1] == "diode collect-shapeset: terminated (SIGTERM)", text[-3000:]
+        assert noise not in text, text[-3000:]
+
+
 def test_problems_stopped_by_the_compile_limit_are_collected_last(tmp_path):
     """A problem whose saved parts hold compile timeouts (a pathological compile, session 7's
     validation head) goes after the others; other failures and whole-problem failures do not
@@ -297,7 +336,9 @@ def test_local_gpu_workers_share_the_compile_cpus():
     assert _share_compile_cpus(inductor, 4) is inductor
 
 
-def _start_collect(tmp_path: Path, problems: list[Problem], out: Path, workers: int) -> tuple[subprocess.Popen, Any]:
+def _start_collect(
+    tmp_path: Path, problems: list[Problem], out: Path, workers: int, *, options: list[str] | None = None
+) -> tuple[subprocess.Popen, Any]:
     """`diode collect-shapeset` of ``problems`` into ``out`` on CPU with ``workers`` processes, in its
     own session (a signal reaches its main process only, so it must stop its workers itself), with
     stderr in tmp_path/stderr.txt (the returned file: the caller closes it). SIGINT's default action
@@ -309,8 +350,18 @@ def _start_collect(tmp_path: Path, problems: list[Problem], out: Path, workers: 
     )
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "packages" / "torch-diode-lib" / "src"), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "torch_diode", "collect-shapeset", "--shapeset", str(shapes), "--device", "cpu"]
-    cmd += ["--hardware", "cpu-test", "--output", str(out), "--workers", str(workers), "--no-progress"]
+    cmd = [sys.executable, "-m", "torch_diode", *(options or []), "collect-shapeset", "--shapeset", str(shapes)]
+    cmd += [
+        "--device",
+        "cpu",
+        "--hardware",
+        "cpu-test",
+        "--output",
+        str(out),
+        "--workers",
+        str(workers),
+        "--no-progress",
+    ]
     log = open(tmp_path / "stderr.txt", "wb")
     proc = subprocess.Popen(
         cmd,

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from torch_diode._version import __version__
 from torch_diode.errors import CollectionError, DiodeError, Terminated
@@ -119,4 +120,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         terminated = isinstance(e, Terminated)
         print(f"diode {name}: {'terminated (SIGTERM)' if terminated else 'interrupted'}", file=sys.stderr)
+        if argv is None and not args.verbose:  # the process's own command line: it ends now
+            sys.unraisablehook = _silent_after_interrupt
         return 143 if terminated else 130
+
+
+def _silent_after_interrupt(unraisable: Any) -> None:
+    """``sys.unraisablehook`` for the rest of a process whose command was interrupted: the work it
+    stopped can leave finalizers that fail as the interpreter exits, after the interrupt's line
+    (CI, session 77: a SIGTERM during an Inductor compile, then "Exception ignored in: <generator
+    object Virtualized._set_handler...>", an AttributeError of torch's). Not printed; ``-v`` keeps
+    Python's report."""
+    del unraisable  # dropped on purpose: the command has ended and said so
