@@ -185,19 +185,10 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(tmp_path, sig):
     keeps every finished problem, and a rerun measures only the rest."""
     problems = [bmm(16), bmm(24)]
     out = tmp_path / "run.json"
-    proc, log = _start_collect(tmp_path, problems, out, workers=1)
-    try:
-        _wait_for_a_problem(proc, [out], tmp_path)
-        proc.send_signal(sig)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        log.close()
+    returncode = _stop_after_a_problem(tmp_path, problems, out, sig)
     if sig == signal.SIGTERM:
         text = (tmp_path / "stderr.txt").read_text()
-        assert proc.returncode == 143, text[-3000:]
+        assert returncode == 143, text[-3000:]
         assert text.splitlines()[-1] == "diode collect-shapeset: terminated (SIGTERM)", text[-3000:]
         read_dataset(out)  # strict: nothing half-written
     before = read_dataset(out, recover=True)
@@ -240,18 +231,9 @@ def test_a_stopped_command_ends_on_its_line_not_on_finalizer_noise(tmp_path, mon
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "run.json"
-    proc, log = _start_collect(tmp_path, [bmm(16), bmm(24)], out, workers=1, options=["-v"] if verbose else [])
-    try:
-        _wait_for_a_problem(proc, [out], tmp_path)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        log.close()
+    returncode = _stop_after_a_problem(tmp_path, [bmm(16), bmm(24)], out, signal.SIGTERM, ["-v"] if verbose else [])
     text = (tmp_path / "stderr.txt").read_text()
-    assert proc.returncode == 143, text[-3000:]
+    assert returncode == 143, text[-3000:]
     noise = "Exception ignored in: <function _FailsAtExit.__del__"
     if verbose:
         assert noise in text.split("diode collect-shapeset: terminated (SIGTERM)")[-1], text[-3000:]
@@ -373,6 +355,24 @@ def _start_collect(
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     return proc, log
+
+
+def _stop_after_a_problem(
+    tmp_path: Path, problems: list[Problem], out: Path, sig: int, options: list[str] | None = None
+) -> int:
+    """A one-process `diode collect-shapeset` (``_start_collect``) sent ``sig`` once its output
+    holds a finished problem; its exit status."""
+    proc, log = _start_collect(tmp_path, problems, out, workers=1, options=options)
+    try:
+        _wait_for_a_problem(proc, [out], tmp_path)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        log.close()
+    return proc.returncode
 
 
 def _problems_in(files: list[Path]) -> set[Problem]:
