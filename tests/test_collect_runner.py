@@ -333,17 +333,8 @@ def _start_collect(
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "packages" / "torch-diode-lib" / "src"), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "torch_diode", *(options or []), "collect-shapeset", "--shapeset", str(shapes)]
-    cmd += [
-        "--device",
-        "cpu",
-        "--hardware",
-        "cpu-test",
-        "--output",
-        str(out),
-        "--workers",
-        str(workers),
-        "--no-progress",
-    ]
+    cmd += ["--device", "cpu", "--hardware", "cpu-test", "--output", str(out)]
+    cmd += ["--workers", str(workers), "--no-progress"]
     log = open(tmp_path / "stderr.txt", "wb")
     proc = subprocess.Popen(
         cmd,
