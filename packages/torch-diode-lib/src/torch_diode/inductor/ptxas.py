@@ -5,9 +5,9 @@ reads once per process (``get_ptxas_version`` is ``functools.lru_cache``d). Indu
 workers set ``TRITON_PTXAS_PATH`` to torch's own ``bin/ptxas`` (where the wheel has one) when they
 start; the main process sets it only when it compiles a Triton kernel of a graph's output code
 itself (before the worker pool is ready), and by then Triton has read the version of its own
-bundled ptxas earlier in the same compile (session 78, torch 2.11: set by a pointwise graph's compile and by
-max-autotune of a GEMM with an epilogue, not by one whose output code had no Triton kernel, nor
-with one compile thread). Then the two keys never match: once the worker pool is ready, every
+bundled ptxas earlier in the same compile (session 78, torch 2.11: set by a pointwise graph's
+compile and by max-autotune of a GEMM with an epilogue, not by one whose output code had no
+Triton kernel, nor with one compile thread). Then the two keys never match: once the worker pool is ready, every
 Triton choice that max-autotune has a worker precompile is compiled again in the main process
 while it is benchmarked. Measured on an H200 (torch 2.11+cu130, triton 3.6: torch's ptxas 13.0,
 Triton's 12.8; session 74): the main process's keys carried 12.8, the workers' 13.0, 20 of 20
