@@ -28,6 +28,8 @@ def test_defaults() -> None:
         ("enable_fallback", "yes", TypeError),
         ("search_space", "FAST", ValueError),
         ("device_types", (), ValueError),
+        ("device_types", ("cuda", "gpu"), ValueError),
+        ("device_types", (" ",), ValueError),
         ("model", 3, TypeError),
         ("aten_alone_below_us", -1.0, ValueError),
         ("aten_alone_below_us", float("inf"), ValueError),
@@ -54,6 +56,7 @@ def test_invalid_options_are_refused(field: str, value: object, error: type[Exce
 def test_normalisation() -> None:
     o = DiodeOptions(top_k_configs=4.0, search_space="exhaustive", device_types="cuda")
     assert (o.top_k_configs, o.search_space, o.device_types) == (4, "EXHAUSTIVE", ("cuda",))
+    assert DiodeOptions(device_types=("CUDA", " Cpu")).device_types == ("cuda", "cpu")  # as torch names them
     assert DiodeOptions(top_k_configs=0.25).top_k_configs == 0.25
     # min_num_warps: 1 leaves nothing out, the same as off; 4.0 is the integer 4
     assert DiodeOptions(min_num_warps=1).min_num_warps is None and DiodeOptions(min_num_warps=4.0).min_num_warps == 4
@@ -112,6 +115,41 @@ def test_malformed_environment_names_the_variable(monkeypatch: pytest.MonkeyPatc
         DiodeConfig().options()
     monkeypatch.setenv("TORCH_DIODE_MIN_NUM_WARPS", "none")
     assert DiodeConfig().options().min_num_warps is None
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "option"),
+    [
+        ("TORCH_DIODE_TOP_K", "-1", "top_k_configs"),
+        ("TORCH_DIODE_PERFORMANCE_THRESHOLD", "0.5", "performance_threshold"),
+        ("TORCH_DIODE_DIVERSITY", "-1", "diversity"),
+        ("TORCH_DIODE_MIN_NUM_WARPS", "0", "min_num_warps"),
+        ("TORCH_DIODE_DEVICE_TYPES", "gpu", "device_types"),
+        ("TORCH_DIODE_SEARCH_SPACE", "FAST", "search_space"),
+    ],
+)
+def test_a_value_out_of_range_names_its_variable(monkeypatch: pytest.MonkeyPatch, var, value, option) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=f"^{var}='{value}': {option}: "):
+        DiodeConfig().options()
+    # the same value given in the call is the caller's error: the variable is not named
+    from torch_diode.config import _FIELDS
+
+    parsed = getattr(DiodeConfig(), next(n for n, f in _FIELDS.items() if f.option == option))
+    with pytest.raises(ValueError, match=f"^{option}: "):
+        DiodeConfig().options(**{option: parsed})
+
+
+def test_an_empty_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty variable keeps the field's default, for every variable alike (before session 78 an
+    empty TORCH_DIODE_FALLBACK_TO_AUTOTUNE turned the fallback off and an empty
+    TORCH_DIODE_MAX_COMPILE_COST the compile-cost filter, while an empty TORCH_DIODE_TOP_K raised)."""
+    from torch_diode.config import _FIELDS
+
+    for field in _FIELDS.values():
+        monkeypatch.setenv(field.env, "  ")
+    cfg = DiodeConfig()
+    assert cfg.options() == DiodeOptions() and cfg.disable is False and cfg.model is None
 
 
 def test_unknown_names_are_refused() -> None:

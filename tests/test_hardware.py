@@ -163,6 +163,24 @@ def test_no_gpu_gives_none_with_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     assert current_key() is None
 
 
+def test_a_gpu_cuda_cannot_start_on_is_no_usable_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU that CUDA reports but cannot start on (an exclusive-process GPU another process holds,
+    a driver mismatch): no key, with the reason, not CUDA's RuntimeError, which before session 78
+    escaped detect() and failed `import torch_diode_models`. The GPU is the stand-in here."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    def busy() -> int:
+        raise RuntimeError("CUDA error: CUDA-capable device(s) is/are busy or unavailable\nCUDA kernel errors ...")
+
+    monkeypatch.setattr(torch.cuda, "current_device", busy)
+    info = detect()
+    assert info.key is None and info.source == "none"
+    assert "cannot use it (CUDA error: CUDA-capable device(s) is/are busy or unavailable)" in info.reason
+    assert "nvidia-smi" in info.reason
+
+
 @pytest.mark.gpu
 def test_detect_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)

@@ -482,9 +482,14 @@ def test_offline_without_cache_fails_clearly(
 ) -> None:
     if how == "HF_HUB_OFFLINE":
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(HubOfflineError, match=f"not in the Hugging Face cache .*{how}.*hf download {REPO_ID}"):
+    with pytest.raises(HubOfflineError, match=f"not in the Hugging Face cache .*hf download {REPO_ID}") as info:
         fetch_model_file(entry_for(model_bytes), local_files_only=True if how == "local_files_only" else None)
     assert hub.requests == [], "offline mode must not touch the network"
+    if how == "HF_HUB_OFFLINE":
+        assert "(HF_HUB_OFFLINE=1) forbids downloading it. Unset HF_HUB_OFFLINE" in str(info.value)
+    else:  # a caller that never downloads (the choices handler): no advice about a variable nobody set
+        assert "HF_HUB_OFFLINE" not in str(info.value), info.value
+        assert "this does not download" in str(info.value) and "register_model(" in str(info.value)
 
 
 def test_offline_with_cache_uses_it(hub: FakeHub, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes) -> None:

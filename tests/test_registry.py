@@ -212,6 +212,9 @@ def test_explicit_paths(site: Path, tmp_path: Path) -> None:
     for bad in (None, "", 3):
         with pytest.raises(TypeError, match=r"expected a registered model name .* got"):
             registry.resolve(bad)  # type: ignore[arg-type]
+    # a name the file system cannot look up (ENAMETOOLONG; a raw OSError before session 78)
+    with pytest.raises(ModelNotFoundError, match="cannot be looked up: File name too long"):
+        registry.resolve(tmp_path / ("a" * 300 + ".safetensors"))
 
 
 def test_names_are_exact_but_a_near_miss_is_named(site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,6 +245,23 @@ def test_broken_packages_are_skipped_and_reported(site: Path, caplog: pytest.Log
     assert "schema version 99 is not supported" in text
     with pytest.raises(ModelNotFoundError, match="skipped entry point bad_models"):
         registry.get_model_entry("nope")
+
+
+def test_a_broken_package_is_warned_about_once_and_named_not_denied(
+    site: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broken manifest: its warning comes once, not at every lookup of an unknown name (each
+    rescans); where no model is listed at all, the skipped package is named (before session 78
+    the message also said no models package was on sys.path)."""
+    add_dist(site, "bad-models", manifest_text='{"format": "torch-diode-models-manifest", "schema_version": 99}')
+    with caplog.at_level(logging.WARNING, logger="torch_diode.registry"):
+        for _ in range(3):
+            with pytest.raises(ModelNotFoundError, match="skipped entry point bad_models"):
+                registry.get_model_entry("nope")
+    assert caplog.text.count("skipped a models package") == 1, caplog.text
+    lone = registry._Catalog({}, ["entry point bad_models = 'bad_models': schema version 99"])
+    assert registry._none_available(lone) == "none (skipped entry point bad_models = 'bad_models': schema version 99)"
+    assert "on sys.path" in registry._none_available(registry._Catalog({}, []))
 
 
 def test_duplicate_names_first_entry_point_wins(site: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -449,6 +469,69 @@ def test_register_model_by_path_and_failures_install_nothing(site: Path, tmp_pat
     with pytest.raises(ModelNotFoundError, match="unknown model"):
         registry.register_model("NVIDIA-H999-matmul")
     assert installed_handler() is None and registry.current_registration() is None
+
+
+def test_a_new_registration_replaces_the_previous_one(site: Path) -> None:
+    """register_model replaces the model registered before: its handler is uninstalled (before
+    session 78 they stacked, each keeping its model in memory, and removing the newer one brought
+    back an older handler while the registry still named the newer model)."""
+    pytest.importorskip("torch._inductor.choices")
+    from torch_diode.inductor.install import installed_handler, is_installed
+
+    add_dist(site, "acme-models", models={f"TESTGPU-{g}-matmul": model_bytes(f"TESTGPU-{g}") for g in "AB"})
+    first = registry.register_model("TESTGPU-A-matmul")
+    second = registry.register_model("TESTGPU-B-matmul")
+    assert installed_handler() is second.handle.handler and not is_installed(first.handle.handler)
+    assert registry.current_registration() is second
+    again = registry.register_model("TESTGPU-B-matmul")  # the same model and options: the same install
+    assert again.handle is second.handle and installed_handler() is second.handle.handler
+    assert registry.unregister_model() is True
+    assert installed_handler() is None and registry.current_registration() is None
+
+
+def test_a_registration_uninstalled_by_other_means_is_gone(site: Path) -> None:
+    """uninstall_diode_choices() (or the handle's uninstall) takes the registration with it: the
+    registry no longer names a model that is not in use, nor reads its handler's stats."""
+    pytest.importorskip("torch._inductor.choices")
+    from torch_diode.inductor.install import uninstall_diode_choices
+
+    add_dist(site, "acme-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-A")})
+    registry.register_model("TESTGPU-A-matmul")
+    assert uninstall_diode_choices() is True
+    assert registry.current_registration() is None and registry.prediction_stats().total_predictions == 0
+    assert registry.unregister_model() is False  # nothing registered any more: nothing to say
+    registration = registry.register_model("TESTGPU-A-matmul")
+    registration.handle.uninstall()
+    assert registry.current_registration() is None
+
+
+def test_a_manifest_naming_another_gpu_than_its_file_is_refused(site: Path) -> None:
+    """A manifest entry whose file is another GPU's model (a hand-edited or stale manifest):
+    refused at registration, nothing installed; not registered for the wrong GPU."""
+    pytest.importorskip("torch._inductor.choices")
+    from torch_diode.inductor.install import installed_handler
+
+    add_dist(site, "swapped-models", models={"TESTGPU-A-matmul": model_bytes("TESTGPU-B")})
+    with pytest.raises(ModelFormatError, match=r"lists it for TESTGPU-A, but its file .* is a model for TESTGPU-B"):
+        registry.register_model("TESTGPU-A-matmul")
+    assert installed_handler() is None and registry.current_registration() is None
+
+
+@pytest.mark.network
+def test_register_model_with_torch_diode_disable_downloads_nothing(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kill switch is checked before the weights are fetched (before session 78 a slim
+    package's registration downloaded them, then declined to install)."""
+    from torch_diode.errors import HandlerNotInstalledError
+
+    data = model_bytes("TESTGPU-S")
+    add_dist(site, "slim-models", models={"TESTGPU-S-matmul": data}, ship_weights=False, hub=True)
+    monkeypatch.setenv("TORCH_DIODE_DISABLE", "1")
+    with FakeHub() as hub:
+        hub.add(REPO_ID, COMMIT, "TESTGPU-S-matmul.safetensors", data)
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(HandlerNotInstalledError, match="TORCH_DIODE_DISABLE is set"):
+            registry.register_model("TESTGPU-S-matmul", timeout_s=30)
+        assert hub.requests == []
 
 
 def test_prediction_stats_from_handler_counters() -> None:

@@ -25,6 +25,10 @@ config field                            environment variable         ``DiodeOpti
 ``one_below_us`` (0 = off)              ``TORCH_DIODE_ONE_BELOW_US``           ``one_below_us``
 ``disable`` (kill switch, per call)     ``TORCH_DIODE_DISABLE``      (checked by the handler)
 ======================================  ==========================  ===========================
+
+A variable set to the empty string (or only spaces) counts as unset: the field keeps its default
+(``TORCH_DIODE_FALLBACK_TO_AUTOTUNE=`` does not turn the fallback off; ``none`` or ``off`` turns
+off the fields that can be off). A value out of its field's range is refused with the variable named.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from typing import Any
 from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, check_min_num_warps, check_penalty
 
 SEARCH_SPACES: tuple[str, ...] = ("EXHAUSTIVE", "DEFAULT")
+#: Device types ``device_types`` accepts: torch's names of devices Inductor lowers GEMMs for.
+DEVICE_TYPES: tuple[str, ...] = ("cuda", "cpu", "xpu", "mtia", "mps", "hpu")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,8 +170,15 @@ class DiodeOptions:
             raise ValueError(f"search_space: must be one of {', '.join(SEARCH_SPACES)}, got {self.search_space!r}")
         object.__setattr__(self, "search_space", space)
         types = (self.device_types,) if isinstance(self.device_types, str) else tuple(self.device_types)
-        if not types or not all(isinstance(t, str) and t for t in types):
+        if not types or not all(isinstance(t, str) and t.strip() for t in types):
             raise ValueError(f"device_types: must be non-empty device type names, got {self.device_types!r}")
+        types = tuple(t.strip().lower() for t in types)  # torch's device types are lower case ('cuda')
+        unknown = [t for t in types if t not in DEVICE_TYPES]
+        if unknown:
+            raise ValueError(
+                f"device_types: unknown device type(s) {', '.join(map(repr, unknown))}; known: {', '.join(DEVICE_TYPES)} "
+                "(ROCm GPUs are 'cuda' too)"
+            )
         object.__setattr__(self, "device_types", types)
         mc = self.max_compile_cost
         if mc is not None:
@@ -197,7 +210,7 @@ class DiodeOptions:
 OPTION_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(DiodeOptions))
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def _parse_bool(var: str, raw: str) -> bool:
@@ -229,13 +242,13 @@ def _parse_str(var: str, raw: str) -> str | None:
 
 
 def _parse_optional_float(var: str, raw: str) -> float | None:
-    if raw.strip().lower() in ("", "none", "off"):
+    if raw.strip().lower() in ("none", "off"):
         return None
     return _parse_float(var, raw)
 
 
 def _parse_optional_int(var: str, raw: str) -> int | None:
-    if raw.strip().lower() in ("", "none", "off"):
+    if raw.strip().lower() in ("none", "off"):
         return None
     try:
         return int(raw)
@@ -302,7 +315,7 @@ class DiodeConfig:
         if name in overrides:
             return overrides[name]
         raw = os.environ.get(field.env)
-        if raw is None:
+        if raw is None or not raw.strip():  # empty: unset (the default), for every variable alike
             return field.default
         return field.parse(field.env, raw)
 
@@ -351,8 +364,18 @@ class DiodeConfig:
         for name, field in _FIELDS.items():
             if field.option is not None:
                 kwargs[field.option] = getattr(self, name)
-        kwargs.update({k: v for k, v in overrides.items() if v is not None})
-        return DiodeOptions(**kwargs)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        kwargs.update(given)
+        try:
+            return DiodeOptions(**kwargs)
+        except (ValueError, TypeError) as exc:
+            # a value from the environment out of range: name the variable, as a parse error does
+            option = str(exc).split(":", 1)[0]
+            for name, field in _FIELDS.items():
+                raw = os.environ.get(field.env)
+                if field.option == option and option not in given and name not in self._overrides and raw:
+                    raise type(exc)(f"{field.env}={raw!r}: {exc}") from None
+            raise
 
 
 #: The process-wide defaults. ``import torch_diode.config`` reads nothing until a field is read.

@@ -226,8 +226,14 @@ def detect(device: int | None = None) -> HardwareInfo:
             f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False; check the driver and "
             f"CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES)"
         )
-    index = torch.cuda.current_device() if device is None else device
-    props = torch.cuda.get_device_properties(index)
+    try:
+        index = torch.cuda.current_device() if device is None else device
+        props = torch.cuda.get_device_properties(index)
+    except RuntimeError as exc:  # CUDA cannot start: a busy exclusive-process GPU, a driver mismatch
+        return none(
+            f"torch sees a GPU but cannot use it ({str(exc).strip().splitlines()[0]}); check that no other process "
+            "holds it (nvidia-smi: compute mode, processes) and the driver"
+        )
     vendor = "AMD" if torch.version.hip else "NVIDIA"
     name = str(props.name)
     cc = (int(props.major), int(props.minor))

@@ -153,11 +153,18 @@ def fetch_model_file(
             logger.warning("%s; downloading it again", exc)
 
     if offline:
-        raise HubOfflineError(
-            f"model {entry.name!r} ({where}) is not in the Hugging Face cache {cache_dir}, and offline mode "
-            f"({'HF_HUB_OFFLINE=1' if local_files_only is None else 'local_files_only=True'}) forbids downloading "
-            f"it. Unset HF_HUB_OFFLINE, or fetch it once while online (`hf download {entry.hub_repo} {entry.file} "
-            f"--revision {entry.hub_revision}`), or install a models wheel that carries it."
+        fetch = f"`hf download {entry.hub_repo} {entry.file} --revision {entry.hub_revision}`"
+        if local_files_only is None:
+            raise HubOfflineError(
+                f"model {entry.name!r} ({where}) is not in the Hugging Face cache {cache_dir}, and offline mode "
+                f"(HF_HUB_OFFLINE=1) forbids downloading it. Unset HF_HUB_OFFLINE, or fetch it once while online "
+                f"({fetch}), or install a models wheel that carries it."
+            )
+        raise HubOfflineError(  # a caller that never downloads: the choices handler, --init-from
+            f"model {entry.name!r} ({where}) is not downloaded yet (not in the Hugging Face cache {cache_dir}), and "
+            f"this does not download (a compile never touches the network). Fetch it first: "
+            f"torch_diode_models.register_model({entry.name!r}) downloads and registers it, or {fetch}; or install "
+            "a models wheel that carries it."
         )
 
     endpoint = os.environ.get("HF_ENDPOINT") or None

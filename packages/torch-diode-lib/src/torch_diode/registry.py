@@ -58,7 +58,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from torch_diode.errors import DiodeError, HandlerNotInstalledError, HardwareError, ModelNotFoundError
+from torch_diode.errors import DiodeError, HandlerNotInstalledError, HardwareError, ModelFormatError, ModelNotFoundError
 from torch_diode.weights import MANIFEST_FILENAME, ManifestError, ModelEntry, read_manifest, verify_file
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ _lock = threading.RLock()
 _catalog: _Catalog | None = None
 _registration: Registration | None = None
 _autoregistered = False
+_warned_skips: set[str] = set()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,8 +160,17 @@ def _scan() -> _Catalog:
                     entry.source,
                 )
     for line in skipped:
-        logger.warning("torch-diode skipped a models package: %s", line)
+        if line not in _warned_skips:  # once per process: an unknown name rescans
+            _warned_skips.add(line)
+            logger.warning("torch-diode skipped a models package: %s", line)
     return _Catalog(models, skipped)
+
+
+def _none_available(catalog: _Catalog) -> str:
+    """What to say where no model is listed: skipped packages are named, not denied."""
+    if catalog.skipped:
+        return "none (" + "; ".join(f"skipped {s}" for s in catalog.skipped) + ")"
+    return _NONE_INSTALLED
 
 
 def _get_catalog(refresh: bool = False) -> _Catalog:
@@ -190,8 +200,8 @@ def get_model_entry(name: str) -> ModelEntry:
         catalog = _get_catalog(refresh=True)  # something may have been pip-installed since the first scan
         entry = catalog.models.get(name)
     if entry is None:
-        available = ", ".join(sorted(catalog.models)) or _NONE_INSTALLED
-        skipped = "".join(f"; skipped {s}" for s in catalog.skipped)
+        available = ", ".join(sorted(catalog.models)) or _none_available(catalog)
+        skipped = "".join(f"; skipped {s}" for s in catalog.skipped) if catalog.models else ""
         raise ModelNotFoundError(
             f"unknown model {name!r}{_did_you_mean(name, catalog.models)}; available models: {available}{skipped}. "
             "Pass a registered name or the path of a .safetensors model file"
@@ -259,9 +269,13 @@ def resolve(
     _check_name_or_path(name_or_path)
     if looks_like_path(name_or_path):
         path = Path(name_or_path).expanduser()
-        if path.is_dir():
+        try:
+            is_dir, is_file = path.is_dir(), path.is_file()
+        except OSError as exc:  # a name too long, a path through a file: no such model file
+            raise ModelNotFoundError(f"model file {str(path)!r} cannot be looked up: {exc.strerror or exc}") from None
+        if is_dir:
             raise ModelNotFoundError(f"{str(path)!r} is a directory; pass a .safetensors model file or a model name")
-        if not path.is_file():
+        if not is_file:
             hint = "pass a registered model name or a file path"
             stem = path.name.removesuffix(".safetensors")
             if path.name != stem and str(name_or_path) == path.name and stem in _get_catalog().models:
@@ -317,22 +331,53 @@ def _register(
     name_or_path: str | os.PathLike[str], *, timeout_s: float | None, options: dict[str, Any], why: str
 ) -> Registration:
     global _registration
-    path = resolve(name_or_path, timeout_s=timeout_s)
+    from torch_diode.config import config as diode_config
+    from torch_diode.inductor import compat
     from torch_diode.inductor.install import install_diode_choices
+
+    # What the installer would decline, before any download (a slim wheel's first registration fetches)
+    declined = compat.unsupported_reason() or ("TORCH_DIODE_DISABLE is set" if diode_config.disable else None)
+    if declined is not None:
+        raise HandlerNotInstalledError(f"torch-diode's choices handler was not installed: {declined}")
+    path = resolve(name_or_path, timeout_s=timeout_s)
 
     with _lock:
         # The installer loads and checks the file (ModelFormatError: nothing installed), ~25 ms.
         handle = install_diode_choices(model=str(path), **options)
         if not handle.installed:
             raise HandlerNotInstalledError(f"torch-diode's choices handler was not installed: {handle.reason}")
+        file_hardware = handle.handler._get_model().hardware
         if looks_like_path(name_or_path):  # a file no manifest vouches for: its own metadata names the GPU
-            name, hardware = path.name.removesuffix(".safetensors"), handle.handler._get_model().hardware
+            name, hardware = path.name.removesuffix(".safetensors"), file_hardware
         else:
             name = str(name_or_path)
-            hardware = get_model_entry(name).hardware
+            entry = get_model_entry(name)
+            hardware = entry.hardware
+            if file_hardware != hardware:
+                handle.uninstall()
+                raise ModelFormatError(
+                    f"model {name!r}: {entry.source} lists it for {hardware}, but its file {path} is a model for "
+                    f"{file_hardware} (its metadata); nothing was registered. Reinstall that package, or regenerate "
+                    "its manifest (scripts/update_models_manifest.py)"
+                )
+        previous = _live(_registration)
+        if previous is not None and previous.handle.handler is handle.handler:
+            handle = previous.handle  # the same handler again: the registration keeps the install it owns
+        elif previous is not None:
+            previous.handle.uninstall()  # replaced, not stacked: its handler (and model) can be freed
         _registration = Registration(name=name, path=path, hardware=hardware, handle=handle)
     logger.info("torch-diode registered model %s%s: %s", name, why, path)
     return _registration
+
+
+def _live(registration: Registration | None) -> Registration | None:
+    """``registration`` while its handler is installed; None once it was uninstalled by other means
+    (``uninstall_diode_choices()``, its handle's ``uninstall()``) or taken out for a stock measurement."""
+    if registration is None:
+        return None
+    from torch_diode.inductor.install import is_installed
+
+    return registration if is_installed(registration.handle.handler) else None
 
 
 def unregister_model() -> bool:
@@ -343,8 +388,10 @@ def unregister_model() -> bool:
     """
     global _registration
     with _lock:
-        if _registration is None:
+        if _live(_registration) is None:
+            _registration = None  # nothing registered, or uninstalled since by other means
             return False
+        assert _registration is not None
         from torch_diode.inductor.install import uninstall_diode_choices
 
         uninstall_diode_choices()
@@ -354,8 +401,10 @@ def unregister_model() -> bool:
 
 
 def current_registration() -> Registration | None:
-    """The model registered now, or None."""
-    return _registration
+    """The model registered now, or None (also when its handler was uninstalled since by other
+    means, ``uninstall_diode_choices()`` for one, or is out while stock Inductor is measured)."""
+    with _lock:
+        return _live(_registration)
 
 
 def autoregister(*, timeout_s: float | None = None) -> Registration | None:
@@ -369,61 +418,74 @@ def autoregister(*, timeout_s: float | None = None) -> Registration | None:
     (WARNING, naming the GPU and the keys that have models), or when the model's weights cannot be
     obtained in time or ``TORCH_DIODE_MODEL``'s model cannot be used (WARNING; stock Inductor
     autotuning stays). A model registered before with :func:`register_model` is left in place.
+    Never raises (an import runs it): anything unforeseen is that WARNING too.
     """
     global _autoregistered
     with _lock:
-        if _autoregistered or _registration is not None:
+        if _autoregistered or _live(_registration) is not None:
             _autoregistered = True
-            return _registration
+            return _live(_registration)
         _autoregistered = True
-        from torch_diode.config import config as diode_config
-
         try:
-            disabled, chosen = diode_config.disable, diode_config.model
-        except (ValueError, TypeError) as exc:  # a malformed TORCH_DIODE_* variable
-            logger.warning("torch-diode registered no model (stock Inductor autotuning is used): %s", exc)
-            return None
-        if disabled:
-            logger.info("torch-diode registered no model: TORCH_DIODE_DISABLE is set")
-            return None
-        if chosen is not None:
-            try:
-                return _register(chosen, timeout_s=timeout_s, options={}, why=" (TORCH_DIODE_MODEL)")
-            except (DiodeError, ValueError, TypeError) as exc:
-                logger.warning(
-                    "torch-diode registered no model (stock Inductor autotuning is used): TORCH_DIODE_MODEL=%r "
-                    "cannot be used: %s",
-                    chosen,
-                    exc,
-                )
-                return None
-        from torch_diode.hardware import detect
-
-        try:
-            info = detect()
-        except HardwareError as exc:
-            logger.warning("torch-diode registered no model: %s", exc)
-            return None
-        if info.key is None:
-            logger.info("torch-diode registered no model: %s", info.reason)
-            return None
-        candidates = models_for_hardware(info.key)
-        if not candidates:
-            keys = sorted({e.hardware for e in _get_catalog().models.values()})
+            return _autoregister(timeout_s)
+        except Exception as exc:  # an import must not fail: an OSError of a path, a RuntimeError of CUDA
             logger.warning(
-                "torch-diode registered no model: no installed model for %s (%s); models exist for: %s. Train one "
-                "with `diode train` and register it with torch_diode_models.register_model(path)",
-                info.key,
-                info.reason,
-                ", ".join(keys) or _NONE_INSTALLED,
+                "torch-diode registered no model (stock Inductor autotuning is used): %s: %s", type(exc).__name__, exc
             )
             return None
-        best = candidates[0]
+
+
+def _autoregister(timeout_s: float | None) -> Registration | None:
+    """:func:`autoregister`'s work, under its lock, once."""
+    from torch_diode.config import config as diode_config
+
+    try:
+        disabled, chosen = diode_config.disable, diode_config.model
+    except (ValueError, TypeError) as exc:  # a malformed TORCH_DIODE_* variable
+        logger.warning("torch-diode registered no model (stock Inductor autotuning is used): %s", exc)
+        return None
+    if disabled:
+        logger.info("torch-diode registered no model: TORCH_DIODE_DISABLE is set")
+        return None
+    if chosen is not None:
         try:
-            return _register(best.name, timeout_s=timeout_s, options={}, why=f" for {info.key} ({info.reason})")
-        except (DiodeError, ValueError, TypeError) as exc:  # ValueError: e.g. a malformed TORCH_DIODE_* variable
-            logger.warning("torch-diode registered no model (stock Inductor autotuning is used): %s", exc)
+            return _register(chosen, timeout_s=timeout_s, options={}, why=" (TORCH_DIODE_MODEL)")
+        except (DiodeError, ValueError, TypeError) as exc:
+            logger.warning(
+                "torch-diode registered no model (stock Inductor autotuning is used): TORCH_DIODE_MODEL=%r "
+                "cannot be used: %s",
+                chosen,
+                exc,
+            )
             return None
+    from torch_diode.hardware import detect
+
+    try:
+        info = detect()
+    except HardwareError as exc:
+        logger.warning("torch-diode registered no model: %s", exc)
+        return None
+    if info.key is None:
+        logger.info("torch-diode registered no model: %s", info.reason)
+        return None
+    candidates = models_for_hardware(info.key)
+    if not candidates:
+        catalog = _get_catalog()
+        keys = sorted({e.hardware for e in catalog.models.values()})
+        logger.warning(
+            "torch-diode registered no model: no installed model for %s (%s); models exist for: %s. Train one "
+            "with `diode train` and register it with torch_diode_models.register_model(path)",
+            info.key,
+            info.reason,
+            ", ".join(keys) or _none_available(catalog),
+        )
+        return None
+    best = candidates[0]
+    try:
+        return _register(best.name, timeout_s=timeout_s, options={}, why=f" for {info.key} ({info.reason})")
+    except (DiodeError, ValueError, TypeError) as exc:  # ValueError: e.g. a malformed TORCH_DIODE_* variable
+        logger.warning("torch-diode registered no model (stock Inductor autotuning is used): %s", exc)
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -480,7 +542,7 @@ class PredictionStats:
 
 def prediction_stats() -> PredictionStats:
     """The registered handler's statistics (all zero when no model is registered)."""
-    registration = _registration
+    registration = current_registration()
     if registration is None:
         return PredictionStats()
     return _stats_from_handler(registration.handle.get_stats())
@@ -503,3 +565,4 @@ def _reset_for_tests() -> None:
     global _catalog, _registration, _autoregistered
     with _lock:
         _catalog, _registration, _autoregistered = None, None, False
+        _warned_skips.clear()

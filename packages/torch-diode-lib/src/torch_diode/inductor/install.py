@@ -257,6 +257,12 @@ def installed_handler() -> Any:
         return _stack[-1] if _stack else None
 
 
+def is_installed(handler: Any) -> bool:
+    """Whether ``handler`` is installed (current, or under a later install that will give way to it)."""
+    with _lock:
+        return any(h is handler for h in _stack)
+
+
 @contextlib.contextmanager
 def stock_inductor() -> Iterator[None]:
     """Stock Inductor for the block, whatever torch-diode installed.
