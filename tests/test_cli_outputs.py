@@ -374,3 +374,82 @@ def test_recover_writes_no_empty_dataset(capsys: pytest.CaptureFixture[str], tmp
     cut.write_bytes(DATA.read_bytes()[: DATA.stat().st_size // 2])  # inside its only chunk
     rc, _, err = diode(capsys, "data", "recover", str(cut), "-o", str(tmp_path / "fixed.msgpack"))
     assert rc == 2 and "nothing was written" in err and not (tmp_path / "fixed.msgpack").exists()
+
+
+def test_data_commands_never_replace_an_existing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """convert, recover -o and lut leave an existing file alone (before session 78 they replaced it,
+    a dataset included, and said they had written it); lut rebuilds a lookup table in place."""
+    victim = tmp_path / "victim.msgpack"
+    shutil.copy(DATA, victim)
+    as_json = tmp_path / "victim.json"
+    assert main(["data", "convert", str(DATA), str(as_json)]) == 0
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in (victim, as_json)}
+    for args in (
+        ("data", "convert", str(as_json), str(victim)),
+        ("data", "recover", str(as_json), "-o", str(victim)),
+        ("data", "lut", str(DATA), "-o", str(as_json)),
+    ):
+        rc, _, err = diode(capsys, *args)
+        assert rc == 2 and "it is left as is" in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert all(p.read_bytes() == b for p, b in before.items())
+    table = tmp_path / "t.json"
+    assert diode(capsys, "data", "lut", str(DATA), "-o", str(table))[0] == 0
+    assert diode(capsys, "data", "lut", str(DATA), "-o", str(table), "--top-k", "2")[0] == 0  # a table: rebuilt
+
+
+def test_stats_recover_of_nothing_complete_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cut = tmp_path / "cut.msgpack"
+    cut.write_bytes(DATA.read_bytes()[:5000])  # inside its only chunk
+    rc, out, err = diode(capsys, "data", "stats", "--recover", str(cut))
+    assert rc == 2 and "nothing to read, even with --recover" in err and "0 records" not in out
+
+
+def test_a_refused_command_leaves_no_empty_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The output checks create the output's folder (to probe it); a command refused after them
+    removes what they created, where it is still empty (before session 78 it stayed)."""
+    empty = tmp_path / "empty.msgpack"
+    empty.write_bytes(b"")
+    rc, _, err = diode(
+        capsys, "train", "--dataset", str(empty), "--model", str(tmp_path / "a" / "b" / "m.safetensors"), *FAST
+    )
+    assert rc == 2 and not (tmp_path / "a").exists(), err
+    rc, _, err = diode(
+        capsys, "train", "--dataset", str(DATA), "--model", str(tmp_path / "c" / "m.safetensors"), *FAST,
+        "--val-fraction", "0", "--early-stopping",
+    )  # fmt: skip
+    assert rc == 2 and "--early-stopping: needs validation problems to stop on" in err and not (tmp_path / "c").exists()
+
+
+def test_create_validation_stays_disjoint_and_takes_no_negative_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A resumed validation file is checked against the training files too (before session 78 a
+    second --train file could overlap what it held, silently); -n is never a slice from the end."""
+    train = tmp_path / "train.msgpack"
+    shutil.copy(DATA, train)
+    held = tmp_path / "val.msgpack"
+    shutil.copy(DATA, held)  # a "validation" file whose problems are the training file's
+    before = held.read_bytes()
+    common = ("create-validation", "--train", str(train), "--device", "cpu", "--ops", "bmm", "--no-progress")
+    rc, _, err = diode(capsys, *common, "--output", str(held), "-n", "1", "--seed", "99", "--hardware", "cpu-test")
+    assert rc == 2 and "already holds" in err and "whose shapes the training file(s) hold too" in err, err
+    assert held.read_bytes() == before
+    shapes = str(Path(__file__).resolve().parents[1] / "data" / "shapesets" / "real_models.json")
+    rc, _, err = diode(
+        capsys,
+        *common,
+        "--shapeset",
+        shapes,
+        "--output",
+        str(tmp_path / "v.msgpack"),
+        "-n",
+        "-1",
+        "--hardware",
+        "cpu-test",
+    )
+    assert rc == 2 and "--num-shapes/-n: must be a non-negative integer, got -1" in err, err
+    rc, _, err = diode(capsys, "collect", "--device", "cpu", "--ops", "bmm", "--dtypes", "float16,int8", "-n", "2",
+                       "--output", str(tmp_path / "c.msgpack"), "--hardware", "cpu-test", "--no-progress")  # fmt: skip
+    assert rc == 2 and "--dtypes: int8 cannot be collected" in err, err
+    assert not (tmp_path / "v.msgpack").exists() and not (tmp_path / "c.msgpack").exists()

@@ -702,3 +702,15 @@ def test_stop_workers_is_bounded(
     assert not proc.is_alive()
     assert proc.exitcode == (-signal.SIGKILL if killed else -signal.SIGTERM)
     assert ("did not stop: killed" in caplog.text) == killed
+
+
+@pytest.mark.parametrize("rank", ["5", "-1"])
+def test_a_torchrun_rank_out_of_range_is_refused_before_writing(tmp_path, monkeypatch, rank):
+    """RANK outside [0, WORLD_SIZE) from the environment (before session 78: a header-only
+    `x.rank5` shard, or an `x.rank-1` one that no later run merged or read)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    out = tmp_path / "x.msgpack"
+    with pytest.raises(ValueError, match=rf"RANK={rank} and WORLD_SIZE=2: RANK must be in \[0, WORLD_SIZE\)"):
+        collect([bmm(16)], CollectOptions(**CPU), out)
+    assert list(tmp_path.iterdir()) == []

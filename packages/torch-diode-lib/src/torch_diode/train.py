@@ -276,6 +276,11 @@ class TrainOptions:
             raise ValueError(f"ema_decay: must be in [0, 1), got {self.ema_decay!r}")
         if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction: must be in [0, 1), got {self.val_fraction!r}")
+        if self.early_stopping and self.val_fraction == 0:
+            raise ValueError(
+                "early_stopping: needs validation problems to stop on, but val_fraction is 0; hold some out "
+                "(val_fraction > 0) or train without early_stopping"
+            )
         self.neighbour_options()  # raises on a bad neighbours / bandwidth / prior / alignment
         self.aten_head_options()  # raises on a bad blend
         self.forest_options()  # raises on bad forest options

@@ -8,6 +8,7 @@ nothing), 2 on bad arguments or unreadable input, always with one clear line on 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -69,8 +70,10 @@ def check_output(
     parent = out.parent
     if not make_parent and not parent.is_dir():
         raise UsageError(f"{what}: directory {str(parent)!r} does not exist")
+    missing = [d for d in (parent, *parent.parents) if not d.exists()]
     try:
         parent.mkdir(parents=True, exist_ok=True)
+        _made_dirs.extend(missing)  # deepest first: removed again, if still empty, when the command fails
         with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{out.name}.", suffix=".probe"):
             pass
     except OSError as e:
@@ -93,7 +96,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Directories :func:`check_output` created for this command's outputs (deepest first).
+_made_dirs: list[Path] = []
+
+
+def _remove_made_dirs() -> None:
+    """Remove the output directories this command created, where they are still empty (a command
+    refused after its output checks leaves no empty folder behind)."""
+    for d in _made_dirs:
+        with contextlib.suppress(OSError):  # not empty (something was written), or gone
+            d.rmdir()
+    _made_dirs.clear()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _made_dirs.clear()
+    rc = 2
+    try:
+        rc = _main(argv)
+    finally:
+        if rc != 0:
+            _remove_made_dirs()
+    return rc
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

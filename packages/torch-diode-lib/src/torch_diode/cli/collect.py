@@ -342,8 +342,20 @@ def _sample(args: argparse.Namespace, exclude: Any = ()) -> list[Problem]:
             max_dim=args.max_dim,
             exclude=exclude,
         )
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    except ValueError as e:  # the sampler's argument names, in the command line's terms
+        field, sep, rest = str(e).partition(": ")
+        flag = _SAMPLER_FLAGS.get(field) if sep else None
+        raise UsageError(f"{flag}: {rest}" if flag else str(e)) from None
+
+
+_SAMPLER_FLAGS = {
+    "n": "--num-shapes/-n",
+    "ops": "--ops",
+    "dtypes": "--dtypes",
+    "layouts": "--layouts",
+    "sampler": "--sampler",
+    "min_dim/max_dim": "--min-dim/--max-dim",
+}
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -410,7 +422,9 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
             f"ignored; drop {'them' if len(given) > 1 else 'it'}, or drop --shapeset to sample"
         )
     _sampler_defaults(args)
-    check_output("--output", args.output, inputs=args.train)  # it is appended to: a training file would grow
+    if args.num_shapes < 0:  # a shape set's entries are sliced with it: -1 would take all but the last
+        raise UsageError(f"--num-shapes/-n: must be a non-negative integer, got {args.num_shapes}")
+    out = check_output("--output", args.output, inputs=args.train)  # it is appended to: a training file would grow
     train_problems: set[Problem] = set()
     train_seeds: set[int] = set()
     for path in args.train:
@@ -426,6 +440,18 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
             f"use another seed for validation"
         )
     taken = {_shape_key(p) for p in train_problems}
+    if out.exists() and out.stat().st_size > 0:  # a resumed run: what it holds must be disjoint too
+        try:
+            held = read_dataset(out, recover=True).problems
+        except DatasetFormatError as e:
+            raise UsageError(f"--output: {e}") from None
+        overlap = sorted((p for p in held if _shape_key(p) in taken), key=str)
+        if overlap:
+            raise UsageError(
+                f"--output {out} already holds {len(overlap)} problem(s) whose shapes the training file(s) hold "
+                f"too (e.g. {overlap[0]}): it is not a validation set for them; write the validation set to a new "
+                "file"
+            )
     if args.shapeset:
         candidates = _load_shapeset(args.shapeset).problems(split="val", ops=_csv(args.ops), dtypes=_csv(args.dtypes))
         problems = [p for p in candidates if _shape_key(p) not in taken][: args.num_shapes]
@@ -433,6 +459,15 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
         # Sample with the exclusion applied, then drop shapes training has in another layout too.
         problems = [p for p in _sample(args, exclude=train_problems) if _shape_key(p) not in taken]
     log.info("validation: %d problem(s), disjoint from %d training problem(s)", len(problems), len(train_problems))
+    if len(problems) < args.num_shapes:
+        log.warning(
+            "validation: %d problem(s), not the %d asked for: %s",
+            len(problems),
+            args.num_shapes,
+            "the shape set's other 'val' entries are training shapes (or filtered out)"
+            if args.shapeset
+            else "the other sampled shapes are training shapes in another layout; ask for more with -n",
+        )
     return _run(args, problems, seed=None if args.shapeset else args.seed)  # a shape set's entries: not sampled
 
 

@@ -201,6 +201,11 @@ def _failed_only(ds: Dataset) -> set[Problem]:
 def _stats(args: argparse.Namespace) -> int:
     _check_inputs(args.files)
     parts = [read_dataset(f, recover=args.recover) for f in args.files]
+    for f, part in zip(args.files, parts, strict=True):
+        if args.recover and not part.sources and Path(f).stat().st_size > 0:  # as `diode data recover` says
+            raise UsageError(
+                f"{f}: no record before the break is complete, so there is nothing to read, even with --recover"
+            )
     ds = parts[0] if len(parts) == 1 else merge_datasets(parts, allow_mixed_hardware=True)
     stats = dataset_stats(ds)
     if args.json:
@@ -248,11 +253,20 @@ def _compress(args: argparse.Namespace) -> bool | None:
     return False if args.no_compress else None
 
 
+def _refuse_replacing(out: str | Path, what: str) -> None:
+    """An existing file is never replaced by a dataset (convert, recover -o): it may be one."""
+    if Path(out).exists():
+        raise UsageError(
+            f"{out}: exists, and {what} would replace it; it is left as is: write elsewhere or remove it first"
+        )
+
+
 def _convert(args: argparse.Namespace) -> int:
     _check_format(args.input, args.input_format, "--input-format")
     _check_output(args.output, args.format)
     if Path(args.input).resolve() == Path(args.output).resolve():
         raise UsageError(f"{args.output}: IN and OUT are the same file")
+    _refuse_replacing(args.output, "converting")
     ds = read_dataset(args.input, format=args.input_format)
     out = write_dataset(ds, args.output, format=args.format, compress=_compress(args))
     _out(f"wrote {out} ({format_for_path(out, args.format)}, {len(ds)} records, {out.stat().st_size} bytes)")
@@ -288,6 +302,13 @@ def _lut(args: argparse.Namespace) -> int:
     if out.suffix.lower() != ".json":
         raise UsageError(f"{out}: a lookup table is JSON; name it .json")
     check_output(None, out, inputs=args.inputs, make_parent=False)
+    if out.exists():  # a lookup table is rebuilt in place; anything else (a JSON dataset) is kept
+        try:
+            KernelLUT.load(out)
+        except (ValueError, OSError):
+            raise UsageError(
+                f"{out}: exists and is not a lookup table (a dataset?); it is left as is: write elsewhere"
+            ) from None
     parts = [read_dataset(f) for f in args.inputs]
     ds = parts[0] if len(parts) == 1 else merge_datasets(parts)
     lut = KernelLUT.from_dataset(ds, top_k=args.top_k)
@@ -300,6 +321,7 @@ def _recover(args: argparse.Namespace) -> int:
     _check_inputs([args.file])
     if args.output is not None:
         _check_output(args.output, args.format, inputs=[args.file])  # in place is without -o
+        _refuse_replacing(args.output, "writing the recovered records")
     try:  # never an empty dataset, in place or in a new file
         res = recover_dataset(args.file, output=args.output, output_format=args.format, keep_nothing=False)
     except TruncatedFileError:

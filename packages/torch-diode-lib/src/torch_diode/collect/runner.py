@@ -922,6 +922,11 @@ def _collect(
         env_world = _env_int("WORLD_SIZE")
         if env_world is not None and env_world > 1:
             rank, world = _env_int("RANK") or 0, env_world
+            if not 0 <= rank < world:  # a shard nobody merges (rank5 of 2, rank-1)
+                raise ValueError(
+                    f"environment variables RANK={rank} and WORLD_SIZE={world}: RANK must be in [0, WORLD_SIZE) "
+                    "(torchrun sets both; unset them to collect in one process)"
+                )
     if world is not None and world > 1:
         # One rank of a torchrun (or hand-sharded) job: this process's shard only.
         local = _env_int("LOCAL_RANK")

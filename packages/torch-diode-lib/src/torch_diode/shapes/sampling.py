@@ -24,6 +24,9 @@ from torch_diode.records import BATCHED_OPS, OPS, Problem, canonical_dtype
 from torch_diode.shapes.shapeset import LAYOUTS, ShapeEntry, strides_for
 
 SAMPLERS: tuple[str, ...] = ("log-normal", "uniform", "pow2")
+#: The dtypes problems are sampled in: those the collectors can time (fp8 and integer GEMMs are other
+#: ops; their inputs cannot be drawn with ``normal_``, and float64 has no Triton GEMM template).
+SAMPLED_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32")
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,12 @@ def sample_problems(
     dtypes = tuple(canonical_dtype(d) for d in dtypes)
     if not dtypes:
         raise ValueError("dtypes: give at least one dtype")
+    uncollectable = [d for d in dtypes if d not in SAMPLED_DTYPES]
+    if uncollectable:  # their inputs cannot be drawn, or Inductor has no GEMM template for them
+        raise ValueError(
+            f"dtypes: {', '.join(uncollectable)} cannot be collected (every problem would fail); "
+            f"sample from {', '.join(SAMPLED_DTYPES)}"
+        )
     if not 1 <= min_dim <= max_dim:
         raise ValueError(f"min_dim/max_dim: need 1 <= min_dim <= max_dim, got {min_dim}, {max_dim}")
     fitted = params if params is not None else FITTED
