@@ -453,3 +453,28 @@ def test_create_validation_stays_disjoint_and_takes_no_negative_count(
                        "--output", str(tmp_path / "c.msgpack"), "--hardware", "cpu-test", "--no-progress")  # fmt: skip
     assert rc == 2 and "--dtypes: int8 cannot be collected" in err, err
     assert not (tmp_path / "v.msgpack").exists() and not (tmp_path / "c.msgpack").exists()
+
+
+def test_more_refusals_before_any_work(capsys: pytest.CaptureFixture[str], tmp_path: Path, model_file: Path) -> None:
+    """Session 78's audit: a --format that contradicts the file name (the file was then unreadable
+    by every command), --model replacing the --init-from model, a --plot-dir that is a file (a raw
+    error after the evaluation), `shapes --dtypes ,` (each model's default, silently), and the
+    forest options' errors in the command line's terms."""
+    before = model_file.read_bytes()
+    for args, why in (
+        (("collect", "--device", "cpu", "--ops", "bmm", "-n", "1", "--hardware", "cpu-test", "--no-progress",
+          "--format", "json", "--output", str(tmp_path / "c.msgpack")), "--format json contradicts the name"),
+        (("data", "convert", str(DATA), str(tmp_path / "d.json"), "--format", "msgpack"),
+         "--format msgpack contradicts the name"),
+        (("train", "--dataset", str(DATA), "--model", str(model_file), "--init-from", str(model_file), *FAST),
+         "is also an input"),
+        (("demo", "--cpu-only", "--model", str(model_file), "--dataset", str(DATA), "--plot-dir", str(model_file)),
+         "exists and is not a directory"),
+        (("shapes", "--model", "BERT-base", "--dtypes", ","), "--dtypes ',': give at least one dtype"),
+        (("train", "--dataset", str(DATA), "--model", str(tmp_path / "m.safetensors"), *FAST, "--forest-shortlist", "0"),
+         "--forest-shortlist: must be a positive integer"),
+    ):  # fmt: skip
+        rc, _, err = diode(capsys, *args)
+        assert rc == 2 and why in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert model_file.read_bytes() == before
+    assert not any(tmp_path.iterdir())

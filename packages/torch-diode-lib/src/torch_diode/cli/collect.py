@@ -23,7 +23,7 @@ import logging
 import sys
 from typing import Any
 
-from torch_diode.cli import UsageError, check_output
+from torch_diode.cli import UsageError, check_format_agrees, check_output
 from torch_diode.errors import DatasetFormatError
 from torch_diode.records import OPS, Problem
 
@@ -295,6 +295,7 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
         format_for_path(args.output, args.format)
     except ValueError as e:  # the lib's message names no flag: these commands have --format
         raise UsageError(f"--output {e}, or pass --format json|msgpack") from None
+    check_format_agrees(args.output, args.format)
     if not problems:
         flags = [
             f
@@ -511,6 +512,8 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
         for flag, value, least in (("--batch", args.batch, 1), ("--tokens", args.tokens, 0), ("--past", args.past, 0)):
             if value < least:
                 raise UsageError(f"{flag}: must be at least {least}, got {value}")
+        if not _csv(args.dtypes):  # an empty list would mean each model's own default, silently
+            raise UsageError(f"--dtypes {args.dtypes!r}: give at least one dtype (e.g. bfloat16)")
         try:
             entries = model_entries(
                 args.model, batch=args.batch, tokens=args.tokens, past_len=args.past, dtypes=_csv(args.dtypes)

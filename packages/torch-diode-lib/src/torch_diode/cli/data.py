@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from torch_diode.cli import UsageError, check_output, same_file
+from torch_diode.cli import UsageError, check_format_agrees, check_output, same_file
 from torch_diode.dataset import (
     FORMATS,
     Dataset,
@@ -120,6 +120,7 @@ def _check_output(path: str, fmt: str | None, inputs: Sequence[str] = ()) -> Non
     """Refuse an output path we cannot write, or that is one of ``inputs``, before doing any work
     (every command with an output has --format for it)."""
     _check_format(path, fmt, "--format")
+    check_format_agrees(path, fmt)
     check_output(None, path, inputs=inputs, make_parent=False)
 
 

@@ -54,6 +54,8 @@ def _demo(args: argparse.Namespace) -> int:
         raise UsageError(f"--data-dir {args.data_dir}: not a directory")
     if args.dataset is not None and not Path(args.dataset).is_file():
         raise UsageError(f"--dataset {args.dataset}: no such file")
+    if args.plot_dir is not None and Path(args.plot_dir).exists() and not Path(args.plot_dir).is_dir():
+        raise UsageError(f"--plot-dir {args.plot_dir}: exists and is not a directory; give a folder for the plots")
     try:
         options = DemoOptions(
             model=args.model,

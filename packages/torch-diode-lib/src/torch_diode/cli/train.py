@@ -370,7 +370,9 @@ def _train(args: argparse.Namespace) -> int:
     from torch_diode.train import TrainOptions, train
 
     files = _dataset_files(args)
-    inputs = [*files, *map(Path, args.held_out_dataset or ())]  # a --init-from file may be replaced: it is read first
+    inputs = [*files, *map(Path, args.held_out_dataset or ())]
+    # the model training starts from too: replacing it would lose it (a registered name is no file here)
+    inputs += [Path(m) for m in (args.init_from, args.init_forest_from) if m is not None and Path(m).is_file()]
     check_output("--model", args.model, inputs=inputs, suffixes=(".safetensors",))
     if args.report:
         check_output("--report", args.report, inputs=[*inputs, Path(args.model)], suffixes=(".json",))
@@ -461,7 +463,7 @@ def _in_flags(message: str, flags: dict[str, str]) -> str:
     """A ``TrainOptions`` message (``batch_size: must be ...``) in the command line's terms
     (``--batch-size: must be ...``)."""
     field, sep, rest = message.partition(": ")
-    dest = {"num_threads": "threads"}.get(field, field)
+    dest = {"num_threads": "threads"}.get(field, field.replace(" ", "_"))  # "forest shortlist": forest_shortlist
     return f"{flags[dest]}: {rest}" if sep and dest in flags else message
 
 
