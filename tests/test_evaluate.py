@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from torch_diode.dataset import Dataset
 from torch_diode.evaluate import (
     ProblemEval,
     StockPick,
+    evaluate_model,
     geomean_ci95,
     kendall_tau,
     markdown_table,
@@ -134,9 +137,8 @@ def test_solution_files(tmp_path: Path) -> None:
     path = write_max_autotune_solution({p: StockPick(tri(32), 7.5)}, tmp_path / "s.json", hardware="NVIDIA-H100")
     assert read_max_autotune_solution(path) == {p: StockPick(tri(32), 7.5)}
     bad = tmp_path / "bad.json"
-    bad.write_text(
-        json.dumps({"format": "torch-diode-max-autotune-solution", "version": 1, "solutions": [{"choice": {}}]})
-    )
+    bad.write_text(json.dumps({"format": "torch-diode-max-autotune-solution", "version": 1, "hardware": "NVIDIA-H100",
+                               "solutions": [{"choice": {}}]}))  # fmt: skip
     with pytest.raises(ValueError, match=r"solutions\[0\] is malformed"):
         read_max_autotune_solution(bad)
     other = tmp_path / "other.json"
@@ -149,6 +151,72 @@ def test_solution_files(tmp_path: Path) -> None:
     ]
     ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
     assert max_autotune_solution_from_dataset(ds) == {p: StockPick(tri(16), 6.0)}  # median of repeats
+
+
+def _solution_json(tmp_path: Path, edit: Callable[[dict[str, Any]], object], name: str = "s.json") -> Path:
+    """A solution file of three problems' picks (times 7.5, 8.5, 9.5), changed by ``edit``."""
+    picks = {Problem(op="mm", m=64 * (i + 1), n=64, k=64): StockPick(tri(32), 7.5 + i) for i in range(3)}
+    path = write_max_autotune_solution(picks, tmp_path / name, hardware="NVIDIA-H100")
+    obj = json.loads(path.read_text())
+    edit(obj)
+    path.write_text(json.dumps(obj))  # NaN and Infinity as Python's json writes and reads them
+    return path
+
+
+@pytest.mark.parametrize("time_us", [0, 0.0, -3.0, math.nan, math.inf, -math.inf, "7.5", True])
+def test_a_solution_time_that_is_not_a_positive_finite_number_is_refused(tmp_path: Path, time_us: object) -> None:
+    """A time of 0 divided by zero in ``vs_max_autotune``, and a negative, NaN or infinite one
+    (or a string, or a bool) made its figures nonsense: refused on reading, naming the entry, as
+    the dataset reader refuses such times."""
+    path = _solution_json(tmp_path, lambda o: o["solutions"][1].update(time_us=time_us))
+    with pytest.raises(
+        ValueError, match=r"solutions\[1\]: time_us must be a positive finite number of microseconds, got "
+    ):
+        read_max_autotune_solution(path)
+    unknown = _solution_json(tmp_path, lambda o: o["solutions"][1].pop("time_us"), "unknown.json")
+    assert [s.time_us for s in read_max_autotune_solution(unknown).values()] == [7.5, None, 9.5]  # no time: fine
+
+
+def test_a_solution_with_two_entries_of_one_problem_is_refused(tmp_path: Path) -> None:
+    """The later of two entries of one problem used to win silently; both are named instead."""
+    path = _solution_json(tmp_path, lambda o: o["solutions"].append({**o["solutions"][0], "time_us": 1.0}))
+    with pytest.raises(
+        ValueError, match=r"solutions\[0\] and solutions\[3\] are both of problem mm float16 64x64x64 row/row:"
+    ):
+        read_max_autotune_solution(path)
+
+
+@pytest.mark.parametrize("hardware", [None, "", 100])
+def test_a_solution_without_its_gpu_is_refused(tmp_path: Path, hardware: object) -> None:
+    """A solution says which GPU its picks were made on (the format's ``hardware``); without it
+    the check against the dataset's GPU was skipped, so it is refused, whether checked or not."""
+    path = _solution_json(tmp_path, lambda o: o.pop("hardware") if hardware is None else o.update(hardware=hardware))
+    for ours in (None, "NVIDIA-H100"):
+        with pytest.raises(
+            ValueError,
+            match=r'the max-autotune solution has (no "hardware"|"hardware": ""|"hardware": 100), the key of the GPU',
+        ):
+            read_max_autotune_solution(path, hardware=ours)
+
+
+def test_stock_picks_of_none_of_the_datasets_problems_are_refused() -> None:
+    """A solution of another dataset's problems gave an empty ``vs_max_autotune`` and a log line;
+    it is refused. One that covers some of the problems is scored on those."""
+    probs = [Problem(op="mm", m=64 * (i + 1), n=64, k=64) for i in range(3)]
+    recs = [
+        TimingRecord(problem=p, choice=c, time_us=t, hardware="NVIDIA-H100")
+        for p in probs[:2]
+        for c, t in ((ATEN, 9.0), (tri(16), 5.0))
+    ]
+    ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
+    model = _tiny_model()
+    with pytest.raises(
+        ValueError,
+        match=r"no problem of the max-autotune solution is in the dataset \(solution: 1 problems, dataset: 2\)",
+    ):
+        evaluate_model(model, ds, stock={probs[2]: StockPick(tri(16), 5.0)})
+    report, _ = evaluate_model(model, ds, stock={probs[1]: StockPick(tri(16), 5.0), probs[2]: StockPick(tri(16), 5.0)})
+    assert report["overall"]["problems"] == 2 and report["overall"]["vs_max_autotune"]["problems"] == 1
 
 
 def test_write_report_writes_json_and_markdown(tmp_path: Path) -> None:

@@ -27,10 +27,12 @@ Stock max-autotune's picks come from a solution file (:func:`read_max_autotune_s
      "solutions": [{"problem": {<Problem.to_dict()>}, "choice": {<Choice.to_dict()>},
                     "time_us": 12.5}, ...]}
 
-``time_us`` (optional) is the pick's time as max-autotune measured it; the dataset's measurement
-of the same choice is preferred when it has one. A dataset collected by the Inductor collector in
-the DEFAULT search space is also a solution: its fastest record per problem is exactly what stock
-max-autotune picked (:func:`max_autotune_solution_from_dataset`).
+``hardware`` (required) is the GPU the picks were made on: a pick is scored only in that GPU's
+timings. A problem has one entry. ``time_us`` (optional; a positive finite number) is the pick's
+time as max-autotune measured it; the dataset's measurement of the same choice is preferred when it
+has one. A dataset collected by the Inductor collector in the DEFAULT search space is also a
+solution: its fastest record per problem is exactly what stock max-autotune picked
+(:func:`max_autotune_solution_from_dataset`).
 
 Where stock's pick was made matters: picked as the fastest of its ~20 candidates *in the timings
 it is then scored in* (a solution derived from the validation set itself), its time is low by
@@ -281,7 +283,9 @@ def read_max_autotune_solution(
             picks on one GPU say nothing about another's). None: not checked.
 
     Raises:
-        ValueError: the file is neither, or of another GPU (the message names the file and what is wrong).
+        ValueError: the file is neither, or of another GPU, or a solution without its GPU, with a
+            time that is not a positive finite number, or with two entries of one problem (the
+            message names the file and what is wrong).
     """
     p = Path(path)
     text = None
@@ -302,18 +306,38 @@ def read_max_autotune_solution(
             raise ValueError(
                 f"{p}: solution version {obj.get('version')!r} is not supported (this torch-diode reads {SOLUTION_VERSION})"
             )
-        _check_solution_hardware(p, obj.get("hardware"), hardware)
+        theirs = obj.get("hardware")
+        if not isinstance(theirs, str) or not theirs:
+            what = 'has no "hardware"' if theirs is None else f'has "hardware": {json.dumps(theirs)}'
+            raise ValueError(
+                f"{p}: the max-autotune solution {what}, the key of the GPU its picks were made on (a pick is "
+                'compared with the timings of its GPU); add it, e.g. "hardware": "NVIDIA-H200", or write the file '
+                "again (scripts/campaign.py stock)"
+            )
+        _check_solution_hardware(p, theirs, hardware)
         out: dict[Problem, StockPick] = {}
+        entry: dict[Problem, int] = {}  # the index of each problem's entry
         for i, s in enumerate(obj.get("solutions", [])):
             try:
+                problem = Problem.from_dict(s["problem"])
+                choice = Choice.from_dict(s["choice"])
                 t = s.get("time_us")
-                out[Problem.from_dict(s["problem"])] = StockPick(
-                    Choice.from_dict(s["choice"]), None if t is None else float(t)
-                )
             except KeyError as e:
                 raise ValueError(f"{p}: solutions[{i}] is malformed: it has no {e}") from None
             except (AttributeError, TypeError, ValueError) as e:
                 raise ValueError(f"{p}: solutions[{i}] is malformed: {e}") from None
+            if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
+                raise ValueError(
+                    f"{p}: solutions[{i}]: time_us must be a positive finite number of microseconds, got {t!r}; "
+                    "leave it out where the time is unknown (the dataset's time of the pick is used)"
+                )
+            if problem in entry:
+                raise ValueError(
+                    f"{p}: solutions[{entry[problem]}] and solutions[{i}] are both of problem {problem.key()}: "
+                    "stock max-autotune makes one pick per problem; keep one of them"
+                )
+            entry[problem] = i
+            out[problem] = StockPick(choice, None if t is None else float(t))
         return out
     from torch_diode.dataset import read_dataset
 
@@ -437,8 +461,20 @@ def evaluate_model(
     cliff_guard: float = CLIFF_GUARD,
 ) -> tuple[dict[str, Any], list[ProblemEval]]:
     """The full ``validate-max-autotune`` report of ``model`` on ``dataset`` (``max_compile_cost``,
-    ``min_num_warps``, ``diversity``, ``cliff_guard``: see :func:`problem_evals`)."""
+    ``min_num_warps``, ``diversity``, ``cliff_guard``: see :func:`problem_evals`).
+
+    Raises:
+        ValueError: ``stock`` has no pick of any problem ``dataset`` measured (picks of another
+            dataset's problems), or an option is out of range.
+    """
     min_num_warps = check_min_num_warps(min_num_warps)
+    measured = dataset.measured_problems()
+    if stock is not None and measured and measured.isdisjoint(stock):
+        raise ValueError(
+            f"no problem of the max-autotune solution is in the dataset (solution: {len(stock)} problems, dataset: "
+            f"{len(measured)}): its picks are of another dataset's problems; pass stock's picks of this dataset's "
+            "(`diode collect-problems --from <this dataset>` on the GPU, or scripts/campaign.py stock)"
+        )
     evals = problem_evals(
         model,
         dataset,
