@@ -423,13 +423,38 @@ def test_json_without_final_newline_is_complete(tmp_path: Path) -> None:
     assert read_dataset(path) == small()
 
 
+@pytest.mark.parametrize("held", ["records", "header"])
+def test_a_writer_ends_a_last_line_without_its_newline_before_appending(tmp_path: Path, held: str) -> None:
+    """Audit: a JSON file whose complete last line lost its newline (read as complete, above) got
+    the resumed run's chunk glued onto that line, and then no reader could read it ("line 2 is
+    not valid JSON: Extra data"), `diode data recover` included."""
+    path = tmp_path / "a.json"
+    before = small() if held == "records" else Dataset.empty()
+    if held == "records":
+        write_dataset(before, path)
+    else:
+        DatasetWriter(path, PROV).close()  # the header alone
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    new = records(Problem(op="mm", m=1024, n=512, k=256))
+    with DatasetWriter(path, PROV) as w:
+        assert w.problems_done == before.collected_problems() and w.recovered_bytes == 0
+        for r in new:
+            w.add(r)
+    got = read_dataset(path)
+    assert sorted(map(repr, got.records())) == sorted(map(repr, [*before.records(), *new]))
+    assert path.read_bytes().count(b"\n") == (3 if held == "records" else 2)  # a line per object, each ended
+    assert recover_dataset(path).dropped_bytes == 0
+
+
 # -- truncation and recovery ----------------------------------------------------------------------------
 
 
-def _chunked_file(path: Path, n_problems: int = 3) -> tuple[list[int], list[list[TimingRecord]]]:
+def _chunked_file(
+    path: Path, n_problems: int = 3, *, compress: bool | None = None
+) -> tuple[list[int], list[list[TimingRecord]]]:
     """A file with one chunk per problem; returns the file size after each chunk and the records."""
     ends, recs = [], []
-    with DatasetWriter(path, PROV) as w:
+    with DatasetWriter(path, PROV, compress=compress) as w:
         ends.append(path.stat().st_size)  # the header alone
         recs.append([])
         for p in PROBLEMS[:n_problems]:
@@ -496,6 +521,52 @@ def test_recover_dataset_in_place_and_to_output(tmp_path: Path, fmt: str) -> Non
     assert len(res.dataset) == len(recs[2])
 
 
+@pytest.mark.parametrize(
+    "compress, damaged, at, byte",
+    [
+        (None, 1, 7, 0xFF),  # the audit's: the first byte of a compressed chunk's 16-bit length
+        (None, 2, 6, 0xC6),  # its bin header made a bin32's, whose length runs past the end
+        (None, 1, 0, 0xC6),  # so made of the chunk's map header
+        (None, 2, 0, 0xC6),
+        (False, 1, 0, 0xC6),
+        (False, 2, 0, 0xC6),
+    ],
+)
+def test_damage_before_complete_chunks_is_refused_not_cut(
+    tmp_path: Path, compress: bool | None, damaged: int, at: int, byte: int
+) -> None:
+    """Audit: one damaged byte in a msgpack chunk followed by complete ones read as an interrupted
+    write's end: resuming cut the file there ("cut off 631 byte(s) of an interrupted write;
+    resuming"), dropping the complete records after it. An interrupted write leaves only part of
+    the last chunk; anything else is refused, naming where, and the file is left byte for byte."""
+    path = tmp_path / "d.msgpack"
+    ends, recs = _chunked_file(path, n_problems=3, compress=compress)
+    start = ends[damaged - 1]  # the damaged chunk's first byte; a complete chunk follows it
+    data = bytearray(path.read_bytes())
+    assert data[start:].startswith(b"\x81\xa4zlib" if compress is None else b"\x85\xa7sources")
+    assert at != 7 or data[start + 6] == 0xC5  # a bin16 header: its length's first byte is damaged
+    data[start + at] = byte
+    path.write_bytes(bytes(data))
+    damage = rf"{path}: damaged: it cannot be read past byte {start} \("
+    if damaged == 1:
+        hint = "no chunk before it is complete, so `diode data recover` has nothing to copy out of it"
+    else:
+        hint = f"`diode data recover {path} --output FIXED.msgpack` copies the 1 complete chunk(s) before it (4 record"
+    with pytest.raises(DatasetFormatError, match=damage) as e:
+        DatasetWriter(path, PROV)
+    assert hint in str(e.value) and not isinstance(e.value, TruncatedFileError)
+    assert path.read_bytes() == data
+    for recover in (False, True):
+        with pytest.raises(DatasetFormatError, match=damage):
+            read_dataset(path, recover=recover)
+    with pytest.raises(DatasetFormatError, match=damage):
+        recover_dataset(path)  # in place: it would cut the complete chunks off too
+    assert path.read_bytes() == data
+    res = recover_dataset(path, output=tmp_path / "fixed.msgpack")  # what the error points to
+    assert res.chunks == damaged - 1 and res.kept_bytes == start and path.read_bytes() == data
+    assert sorted(map(repr, read_dataset(tmp_path / "fixed.msgpack").records())) == sorted(map(repr, recs[damaged - 1]))
+
+
 WRITER_SCRIPT = textwrap.dedent(
     """
     import sys, time
@@ -536,8 +607,9 @@ def test_killed_writer_keeps_complete_chunks_and_resumes(tmp_path: Path, fmt: st
     assert (per_problem == 5).all()
     ms = sorted(p.m for p in ds.problems)
     assert ms == list(range(1, len(ms) + 1))
-    # Resume: complete problems are reported done, the partial tail is cut, new records append.
-    with DatasetWriter(path, Provenance(hardware=HW, collector="resumed")) as w:
+    # Resume: complete problems are reported done, the partial tail is cut, new records append
+    # (under a source of their own: the same collector, another command line).
+    with DatasetWriter(path, Provenance(hardware=HW, collector="killed", command="resumed")) as w:
         assert w.problems_done == set(ds.problems) and w.records_before == len(ds)
         todo = [Problem(op="mm", m=m, n=64, k=64) for m in range(1, len(ms) + 11)]
         todo = [p for p in todo if p not in w.problems_done]
@@ -702,6 +774,46 @@ def test_writer_refuses_other_hardware(tmp_path: Path) -> None:
             w.add(records(PROBLEMS[0], hw="NVIDIA-A100")[0])
     with pytest.raises(ValueError, match=r"holds timings of \['NVIDIA-H100'\], not 'NVIDIA-A100'"):
         DatasetWriter(path, Provenance(hardware="NVIDIA-A100"))
+
+
+def test_writer_refuses_a_run_of_other_settings(tmp_path: Path) -> None:
+    """Audit: resuming checked the hardware alone, so a run of another search space or collector
+    added its timings to the file ("2 of 2 problem(s) already collected; 0 to go"). Each setting
+    `diode collect` records is compared where both runs record it; other provenance (date,
+    command line) may differ, and a source that lacks a setting (written by hand) conflicts with
+    none."""
+    settings = {"search_space": "DEFAULT", "search_mode": "max-autotune", "via_linear": "False", "device": "cuda"}
+    run = Provenance(hardware=HW, collector="sweep", date="2026-11-22", extra=tuple(settings.items()))
+    path = tmp_path / "w.msgpack"
+    with DatasetWriter(path, run) as w:
+        w.add(records(PROBLEMS[0])[0])
+    data = path.read_bytes()
+    for name, other in (
+        ("collector", "inductor"),
+        ("search_space", "EXHAUSTIVE"),
+        ("search_mode", "max-autotune-no-cudagraphs"),
+        ("via_linear", "True"),
+    ):
+        extra = {**settings, name: other} if name in settings else settings
+        prov = Provenance(hardware=HW, collector=other if name == "collector" else "sweep", extra=tuple(extra.items()))
+        with pytest.raises(ValueError) as e:
+            DatasetWriter(path, prov)
+        was = "sweep" if name == "collector" else settings[name]
+        assert str(e.value) == (
+            f"{path}: holds timings collected with {name} {was!r}, not this run's {other!r}, and one file must not "
+            f"mix them; collect into another output (or run with {name} {was!r} to resume this one)"
+        )
+        assert path.read_bytes() == data
+    # the same settings from another day and command line (and device) resume it
+    later = Provenance(hardware=HW, collector="sweep", date="2026-11-23", command="diode collect", extra=run.extra)
+    with DatasetWriter(path, later) as w:
+        assert w.problems_done == {PROBLEMS[0]}
+        w.add(records(PROBLEMS[1])[0])
+    assert len(read_dataset(path).sources) == 2
+    bare = tmp_path / "bare.msgpack"  # recorded nothing of its settings
+    write_dataset(Dataset.from_records(records(PROBLEMS[0]), Provenance(hardware=HW)), bare)
+    with DatasetWriter(bare, run) as w:
+        assert w.problems_done == {PROBLEMS[0]}
 
 
 # -- merging -------------------------------------------------------------------------------------------

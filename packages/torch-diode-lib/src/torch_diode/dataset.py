@@ -22,6 +22,8 @@ the columns as plain lists; Python's float repr makes every time round-trip exac
 Because a chunk is self-contained and appended whole, a writer interrupted at any moment leaves
 a file whose complete chunks are intact. Reading such a file raises ``TruncatedFileError``
 unless ``recover=True``, which keeps the complete chunks (``DatasetWriter`` resumes this way).
+A file whose end is not what an interrupted write leaves (damage inside its complete part: see
+``_damage_in_tail``) is refused either way, and never cut.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ Format = Literal["json", "msgpack"]
 FORMATS: tuple[str, ...] = ("json", "msgpack")
 
 _COLUMNS: tuple[tuple[str, str], ...] = (("problem", "<i4"), ("choice", "<i4"), ("time_us", "<f8"), ("source", "<u2"))
+#: The keys of a chunk (a compressed one's, once decompressed).
+_CHUNK_KEYS = frozenset({"sources", "problems", "choices", "records", "failures"})
+#: The first bytes of every msgpack chunk torch-diode writes (``_encode_chunk``'s object as msgpack
+#: packs it): a compressed chunk ``{"zlib": BYTES}``, and a plain one, whose first key is "sources".
+_CHUNK_STARTS = (b"\x81\xa4zlib", b"\x85\xa7sources")
+#: A compressed chunk's BYTES: msgpack's bin header bytes, and how many bytes the length takes.
+_BIN_LENGTH_BYTES = {0xC4: 1, 0xC5: 2, 0xC6: 4}
 
 
 def _empty_columns() -> dict[str, list[Any]]:
@@ -594,6 +603,84 @@ class _Truncated(Exception):
         self.detail = detail
 
 
+def _damage_in_tail(data: bytes, pos: int) -> str | None:
+    """Why the incomplete end ``data[pos:]`` of a msgpack dataset (from the end of its last complete
+    object) is damage rather than an interrupted write; None when it can be an interrupted write.
+
+    A writer appends each chunk whole in one write, fsyncs it before the next, and cuts off the
+    part of one it knows it left (``DatasetWriter._after_interrupted_write``): an interrupted
+    write leaves at most the start of ONE chunk, the last one. So the end is taken for one only
+    when it can be the start of a chunk:
+
+    * it begins as a chunk does: a map of one entry (compressed) or five (plain), which msgpack
+      packs as the byte 0x81 or 0x85;
+    * a compressed chunk's zlib stream is cut short: one that ends inside it means the whole chunk
+      is there and its length is what is broken, and one that does not decompress is damaged;
+    * no complete chunk starts after it, at any place where the first bytes of a chunk torch-diode
+      writes occur (``_CHUNK_STARTS``). A broken length or type byte makes the reader take the
+      rest of the file for one object and run out of data past complete chunks, which an
+      interrupted write cannot leave behind it.
+
+    Anything else is damage inside the complete part of the file: cutting it off (what resuming
+    or recovering does to an interrupted write's end) would drop complete records.
+    """
+    tail = data[pos:]
+    if tail[0] not in (0x81, 0x85):
+        return "what follows does not begin as a chunk does"
+    zipped = _CHUNK_STARTS[0]
+    if tail.startswith(zipped) and len(tail) > len(zipped):
+        width = _BIN_LENGTH_BYTES.get(tail[len(zipped)])
+        if width is None:
+            return "the compressed chunk there holds no binary data"
+        stream = zlib.decompressobj()
+        try:
+            stream.decompress(tail[len(zipped) + 1 + width :])
+        except zlib.error as e:
+            return f"the compressed chunk there is corrupt ({e})"
+        if stream.eof:
+            return "the compressed chunk there is whole, but its length says it is longer"
+    for start in _CHUNK_STARTS:
+        at = data.find(start, pos + 1)
+        while at >= 0:
+            if _is_chunk_at(data, at):
+                return f"a complete chunk follows at byte {at}"
+            at = data.find(start, at + 1)
+    return None
+
+
+def _is_chunk_at(data: bytes, at: int) -> bool:
+    """Whether a whole chunk (compressed or plain, with the keys of one) starts at byte ``at``."""
+    try:  # unpackb limits lengths to the bytes given; a memoryview copies nothing
+        obj = msgpack.unpackb(memoryview(data)[at:], raw=False, strict_map_key=False)
+    except msgpack.ExtraData as e:  # a whole object, and more after it
+        obj = e.unpacked
+    except (msgpack.UnpackException, ValueError, TypeError):
+        return False
+    if isinstance(obj, dict) and set(obj) == {"zlib"} and isinstance(obj["zlib"], bytes):
+        try:
+            obj = msgpack.unpackb(zlib.decompress(obj["zlib"]), raw=False, strict_map_key=False)
+        except (zlib.error, msgpack.UnpackException, ValueError, TypeError):
+            return False
+    return isinstance(obj, dict) and set(obj) == _CHUNK_KEYS
+
+
+def _damaged_file_error(path: Path, st: _ReadState, pos: int, detail: str) -> DatasetFormatError:
+    if st.chunks:
+        what_to_do = (
+            f"`diode data recover {path} --output FIXED{path.suffix}` copies the {st.chunks} complete chunk(s) "
+            f"before it ({st.records} record(s)) to a new file, which a collection can resume"
+        )
+    else:
+        what_to_do = (
+            "no chunk before it is complete, so `diode data recover` has nothing to copy out of it; collect into "
+            "another output"
+        )
+    return DatasetFormatError(
+        f"{path}: damaged: it cannot be read past byte {pos} ({detail}), which is not what an interrupted write "
+        f"leaves (part of the last chunk alone); the file is left as is, neither read nor cut there; {what_to_do}"
+    )
+
+
 def _decode_column(path: Path, i: int, fmt: Format, name: str, dt: str, value: Any) -> np.ndarray:
     if fmt == "msgpack":
         if not isinstance(value, (bytes, bytearray)):
@@ -644,10 +731,9 @@ def _apply_chunk(path: Path, i: int, fmt: Format, obj: Any, st: _ReadState) -> N
         obj = _decompressed(where, obj, st.version)
     if not isinstance(obj, dict):
         raise DatasetFormatError(f"{where}: expected an object, got {type(obj).__name__}")
-    expected = {"sources", "problems", "choices", "records", "failures"}
-    if set(obj) != expected:
+    if set(obj) != _CHUNK_KEYS:
         raise DatasetFormatError(
-            f"{where}: expected keys {sorted(expected)}, got {sorted(map(repr, obj))} (is this a torch-diode dataset?)"
+            f"{where}: expected keys {sorted(_CHUNK_KEYS)}, got {sorted(map(repr, obj))} (is this a torch-diode dataset?)"
         )
     try:
         for table, ids, make, intern in (
@@ -744,7 +830,10 @@ def _check_header(path: Path, fmt: Format, obj: Any) -> int:
     return int(version)
 
 
-def _read_state(path: Path, fmt: Format, *, recover: bool) -> _ReadState:
+def _read_state(path: Path, fmt: Format, *, recover: bool, salvage: bool = False) -> _ReadState:
+    """What the complete chunks of ``path`` define. ``recover``: a file an interrupted write left
+    unfinished yields its complete chunks instead of raising :class:`TruncatedFileError`.
+    ``salvage``: so does a damaged one (those before the damage), which is otherwise refused."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -769,6 +858,10 @@ def _read_state(path: Path, fmt: Format, *, recover: bool) -> _ReadState:
             raise DatasetFormatError(
                 f"{path}: not a torch-diode dataset, or one truncated inside its header ({t.detail})"
             ) from None
+        # JSON: only a last line without its newline gets here; a damaged line before it is malformed.
+        damage = _damage_in_tail(data, t.pos) if fmt == "msgpack" else None
+        if damage is not None and not salvage:
+            raise _damaged_file_error(path, st, t.pos, damage) from None
         if not recover:
             raise TruncatedFileError(str(path), st.chunks, st.records, t.detail) from None
     return st
@@ -800,7 +893,8 @@ def read_dataset(path: str | os.PathLike[str], *, format: str | None = None, rec
         recover: keep the complete chunks of a truncated file instead of raising.
 
     Raises:
-        DatasetFormatError: the file is missing, malformed or not a dataset (message names the file).
+        DatasetFormatError: the file is missing, malformed, damaged (even with ``recover``: damage in
+            its complete part is no interrupted write) or not a dataset (message names the file).
         SchemaVersionError: the file has a schema version this torch-diode does not read.
         TruncatedFileError: the file ends inside a chunk and ``recover`` is False.
     """
@@ -842,12 +936,17 @@ def recover_dataset(
     ``keep_nothing=False`` refuses a file cut inside its first chunk (nothing complete to keep):
     it raises :class:`TruncatedFileError` and writes and cuts nothing.
 
+    A msgpack file damaged inside its complete part (its end is not what an interrupted write
+    leaves: see ``_damage_in_tail``) is never cut in place, which would drop the complete chunks
+    after the damage; with ``output`` the complete chunks before it are copied there.
+
     Raises:
-        DatasetFormatError: the file is malformed (not merely truncated), or truncated inside its header.
+        DatasetFormatError: the file is malformed (not merely truncated), truncated inside its header,
+            or (without ``output``) damaged.
         TruncatedFileError: ``keep_nothing`` is False and no chunk before the break is complete.
     """
     p = Path(path)
-    st = _read_state(p, format_for_path(p, format), recover=True)
+    st = _read_state(p, format_for_path(p, format), recover=True, salvage=output is not None)
     size = p.stat().st_size
     if not keep_nothing and st.chunks == 0 and size > st.good_bytes:
         raise TruncatedFileError(
@@ -1023,13 +1122,42 @@ def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iter
         os.close(fd)
 
 
+#: The settings of a collection that decide what its timings measure, beside the hardware: the
+#: collector (each times kernels its own way), and Inductor's search that ``diode collect`` records
+#: in a source's ``extra``. A file resumed by a run of other settings would mix two kinds of timings.
+_RUN_SETTINGS = ("collector", "search_space", "search_mode", "via_linear")
+
+
+def _run_settings(source: Provenance) -> dict[str, str]:
+    """The :data:`_RUN_SETTINGS` that ``source`` records (one written by hand, or by an older
+    torch-diode, may lack some: nothing is known of those)."""
+    values = {"collector": source.collector, **{k: v for k, v in source.extra if k in _RUN_SETTINGS}}
+    return {k: values[k] for k in _RUN_SETTINGS if values.get(k, "") != ""}
+
+
+def _check_run_settings(path: Path, sources: Sequence[Provenance], provenance: Provenance) -> None:
+    """Refuse to add ``provenance``'s records to a file whose ``sources`` record another value of
+    one of the :data:`_RUN_SETTINGS` (compared where both record it)."""
+    new = _run_settings(provenance)
+    for source in sources:
+        for name, value in _run_settings(source).items():
+            if name in new and new[name] != value:
+                raise ValueError(
+                    f"{path}: holds timings collected with {name} {value!r}, not this run's {new[name]!r}, and one "
+                    f"file must not mix them; collect into another output (or run with {name} {value!r} to "
+                    "resume this one)"
+                )
+
+
 class DatasetWriter:
     """Appends records to a dataset file in self-contained chunks, for collectors.
 
     Every ``flush()`` appends one chunk and fsyncs it, so an interruption at any moment keeps every
     flushed record. Opening an existing file resumes it: the complete chunks are kept, a partial
     tail (from an earlier interruption) is cut off, and ``problems_done`` tells which problems are
-    already there so a collector can skip them.
+    already there so a collector can skip them. A file of other hardware, or collected with other
+    settings (collector, search space, search mode, via_linear; compared where both runs record
+    them), is refused, and so is a damaged one (left as is: its end is not an interrupted write's).
 
     A new msgpack file's chunks are compressed (schema version 2) unless ``compress`` is False. A
     resumed file keeps its own kind unless ``compress`` says otherwise: plain chunks may be
@@ -1096,6 +1224,7 @@ class DatasetWriter:
             raise ValueError(
                 f"{self.path}: holds timings of {sorted(hw)}, not {provenance.hardware!r}; write to another file"
             )
+        _check_run_settings(self.path, st.tables.sources, provenance)
         self._tables = st.tables
         self._written_sources = len(st.tables.sources)
         self._written_problems = len(st.tables.problems)
@@ -1105,7 +1234,14 @@ class DatasetWriter:
         self.records_before = st.records
         self.recovered_bytes = size - st.good_bytes
         self._fh.truncate(st.good_bytes)
+        self._fh.seek(st.good_bytes - 1)  # the header's end at least
+        last = self._fh.read(1)
         self._fh.seek(st.good_bytes)
+        if self.format == "json" and last != b"\n":
+            # The last line is complete JSON without its newline (an editor dropped it): end it, or
+            # the next chunk would go on the same line and no reader could read the file again.
+            self._fh.write(b"\n")
+            self._sync()
 
     @property
     def choices_done(self) -> dict[Problem, set[Choice]]:
