@@ -714,3 +714,19 @@ def test_a_torchrun_rank_out_of_range_is_refused_before_writing(tmp_path, monkey
     with pytest.raises(ValueError, match=rf"RANK={rank} and WORLD_SIZE=2: RANK must be in \[0, WORLD_SIZE\)"):
         collect([bmm(16)], CollectOptions(**CPU), out)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_file_of_another_search_space_is_not_resumed(tmp_path, workers):
+    """A collection resumes a file only where its settings are the file's (before session 78 a run
+    of the EXHAUSTIVE space resumed a DEFAULT one: '2 of 2 problem(s) already collected'); with
+    several workers too, which read the output without a writer of their own (their shards would
+    be merged into it)."""
+    out = tmp_path / "c.msgpack"
+    collect([bmm(16)], CollectOptions(**CPU), out)
+    before = out.read_bytes()
+    with pytest.raises(
+        ValueError, match="holds timings collected with search_space 'DEFAULT', not this run's 'EXHAUSTIVE'"
+    ):
+        collect([bmm(16), bmm(24)], CollectOptions(workers=workers, search_space="EXHAUSTIVE", **CPU), out)
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["c.msgpack"]

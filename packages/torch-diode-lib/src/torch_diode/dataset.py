@@ -1135,10 +1135,14 @@ def _run_settings(source: Provenance) -> dict[str, str]:
     return {k: values[k] for k in _RUN_SETTINGS if values.get(k, "") != ""}
 
 
-def _check_run_settings(path: Path, sources: Sequence[Provenance], provenance: Provenance) -> None:
-    """Refuse to add ``provenance``'s records to a file whose ``sources`` record another value of
-    one of the :data:`_RUN_SETTINGS` (compared where both record it)."""
-    new = _run_settings(provenance)
+def check_run_settings(path: str | os.PathLike[str], sources: Sequence[Provenance], new: Mapping[str, str]) -> None:
+    """Refuse to add the records of a run of settings ``new`` (:data:`_RUN_SETTINGS` names, as a
+    source records them) to the file ``path`` whose ``sources`` record another value of one of them
+    (compared where both record it).
+
+    Raises:
+        ValueError: a setting differs (the message names it, both values and what to do).
+    """
     for source in sources:
         for name, value in _run_settings(source).items():
             if name in new and new[name] != value:
@@ -1224,7 +1228,7 @@ class DatasetWriter:
             raise ValueError(
                 f"{self.path}: holds timings of {sorted(hw)}, not {provenance.hardware!r}; write to another file"
             )
-        _check_run_settings(self.path, st.tables.sources, provenance)
+        check_run_settings(self.path, st.tables.sources, _run_settings(provenance))
         self._tables = st.tables
         self._written_sources = len(st.tables.sources)
         self._written_problems = len(st.tables.problems)

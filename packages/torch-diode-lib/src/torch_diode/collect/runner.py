@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from torch_diode.dataset import (
     Dataset,
     DatasetWriter,
+    check_run_settings,
     file_in_use,
     format_for_path,
     merge_datasets,
@@ -461,6 +462,17 @@ def driver_version() -> str:
     return lines[0].strip() if out.returncode == 0 and lines else ""
 
 
+def _settings_of(options: CollectOptions) -> dict[str, str]:
+    """What a run's sources record of the settings that decide what its timings measure (a file
+    of other settings is not resumed: ``torch_diode.dataset.check_run_settings``)."""
+    return {
+        "collector": options.collector,
+        "search_space": options.search_space,
+        "search_mode": options.search_mode,
+        "via_linear": str(options.via_linear),
+    }
+
+
 def _provenance(options: CollectOptions, hardware: str) -> Provenance:
     import torch
 
@@ -475,10 +487,8 @@ def _provenance(options: CollectOptions, hardware: str) -> Provenance:
         gpu_name = torch.cuda.get_device_name()
         driver = driver_version()
     extra = {
-        "search_space": options.search_space,
-        "search_mode": options.search_mode,
+        **{k: v for k, v in _settings_of(options).items() if k != "collector"},
         "device": options.device,
-        "via_linear": str(options.via_linear),
         "python": platform.python_version(),
         "cuda": str(torch.version.cuda or ""),
         "hip": str(torch.version.hip or ""),
@@ -714,17 +724,25 @@ def _share_compile_cpus(options: CollectOptions, local_processes: int) -> Collec
 
 
 def _problems_done(
-    output: Path, format: str | None, *, top_up: bool = False, also: Sequence[Path] = ()
+    output: Path,
+    format: str | None,
+    *,
+    top_up: bool = False,
+    also: Sequence[Path] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> tuple[frozenset[Problem], dict[Problem, set[Choice]] | None]:
     """The problems already in ``output`` and in the files ``also`` (measured, or failed as a
     whole): a resumed run skips them; with ``top_up``, also the choices measured (or failed) per
-    problem."""
+    problem. A file collected with other ``settings`` (:func:`_settings_of`) is refused: the
+    workers' shards would be merged into it."""
     done: set[Problem] = set()
     measured: dict[Problem, set[Choice]] | None = {} if top_up else None
     for f in (output, *also):
         if not f.is_file() or f.stat().st_size == 0:
             continue
         ds = read_dataset(f, format=format, recover=True)
+        if settings is not None:
+            check_run_settings(f, ds.sources, settings)
         done |= ds.collected_problems()
         if measured is not None:
             for problem, choices in ds.measured_choices().items():
@@ -759,7 +777,7 @@ def _spawn_workers(
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    done, measured = _problems_done(output, options.format, top_up=options.top_up)
+    done, measured = _problems_done(output, options.format, top_up=options.top_up, settings=_settings_of(options))
     shards = [shard_path(output, r) for r in range(workers)]
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
@@ -941,7 +959,9 @@ def _collect(
         # The other shards here too (this rank's own is resumed by its writer): after a run with
         # another WORLD_SIZE, a problem in a shard of another rank number is not measured again.
         others = [f for f in shard_files(output) if f != path]
-        done, measured = _problems_done(output, options.format, top_up=options.top_up, also=others)
+        done, measured = _problems_done(
+            output, options.format, top_up=options.top_up, also=others, settings=_settings_of(options)
+        )
         plist, partial = _resume_partial(plist, output, options)  # before sharding: every rank reads the same
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         with output_lock(output, shared=True):  # the ranks together; no merge of OUT meanwhile
