@@ -403,6 +403,9 @@ def test_stats_recover_of_nothing_complete_is_an_error(capsys: pytest.CaptureFix
     cut.write_bytes(DATA.read_bytes()[:5000])  # inside its only chunk
     rc, out, err = diode(capsys, "data", "stats", "--recover", str(cut))
     assert rc == 2 and "nothing to read, even with --recover" in err and "0 records" not in out
+    header_only = tmp_path / "header.msgpack"  # a collection stopped before its first problem: complete
+    DatasetWriter(header_only, read_dataset(DATA).sources[0]).close()
+    assert diode(capsys, "data", "stats", "--recover", str(header_only))[0] == 0
 
 
 def test_a_refused_command_leaves_no_empty_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

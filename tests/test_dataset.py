@@ -567,6 +567,21 @@ def test_damage_before_complete_chunks_is_refused_not_cut(
     assert sorted(map(repr, read_dataset(tmp_path / "fixed.msgpack").records())) == sorted(map(repr, recs[damaged - 1]))
 
 
+def test_a_partial_last_chunk_then_zero_filled_pages_is_an_interrupted_write(tmp_path: Path) -> None:
+    """A machine's crash can leave the start of the last chunk followed by zero-filled pages: its
+    zlib stream fails to decompress, but no complete chunk follows, so it is an interrupted write's
+    end (cut on resume), not damage (the review of session 78's first version of the rule)."""
+    path = tmp_path / "d.msgpack"
+    ends, recs = _chunked_file(path, n_problems=3, compress=None)
+    data = path.read_bytes()
+    cut = ends[1] + (ends[2] - ends[1]) // 5  # inside the second chunk, the last one left
+    assert ends[2] - cut > 64  # the zeros end before the chunk's length does: its read runs out of data
+    path.write_bytes(data[:cut] + bytes(64))  # these zeros make its zlib stream fail, not just end
+    assert sorted(map(repr, read_dataset(path, recover=True).records())) == sorted(map(repr, recs[0] + recs[1]))
+    with DatasetWriter(path, PROV) as w:
+        assert w.recovered_bytes == cut + 64 - ends[1]
+
+
 WRITER_SCRIPT = textwrap.dedent(
     """
     import sys, time

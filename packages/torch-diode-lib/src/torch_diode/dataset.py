@@ -42,7 +42,13 @@ import msgpack
 import numpy as np
 
 from torch_diode._files import atomic_write
-from torch_diode.errors import DatasetFormatError, FileInUseError, SchemaVersionError, TruncatedFileError
+from torch_diode.errors import (
+    DamagedFileError,
+    DatasetFormatError,
+    FileInUseError,
+    SchemaVersionError,
+    TruncatedFileError,
+)
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 
 FORMAT_NAME = "torch-diode-dataset"
@@ -615,7 +621,8 @@ def _damage_in_tail(data: bytes, pos: int) -> str | None:
     * it begins as a chunk does: a map of one entry (compressed) or five (plain), which msgpack
       packs as the byte 0x81 or 0x85;
     * a compressed chunk's zlib stream is cut short: one that ends inside it means the whole chunk
-      is there and its length is what is broken, and one that does not decompress is damaged;
+      is there and its length is what is broken (one that does not decompress may be a partial
+      chunk followed by the zero-filled pages a machine's crash can leave: the next rule decides);
     * no complete chunk starts after it, at any place where the first bytes of a chunk torch-diode
       writes occur (``_CHUNK_STARTS``). A broken length or type byte makes the reader take the
       rest of the file for one object and run out of data past complete chunks, which an
@@ -635,10 +642,11 @@ def _damage_in_tail(data: bytes, pos: int) -> str | None:
         stream = zlib.decompressobj()
         try:
             stream.decompress(tail[len(zipped) + 1 + width :])
-        except zlib.error as e:
-            return f"the compressed chunk there is corrupt ({e})"
-        if stream.eof:
-            return "the compressed chunk there is whole, but its length says it is longer"
+        except zlib.error:
+            pass  # a machine's crash can leave zero-filled pages after a partial chunk: decided below
+        else:
+            if stream.eof:
+                return "the compressed chunk there is whole, but its length says it is longer"
     for start in _CHUNK_STARTS:
         at = data.find(start, pos + 1)
         while at >= 0:
@@ -664,7 +672,7 @@ def _is_chunk_at(data: bytes, at: int) -> bool:
     return isinstance(obj, dict) and set(obj) == _CHUNK_KEYS
 
 
-def _damaged_file_error(path: Path, st: _ReadState, pos: int, detail: str) -> DatasetFormatError:
+def _damaged_file_error(path: Path, st: _ReadState, pos: int, detail: str) -> DamagedFileError:
     if st.chunks:
         what_to_do = (
             f"`diode data recover {path} --output FIXED{path.suffix}` copies the {st.chunks} complete chunk(s) "
@@ -675,7 +683,7 @@ def _damaged_file_error(path: Path, st: _ReadState, pos: int, detail: str) -> Da
             "no chunk before it is complete, so `diode data recover` has nothing to copy out of it; collect into "
             "another output"
         )
-    return DatasetFormatError(
+    return DamagedFileError(
         f"{path}: damaged: it cannot be read past byte {pos} ({detail}), which is not what an interrupted write "
         f"leaves (part of the last chunk alone); the file is left as is, neither read nor cut there; {what_to_do}"
     )
@@ -1125,7 +1133,7 @@ def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iter
 #: The settings of a collection that decide what its timings measure, beside the hardware: the
 #: collector (each times kernels its own way), and Inductor's search that ``diode collect`` records
 #: in a source's ``extra``. A file resumed by a run of other settings would mix two kinds of timings.
-_RUN_SETTINGS = ("collector", "search_space", "search_mode", "via_linear")
+_RUN_SETTINGS = ("collector", "search_space", "search_mode", "via_linear", "sweep_kernels")
 
 
 def _run_settings(source: Provenance) -> dict[str, str]:

@@ -625,9 +625,14 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
             missing.append(f"{name}: no validation data at {path}")
             continue
         stock = read_max_autotune_solution(stock_path) if stock_path is not None else None
-        demo = evaluate_for_demo(
-            model, read_dataset(path), name=name, dataset_path=path, stock=stock, stock_file=stock_path
-        )
+        dataset = read_dataset(path)
+        if stock is not None and dataset.measured_problems().isdisjoint(stock):
+            # found beside the data by name, not asked for: a stale file leaves its comparison out
+            emit(
+                f"note: {stock_path} holds stock's picks of none of {path}'s problems (another collection's?); not compared"
+            )
+            stock, stock_path = None, None
+        demo = evaluate_for_demo(model, dataset, name=name, dataset_path=path, stock=stock, stock_file=stock_path)
         demo = dataclasses.replace(demo, plot=plot_demo(demo, options.plot_dir.resolve() / f"{name}.png"))
         shown.append(demo)
         for line in demo.lines():

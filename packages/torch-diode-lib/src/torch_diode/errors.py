@@ -31,6 +31,11 @@ class SchemaVersionError(DatasetFormatError):
         super().__init__(f"{path}: schema version {found!r} is not supported (this torch-diode reads {reads}); {hint}")
 
 
+class DamagedFileError(DatasetFormatError):
+    """A dataset file damaged inside its complete part: not what an interrupted write leaves, so it
+    is neither read nor cut there (the message says what ``diode data recover`` can copy out)."""
+
+
 class TruncatedFileError(DatasetFormatError):
     """A dataset stream ends in the middle of a chunk (an interrupted writer).
 

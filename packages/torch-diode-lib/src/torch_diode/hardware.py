@@ -231,7 +231,7 @@ def detect(device: int | None = None) -> HardwareInfo:
         props = torch.cuda.get_device_properties(index)
     except RuntimeError as exc:  # CUDA cannot start: a busy exclusive-process GPU, a driver mismatch
         return none(
-            f"torch sees a GPU but cannot use it ({str(exc).strip().splitlines()[0]}); check that no other process "
+            f"torch sees a GPU but cannot use it ({(str(exc).strip().splitlines() or [type(exc).__name__])[0]}); check that no other process "
             "holds it (nvidia-smi: compute mode, processes) and the driver"
         )
     vendor = "AMD" if torch.version.hip else "NVIDIA"

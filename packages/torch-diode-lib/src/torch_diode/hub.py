@@ -160,9 +160,10 @@ def fetch_model_file(
                 f"(HF_HUB_OFFLINE=1) forbids downloading it. Unset HF_HUB_OFFLINE, or fetch it once while online "
                 f"({fetch}), or install a models wheel that carries it."
             )
+        also = " (with HF_HUB_OFFLINE unset: it is set here)" if offline_mode() else ""
         raise HubOfflineError(  # a caller that never downloads: the choices handler, --init-from
             f"model {entry.name!r} ({where}) is not downloaded yet (not in the Hugging Face cache {cache_dir}), and "
-            f"this does not download (a compile never touches the network). Fetch it first: "
+            f"this does not download (a compile never touches the network). Fetch it first{also}: "
             f"torch_diode_models.register_model({entry.name!r}) downloads and registers it, or {fetch}; or install "
             "a models wheel that carries it."
         )

@@ -402,9 +402,9 @@ def unregister_model() -> bool:
 
 def current_registration() -> Registration | None:
     """The model registered now, or None (also when its handler was uninstalled since by other
-    means, ``uninstall_diode_choices()`` for one, or is out while stock Inductor is measured)."""
-    with _lock:
-        return _live(_registration)
+    means, ``uninstall_diode_choices()`` for one, or is out while stock Inductor is measured).
+    Reads without the registry's lock (a registration may be downloading meanwhile)."""
+    return _live(_registration)
 
 
 def autoregister(*, timeout_s: float | None = None) -> Registration | None:

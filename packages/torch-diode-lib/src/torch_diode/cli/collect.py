@@ -443,7 +443,7 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
     taken = {_shape_key(p) for p in train_problems}
     if out.exists() and out.stat().st_size > 0:  # a resumed run: what it holds must be disjoint too
         try:
-            held = read_dataset(out, recover=True).problems
+            held = read_dataset(out, format=args.format, recover=True).problems
         except DatasetFormatError as e:
             raise UsageError(f"--output: {e}") from None
         overlap = sorted((p for p in held if _shape_key(p) in taken), key=str)

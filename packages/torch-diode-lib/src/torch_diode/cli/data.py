@@ -22,7 +22,7 @@ from torch_diode.dataset import (
     recover_dataset,
     write_dataset,
 )
-from torch_diode.errors import TruncatedFileError
+from torch_diode.errors import SchemaVersionError, TruncatedFileError
 from torch_diode.lut import KernelLUT, best_choices
 from torch_diode.records import Problem
 
@@ -203,10 +203,13 @@ def _stats(args: argparse.Namespace) -> int:
     _check_inputs(args.files)
     parts = [read_dataset(f, recover=args.recover) for f in args.files]
     for f, part in zip(args.files, parts, strict=True):
-        if args.recover and not part.sources and Path(f).stat().st_size > 0:  # as `diode data recover` says
-            raise UsageError(
-                f"{f}: no record before the break is complete, so there is nothing to read, even with --recover"
-            )
+        if args.recover and not part.sources:  # nothing read: a file of its header alone, or cut in its first chunk
+            try:
+                read_dataset(f)
+            except TruncatedFileError:  # as `diode data recover` says
+                raise UsageError(
+                    f"{f}: no record before the break is complete, so there is nothing to read, even with --recover"
+                ) from None
     ds = parts[0] if len(parts) == 1 else merge_datasets(parts, allow_mixed_hardware=True)
     stats = dataset_stats(ds)
     if args.json:
@@ -306,6 +309,8 @@ def _lut(args: argparse.Namespace) -> int:
     if out.exists():  # a lookup table is rebuilt in place; anything else (a JSON dataset) is kept
         try:
             KernelLUT.load(out)
+        except SchemaVersionError:
+            pass  # a lookup table of another version: rebuilt, as its error advises
         except (ValueError, OSError):
             raise UsageError(
                 f"{out}: exists and is not a lookup table (a dataset?); it is left as is: write elsewhere"

@@ -334,11 +334,12 @@ def _extensions(args: argparse.Namespace) -> list[str]:
 
 def _load_dataset(args: argparse.Namespace, files: list[Path] | None = None) -> Any:
     from torch_diode.dataset import DatasetFormatError, TruncatedFileError
+    from torch_diode.errors import DamagedFileError
 
     files = _dataset_files(args) if files is None else files
     try:
         return _read_files(files)
-    except TruncatedFileError:  # a dataset cut short: its message says how to recover it
+    except (TruncatedFileError, DamagedFileError):  # a dataset cut short or damaged: its message says what to do
         raise
     except DatasetFormatError as e:
         if args.dataset:

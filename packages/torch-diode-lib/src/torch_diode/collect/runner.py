@@ -465,12 +465,17 @@ def driver_version() -> str:
 def _settings_of(options: CollectOptions) -> dict[str, str]:
     """What a run's sources record of the settings that decide what its timings measure (a file
     of other settings is not resumed: ``torch_diode.dataset.check_run_settings``)."""
-    return {
+    settings = {
         "collector": options.collector,
         "search_space": options.search_space,
         "search_mode": options.search_mode,
         "via_linear": str(options.via_linear),
     }
+    if options.collector == "sweep":
+        # Which kernels were timed: Inductor's own (literal sizes) or ones shared across problems.
+        literal = dict(options.sweep_options).get("literal_sizes", True)
+        settings["sweep_kernels"] = "literal" if literal else "shared-spec"
+    return settings
 
 
 def _provenance(options: CollectOptions, hardware: str) -> Provenance:
@@ -494,10 +499,7 @@ def _provenance(options: CollectOptions, hardware: str) -> Provenance:
         "hip": str(torch.version.hip or ""),
     }
     if options.collector == "sweep":
-        sweep_opts = dict(options.sweep_options)
-        # Which kernels were timed: Inductor's own (literal sizes) or ones shared across problems.
-        extra["sweep_kernels"] = "literal" if sweep_opts.get("literal_sizes", True) else "shared-spec"
-        extra["sweep_options"] = ",".join(f"{k}={v}" for k, v in sorted(sweep_opts.items()))
+        extra["sweep_options"] = ",".join(f"{k}={v}" for k, v in sorted(dict(options.sweep_options).items()))
     return Provenance(
         hardware=hardware,
         gpu_name=gpu_name,
