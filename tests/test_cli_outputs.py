@@ -481,3 +481,20 @@ def test_more_refusals_before_any_work(capsys: pytest.CaptureFixture[str], tmp_p
         assert rc == 2 and why in err and len(err.strip().splitlines()) == 1, (args, err)
     assert model_file.read_bytes() == before
     assert not any(tmp_path.iterdir())
+
+
+def test_recover_of_a_damaged_file_says_what_it_did_not_copy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """recover -o of a file damaged before complete chunks copies the chunks before the damage and
+    says the rest was not copied (it said "dropped a partial tail", as of an interrupted write)."""
+    from test_dataset import _chunked_file
+
+    path = tmp_path / "d.msgpack"
+    ends, _ = _chunked_file(path, n_problems=3, compress=None)
+    data = bytearray(path.read_bytes())
+    data[ends[1]] = 0xC6  # the second chunk's first byte: complete chunks follow it
+    path.write_bytes(bytes(data))
+    rc, out, _ = diode(capsys, "data", "recover", str(path), "-o", str(tmp_path / "fixed.msgpack"))
+    assert rc == 0 and f"damaged at byte {ends[1]}" in out and "not copied: keep the original" in out, out
+    assert "partial tail" not in out and path.read_bytes() == bytes(data)
