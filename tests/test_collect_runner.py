@@ -730,3 +730,15 @@ def test_a_file_of_another_search_space_is_not_resumed(tmp_path, workers):
     ):
         collect([bmm(16), bmm(24)], CollectOptions(workers=workers, search_space="EXHAUSTIVE", **CPU), out)
     assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["c.msgpack"]
+
+
+def test_checkpointed_parts_of_another_search_space_are_not_resumed(tmp_path):
+    """OUT.partial of a run of other settings (stopped in its first problem: OUT holds only its
+    header) is refused before its choices are skipped or merged (session 78's review)."""
+    from torch_diode.collect.runner import partial_path
+
+    out = tmp_path / "c.msgpack"
+    collect([bmm(16)], CollectOptions(**CPU), out)
+    partial_path(out).write_bytes(out.read_bytes())  # parts of a DEFAULT run
+    with pytest.raises(ValueError, match=r"c\.msgpack\.partial: holds timings collected with search_space 'DEFAULT'"):
+        collect([bmm(24)], CollectOptions(search_space="EXHAUSTIVE", **CPU), tmp_path / "c.msgpack")

@@ -961,6 +961,7 @@ def _collect(
         # The other shards here too (this rank's own is resumed by its writer): after a run with
         # another WORLD_SIZE, a problem in a shard of another rank number is not measured again.
         others = [f for f in shard_files(output) if f != path]
+        _check_leftovers(output, options)
         done, measured = _problems_done(
             output, options.format, top_up=options.top_up, also=others, settings=_settings_of(options)
         )
@@ -990,8 +991,19 @@ def _collect(
     return summary
 
 
+def _check_leftovers(output: Path, options: CollectOptions) -> None:
+    """Refuse the shards and checkpointed parts an earlier run left beside ``output`` where they
+    were collected with other settings (:func:`_settings_of`): they would be merged into it, or
+    their choices skipped, before any writer compares its file's settings."""
+    settings = _settings_of(options)
+    for f in (*shard_files(output), *_partial_files(output)):
+        if f.is_file() and f.stat().st_size > 0:
+            check_run_settings(f, read_dataset(f, format=options.format, recover=True).sources, settings)
+
+
 def _collect_here(plist: list[Problem], options: CollectOptions, output: Path) -> CollectSummary:
     """The local run of ``collect()``: one process, or one worker per GPU and their shards merged."""
+    _check_leftovers(output, options)
     _merge_leftover_shards(output, options.format)
     settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
     plist, partial = _resume_partial(plist, output, options)
