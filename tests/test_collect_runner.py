@@ -250,7 +250,8 @@ def test_problems_stopped_by_the_compile_limit_are_collected_last(tmp_path):
     a, b, c = bmm(16), bmm(24), bmm(32)
     tile = Choice(template="triton::bmm", block_m=16, block_n=16, block_k=16, num_stages=2, num_warps=2)
     big = Choice(template="triton::bmm", block_m=32, block_n=16, block_k=16, num_stages=2, num_warps=2)
-    with DatasetWriter(partial_path(out), Provenance(hardware="cpu-test", collector="sweep")) as w:
+    # the parts of an earlier run of this one's settings (another collector's would be refused)
+    with DatasetWriter(partial_path(out), Provenance(hardware="cpu-test", collector="inductor")) as w:
         for ch in (tile, big):
             w.add_failure(FailureRecord(problem=a, choice=ch, reason="timeout", message="300 s", hardware="cpu-test"))
         w.add_failure(FailureRecord(problem=b, choice=tile, reason="compile_error", message="x", hardware="cpu-test"))
@@ -282,7 +283,7 @@ def test_problems_a_resumed_run_did_not_finish_are_collected_last(tmp_path):
     aten = Choice(template="aten::bmm")
     tile = Choice(template="triton::bmm", block_m=16, block_n=16, block_k=16, num_stages=2, num_warps=2)
     for date, problems in (("2026-11-25T00:57:06Z", (a, b)), ("2026-11-25T01:15:07Z", (a,))):
-        with DatasetWriter(partial_path(out), Provenance(hardware="cpu-test", collector="sweep", date=date)) as w:
+        with DatasetWriter(partial_path(out), Provenance(hardware="cpu-test", collector="inductor", date=date)) as w:
             for p in problems:
                 w.add(TimingRecord(problem=p, choice=aten, time_us=10.0, hardware="cpu-test"))
                 if date.endswith("00:57:06Z"):
