@@ -553,6 +553,7 @@ class _ReadState:
     good_bytes: int = 0
     records: int = 0
     version: int = 1  # the header's schema version
+    damage: str | None = None  # why the end is damage, not an interrupted write (salvaged files only)
 
 
 def _iter_objects(path: Path, data: bytes, fmt: Format) -> Iterator[tuple[Any, int, int]]:
@@ -870,6 +871,7 @@ def _read_state(path: Path, fmt: Format, *, recover: bool, salvage: bool = False
         damage = _damage_in_tail(data, t.pos) if fmt == "msgpack" else None
         if damage is not None and not salvage:
             raise _damaged_file_error(path, st, t.pos, damage) from None
+        st.damage = damage
         if not recover:
             raise TruncatedFileError(str(path), st.chunks, st.records, t.detail) from None
     return st
@@ -925,6 +927,7 @@ class RecoverResult:
     chunks: int  # complete chunks kept
     kept_bytes: int  # length of the complete part of the input
     dropped_bytes: int  # length of the partial tail (0: the file was complete)
+    damaged: bool = False  # the tail follows damage (``output`` only): complete chunks may be in it
 
 
 def recover_dataset(
@@ -969,7 +972,7 @@ def recover_dataset(
             fh.truncate(st.good_bytes)
             fh.flush()
             os.fsync(fh.fileno())
-    return RecoverResult(ds, st.chunks, st.good_bytes, size - st.good_bytes)
+    return RecoverResult(ds, st.chunks, st.good_bytes, size - st.good_bytes, damaged=st.damage is not None)
 
 
 def find_dataset_files(

@@ -43,15 +43,16 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     return pa.resolve() == pb.resolve() or (pa.exists() and pb.exists() and os.path.samefile(pa, pb))
 
 
-#: Dataset extensions and the format each names (``torch_diode.dataset.format_for_path``'s).
-_EXTENSION_FORMATS = {".json": "json", ".jsonl": "json", ".msgpack": "msgpack", ".mpk": "msgpack", ".msgp": "msgpack"}
-
-
 def check_format_agrees(path: str | os.PathLike[str], fmt: str | None, flag: str = "--format") -> None:
     """Refuse a ``--format`` that contradicts the file's dataset extension: the file would be read
     back (by every command that takes the format from the extension) as the other format."""
-    named = _EXTENSION_FORMATS.get(Path(path).suffix.lower())
-    if fmt is not None and named is not None and named != fmt:
+    from torch_diode.dataset import format_for_path
+
+    try:
+        named = format_for_path(path)  # the format the extension names, as every reader takes it
+    except ValueError:
+        return  # no dataset extension: --format alone says it
+    if fmt is not None and named != fmt:
         raise UsageError(
             f"{flag} {fmt} contradicts the name {str(path)!r} ({named}), which every command would read back as "
             f"{named}: name the file .{'json' if fmt == 'json' else 'msgpack'}, or drop {flag}"

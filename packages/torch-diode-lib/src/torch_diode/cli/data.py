@@ -22,7 +22,7 @@ from torch_diode.dataset import (
     recover_dataset,
     write_dataset,
 )
-from torch_diode.errors import DamagedFileError, SchemaVersionError, TruncatedFileError
+from torch_diode.errors import SchemaVersionError, TruncatedFileError
 from torch_diode.lut import KernelLUT, best_choices
 from torch_diode.records import Problem
 
@@ -336,13 +336,7 @@ def _recover(args: argparse.Namespace) -> int:
             + ("nothing was written" if args.output is not None else "the file is left as is")
         ) from None
     n = len(res.dataset)
-    damaged = False
-    if args.output is not None and res.dropped_bytes:
-        try:
-            read_dataset(args.file, recover=True)
-        except DamagedFileError:
-            damaged = True
-    if damaged:
+    if res.damaged:
         msg = (
             f"{args.file} (left as is): damaged at byte {res.kept_bytes}: kept the {res.chunks} complete chunk(s) "
             f"before it with {n} records; what follows it ({res.dropped_bytes} bytes, possibly complete chunks) was "
