@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Session 79, rule 1 (PLAN.md): on the GPU machine, from the repository root, with the wheels of
+# `nox -s build` carried as dist/. Every `gpu` test, in session 77's three groups. Results under $OUT.
+#   bash rule1.sh A|B|C
+set -u
+group="$1"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site dist/*.whl 2>&1 | tail -3
+export PYTHONPATH=/tmp/site
+unset TRITON_PTXAS_PATH
+case "$group" in
+  A) tests=(tests/test_sweep_gpu.py tests/test_hardware.py) ;;
+  B) tests=(tests/test_collect_gpu.py::test_every_op_dtype_and_layout) ;;
+  C) tests=(tests/test_collect_gpu.py::test_through_linear tests/test_collect_gpu.py::test_exhaustive_space_is_wider
+            tests/test_collect_gpu.py::test_another_gpus_key_is_refused tests/test_collect_gpu.py::test_collect_cli_resumes
+            tests/test_precompile_gpu.py tests/test_demo.py tests/test_bench.py) ;;
+  *) echo "group A, B or C" >&2; exit 2 ;;
+esac
+# the plugin active in every test process (sources first on PYTHONPATH, /tmp/site after)
+python3 scripts/run_gpu_tests_parallel.py "${tests[@]}" --deadline-s "${DEADLINE:-540}"
+echo "run_gpu_tests_parallel ${tests[*]} exit $?" >> "$OUT/env.txt"
