@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 79, rule 1 (PLAN.md): on the GPU machine, from the repository root, with the wheels of
 # `nox -s build` carried as dist/. Every `gpu` test, in session 77's three groups. Results under $OUT.
-#   bash rule1.sh A|B|C
+#   bash rule1.sh A|B|C   (D: rule 2, the test C's deadline stopped)
 set -u
 group="$1"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site dist/*.whl 2>&1 | tail -3
@@ -13,7 +13,8 @@ case "$group" in
   C) tests=(tests/test_collect_gpu.py::test_through_linear tests/test_collect_gpu.py::test_exhaustive_space_is_wider
             tests/test_collect_gpu.py::test_another_gpus_key_is_refused tests/test_collect_gpu.py::test_collect_cli_resumes
             tests/test_precompile_gpu.py tests/test_demo.py tests/test_bench.py) ;;
-  *) echo "group A, B or C" >&2; exit 2 ;;
+  D) tests=(tests/test_bench.py::test_bench_runs_and_resumes) ;;
+  *) echo "group A, B, C or D" >&2; exit 2 ;;
 esac
 # the plugin active in every test process (sources first on PYTHONPATH, /tmp/site after)
 python3 scripts/run_gpu_tests_parallel.py "${tests[@]}" --deadline-s "${DEADLINE:-540}"
