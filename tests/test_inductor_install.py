@@ -118,6 +118,35 @@ def test_idempotent_and_replacing(model_path: Path) -> None:
     assert type(V.choices) is InductorChoices
 
 
+def test_a_taken_over_install_is_removed_by_either_handle_and_the_other_says_so(model_path: Path) -> None:
+    """take_over (what register_model does with an equal handler installed by hand): the new handle
+    owns the install too, so the registry can remove it (before, its handle owned nothing and the
+    next registration stacked over it); the hand install's handle then removes nothing, and warns
+    at the caller's line rather than leave them believing it restored their state."""
+    from torch_diode.inductor.install import take_over
+
+    with pytest.raises(TypeError, match="expected the DiodeHandle install_diode_choices returned, got str"):
+        take_over("handle", by="register_model('x')")  # type: ignore[arg-type]
+    mine = install_diode_choices(model=str(model_path))
+    assert take_over(mine, by="register_model('x')") is mine  # it owns its install: nothing to take over
+    taken = take_over(install_diode_choices(model=str(model_path)), by="register_model('x')")
+    assert taken.handler is mine.handler and taken.uninstall() is True and installed_handler() is None
+    with pytest.warns(RuntimeWarning, match=r"taken over by register_model\('x'\)") as caught:
+        assert mine.uninstall() is False
+    assert [w.filename for w in caught] == [__file__]
+    with pytest.warns(RuntimeWarning, match="nothing was uninstalled now") as caught:
+        with install_diode_choices(model=str(model_path)) as mine:
+            take_over(install_diode_choices(model=str(model_path)), by="register_model('x')").uninstall()
+    assert [w.filename for w in caught] == [__file__]
+    # the hand install's handle first: it removes it, and the taken-over handle then removes nothing, quietly
+    mine = install_diode_choices(model=str(model_path))
+    taken = take_over(install_diode_choices(model=str(model_path)), by="register_model('x')")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mine.uninstall() is True and taken.uninstall() is False
+    assert installed_handler() is None
+
+
 def test_fx_graph_cache_key_carries_the_uuid(model_path: Path) -> None:
     with install_diode_choices(model=str(model_path)) as handle:
         if compat.choices_factory_needs_uuid():
@@ -451,14 +480,12 @@ def test_a_relative_model_path_survives_a_chdir(
     ``register_model`` must still name that file after the program changes directory."""
     import pickle
 
-    from torch_diode.registry import register_model, unregister_model
+    from torch_diode.registry import current_registration, register_model
 
     monkeypatch.chdir(model_path.parent)
     with install_diode_choices(model=model_path.name) as handle:
-        registration = register_model(model_path.name)
-        try:
-            monkeypatch.chdir(tmp_path)
-            for handler in (handle.handler, registration.handle.handler):
-                assert pickle.loads(pickle.dumps(handler))._get_model() is not None
-        finally:
-            unregister_model()
+        registration = register_model(model_path.name)  # takes the hand install over
+        monkeypatch.chdir(tmp_path)
+        for handler in (handle.handler, registration.handle.handler):
+            assert pickle.loads(pickle.dumps(handler))._get_model() is not None
+    assert current_registration() is None  # the hand install's exit removed it, the registration with it

@@ -505,6 +505,40 @@ def test_a_registration_uninstalled_by_other_means_is_gone(site: Path) -> None:
     assert registry.current_registration() is None
 
 
+def test_a_registration_takes_over_an_equal_handler_installed_by_hand(site: Path) -> None:
+    """register_model of the model (and options) a hand install already put in place uses that
+    install and owns it: the next registration replaces it rather than stacking over it. Before,
+    the registration's handle owned nothing, so register_model(B) left A's handler beneath B's
+    (two installed, A's model kept in memory), and removing B's brought A's back while the
+    registry named no model. The hand install's handle then removes nothing, and says so."""
+    pytest.importorskip("torch._inductor.choices")
+    from torch_diode.inductor.install import install_diode_choices, installed_handler, is_installed
+
+    add_dist(site, "acme-models", models={f"TESTGPU-{g}-matmul": model_bytes(f"TESTGPU-{g}") for g in "AB"})
+    mine = install_diode_choices(model=str(registry.resolve("TESTGPU-A-matmul")))
+    first = registry.register_model("TESTGPU-A-matmul")
+    assert first.handle.handler is mine.handler and installed_handler() is mine.handler  # used, not doubled
+    second = registry.register_model("TESTGPU-B-matmul")
+    assert installed_handler() is second.handle.handler and not is_installed(mine.handler)  # one handler: B's
+    assert registry.current_registration() is second
+    with pytest.warns(RuntimeWarning, match=r"taken over by register_model\('TESTGPU-A-matmul'\)"):
+        assert mine.uninstall() is False
+    assert installed_handler() is second.handle.handler  # the registered model stays
+    assert second.handle.uninstall() is True
+    assert installed_handler() is None and registry.current_registration() is None  # not A's back
+
+    # the hand install's handle still removes it while it is registered: the registration goes with it
+    with install_diode_choices(model=str(registry.resolve("TESTGPU-A-matmul"))):
+        registry.register_model("TESTGPU-A-matmul")
+    assert installed_handler() is None and registry.current_registration() is None
+    # unregistered meanwhile: the with exit removes nothing (nothing is left to remove) and says so
+    with pytest.warns(RuntimeWarning, match="nothing was uninstalled now"):
+        with install_diode_choices(model=str(registry.resolve("TESTGPU-A-matmul"))):
+            registry.register_model("TESTGPU-A-matmul")
+            assert registry.unregister_model() is True and installed_handler() is None
+    assert installed_handler() is None
+
+
 def test_a_manifest_naming_another_gpu_than_its_file_is_refused(site: Path) -> None:
     """A manifest entry whose file is another GPU's model (a hand-edited or stale manifest):
     refused at registration, nothing installed; not registered for the wrong GPU."""

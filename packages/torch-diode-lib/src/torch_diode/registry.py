@@ -39,7 +39,8 @@ name sorts first wins and a warning names both.
 
 Registration. :func:`register_model` installs torch-diode's Inductor choices handler
 (:func:`torch_diode.inductor.install.install_diode_choices`) with a resolved model, replacing any
-model registered before; :func:`unregister_model` removes it. :func:`autoregister` (run by
+model registered before (and taking over an equal handler installed by hand, so that the next
+registration replaces it too); :func:`unregister_model` removes it. :func:`autoregister` (run by
 ``import torch_diode_models`` and by the ``torch-diode`` meta-wheel's plugin) does this once per
 process for the best model for the detected GPU, or for the model ``TORCH_DIODE_MODEL`` names,
 so importing both, in either order, registers once.
@@ -312,6 +313,15 @@ def register_model(
     nothing; a registered name's file is verified against its manifest first), not at the first
     GEMM, where a bad file could only make that compile fall back to stock autotuning.
 
+    Where ``install_diode_choices`` already installed the same model with the same options by
+    hand, that install is used and taken over: the registration owns it too, so that a later
+    ``register_model`` or :func:`unregister_model` removes it (one torch-diode handler, the
+    registered one, is installed). Until then the hand install's handle still removes it (the
+    registration goes with it: :func:`current_registration` is None); after that, its
+    ``uninstall()`` (or ``with`` exit) removes nothing and warns (``RuntimeWarning``). A hand
+    install of another model is not taken over: it stays beneath the registration, until its own
+    handle or :func:`unregister_model` (which removes every torch-diode install) removes it.
+
     Args:
         name_or_path: a registered model name or the path of a model file.
         timeout_s: the most seconds a Hub download may take.
@@ -333,7 +343,7 @@ def _register(
     global _registration
     from torch_diode.config import config as diode_config
     from torch_diode.inductor import compat
-    from torch_diode.inductor.install import install_diode_choices
+    from torch_diode.inductor.install import install_diode_choices, take_over
 
     # What the installer would decline, before any download (a slim wheel's first registration fetches)
     declined = compat.unsupported_reason() or ("TORCH_DIODE_DISABLE is set" if diode_config.disable else None)
@@ -363,8 +373,12 @@ def _register(
         previous = _live(_registration)
         if previous is not None and previous.handle.handler is handle.handler:
             handle = previous.handle  # the same handler again: the registration keeps the install it owns
-        elif previous is not None:
-            previous.handle.uninstall()  # replaced, not stacked: its handler (and model) can be freed
+        else:
+            # An equal handler installed by hand (install_diode_choices) is taken over: the registry
+            # must be able to remove it, else the next registration stacked over it.
+            handle = take_over(handle, by=f"register_model({str(name_or_path)!r})")
+            if previous is not None:
+                previous.handle.uninstall()  # replaced, not stacked: its handler (and model) can be freed
         _registration = Registration(name=name, path=path, hardware=hardware, handle=handle)
     logger.info("torch-diode registered model %s%s: %s", name, why, path)
     return _registration

@@ -30,6 +30,7 @@ import logging
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
@@ -85,6 +86,9 @@ class _Original:
 _original: _Original | None = None
 _stack: list[Any] = []  # installed handlers, the current one last
 _changes = 0  # installs and removals so far (stock_inductor puts its handlers back only if none came meanwhile)
+#: handlers installed by hand whose install a registration took over (:func:`take_over`) -> that registration,
+#: so that the hand install's handle can say why its uninstall finds nothing to remove
+_taken_over: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def _serve_installed() -> Any:
@@ -105,11 +109,12 @@ class DiodeHandle:
     """What :func:`install_diode_choices` returns: the handler, and a context manager that
     restores what was there before (as :meth:`uninstall` does)."""
 
-    def __init__(self, handler: Any, *, installed: bool, owns: bool, reason: str = "") -> None:
+    def __init__(self, handler: Any, *, installed: bool, owns: bool, reason: str = "", taker: str = "") -> None:
         self.handler = handler
         self.installed = installed
         self.reason = reason
         self._owns = owns  # False for an idempotent re-install: leaving it uninstalls nothing
+        self._taker = taker  # set on a registration's handle of a hand install it took over (take_over)
 
     def get_stats(self) -> dict[str, Any]:
         """The handler's :meth:`~DiodeInductorChoices.get_stats` ({} when nothing was installed)."""
@@ -118,19 +123,40 @@ class DiodeHandle:
     def uninstall(self) -> bool:
         """Remove this install (the handler installed before it, or stock Inductor, is back).
 
+        Where ``register_model`` registered the same model and options while this install was in
+        place, the registration took it over (:func:`take_over`): either one removes it. Once the
+        other has (a later ``register_model``, ``unregister_model``, ``uninstall_diode_choices``),
+        this removes nothing and warns (``RuntimeWarning``) rather than leave the caller believing
+        it restored their state.
+
         Returns:
             True when something was removed.
         """
+        return self._uninstall(stacklevel=3)
+
+    def _uninstall(self, *, stacklevel: int) -> bool:
         if not self._owns or self.handler is None:
             return False
         self._owns = False
-        return _remove(self.handler)
+        if _remove(self.handler):
+            return True
+        taker = None if self._taker else _taken_over.get(self.handler)
+        if taker is not None:
+            warnings.warn(
+                f"torch-diode: this handle's install of {self.handler!r} was taken over by {taker} (the same model "
+                "and options) and has been uninstalled since (a later register_model, unregister_model or "
+                "uninstall_diode_choices); nothing was uninstalled now. Whatever is registered now stays: "
+                "unregister_model() removes it",
+                RuntimeWarning,
+                stacklevel=stacklevel,
+            )
+        return False
 
     def __enter__(self) -> DiodeHandle:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self.uninstall()
+        self._uninstall(stacklevel=3)
 
     def __repr__(self) -> str:
         state = "installed" if self.installed else f"not installed ({self.reason})"
@@ -191,7 +217,9 @@ def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
     Returns:
         A :class:`DiodeHandle`; ``with install_diode_choices(...):`` restores the previous state
         on exit. Installing a handler equal to the current one changes nothing (the handle's exit
-        then uninstalls nothing). On torch < 2.10, or with ``TORCH_DIODE_DISABLE=1``, nothing is
+        then uninstalls nothing). ``register_model`` of the same model and options takes this
+        install over (:func:`take_over`): once the registry has removed it, the handle's exit
+        removes nothing and warns. On torch < 2.10, or with ``TORCH_DIODE_DISABLE=1``, nothing is
         installed and ``handle.installed`` is False (torch < 2.10 warns once).
 
     Raises:
@@ -234,6 +262,29 @@ def _installed_equal(handler: Any) -> DiodeHandle | None:
             logger.debug("torch-diode: handler already installed with the same model and options")
             return DiodeHandle(current, installed=True, owns=False)
     return None
+
+
+def take_over(handle: DiodeHandle, *, by: str) -> DiodeHandle:
+    """A handle that owns ``handle``'s install, for ``by`` (``register_model``, which must be able
+    to remove what it registered).
+
+    ``handle`` itself when it owns its install. Where it owns nothing (it found an equal handler
+    already installed, by hand with :func:`install_diode_choices`), a second owner of that
+    install: either handle's ``uninstall()`` removes it; where the returned one's (or an
+    :func:`uninstall_diode_choices`) does first, the hand install's handle removes nothing and
+    warns, naming ``by``.
+
+    Raises:
+        TypeError: ``handle`` is not a :class:`DiodeHandle`.
+    """
+    if not isinstance(handle, DiodeHandle):
+        raise TypeError(f"expected the DiodeHandle install_diode_choices returned, got {type(handle).__name__}")
+    if handle._owns or handle.handler is None:
+        return handle
+    with _lock:
+        _taken_over[handle.handler] = by
+    logger.info("torch-diode: %s takes over the install of %r, made by hand", by, handle.handler)
+    return DiodeHandle(handle.handler, installed=handle.installed, owns=True, taker=by)
 
 
 def uninstall_diode_choices() -> bool:
