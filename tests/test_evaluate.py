@@ -212,7 +212,7 @@ def test_stock_picks_of_none_of_the_datasets_problems_are_refused() -> None:
     model = _tiny_model()
     with pytest.raises(
         ValueError,
-        match=r"no problem of the max-autotune solution is in the dataset \(solution: 1 problems, dataset: 2\)",
+        match=r"no problem of the max-autotune solution is in the dataset \(solution: 1 problem, dataset: 2\)",
     ):
         evaluate_model(model, ds, stock={probs[2]: StockPick(tri(16), 5.0)})
     report, _ = evaluate_model(model, ds, stock={probs[1]: StockPick(tri(16), 5.0), probs[2]: StockPick(tri(16), 5.0)})
@@ -375,3 +375,65 @@ def test_where_stocks_time_comes_from() -> None:
     assert vs["stock_time"] == {"same_time_here": 4, "other_time_here": 0, "from_solution": 0}
     md = markdown_table({"hardware": "NVIDIA-H100", **summarize(derived)})
     assert "bit for bit, on 4 of 4 problems" in md and "not among" not in md
+
+
+def test_plural_counts_one_in_the_singular() -> None:
+    from torch_diode._text import plural
+
+    assert [plural(n, "epoch") for n in (0, 1, 2)] == ["0 epochs", "1 epoch", "2 epochs"]
+    assert plural(2163, "row") == "2,163 rows"
+    assert plural(1, "worst prediction") == "1 worst prediction" and plural(3, "CUDA GPU") == "3 CUDA GPUs"
+    assert plural(2, "matrix", "matrices") == "2 matrices" and plural(1, "matrix", "matrices") == "1 matrix"
+
+
+def test_a_report_of_one_problem_says_problem() -> None:
+    """The table's title, its vs max-autotune cell and the notes under it count one problem in the
+    singular (they said "1 problems")."""
+    prob = Problem(op="mm", m=64, n=64, k=64)
+    recs = [
+        TimingRecord(problem=prob, choice=c, time_us=t, hardware="NVIDIA-H100")
+        for c, t in ((ATEN, 9.0), (tri(16), 5.0))
+    ]
+    ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
+    model = _tiny_model()
+    report, _ = evaluate_model(model, ds, stock=max_autotune_solution_from_dataset(ds))
+    md = markdown_table(report)
+    assert md.startswith("Model vs measured timings on NVIDIA-H100 (1 problem)\n"), md
+    assert " (1 problem, " in md and "bit for bit, on 1 of 1 problem:" in md
+    assert "1 problems" not in md
+    report, _ = evaluate_model(model, ds, stock={prob: StockPick(tri(64), 4.0)})
+    assert "not among this dataset's timings on 1 of 1 problem:" in markdown_table(report)
+
+
+def test_validate_models_report_names_what_it_measured_as_validate_max_autotunes_does() -> None:
+    """``regression_report`` (``diode validate-model --json``) carries the keys that say which model
+    (its file's sha256), GPU and data were measured, the same as ``evaluate_model``'s report, and
+    which choices were predicted (``--max-compile-cost``: configs over it are left out)."""
+    from torch_diode.evaluate import regression_report
+
+    probs = [Problem(op="mm", m=64 * (i + 1), n=64, k=64) for i in range(2)]
+    costly = Choice(template="triton::mm", block_m=128, block_n=128, block_k=128, group_m=8, num_stages=3,
+                    num_warps=4)  # fmt: skip
+    recs = [
+        TimingRecord(problem=p, choice=c, time_us=t, hardware="NVIDIA-H100")
+        for p in probs
+        for c, t in ((ATEN, 9.0), (tri(16), 5.0), (costly, 6.0))
+    ]
+    ds = Dataset.from_records(recs, Provenance(hardware="NVIDIA-H100"))
+    model = _tiny_model()
+    full, _ = evaluate_model(model, ds, max_compile_cost=None)
+    rep = regression_report(model, ds, max_compile_cost=None, top_n_worst=2)
+    for key in ("hardware", "model", "dataset"):
+        assert rep[key] == full[key], key
+    assert rep["hardware"] == "NVIDIA-H100" and rep["model"]["sha256"] == model.model_hash
+    assert rep["dataset"] == {"records": 6, "problems": 2, "hardware": ["NVIDIA-H100"]}
+    assert rep["candidates"] == {"max_compile_cost": None} and rep["rows"] == 6 and len(rep["worst"]) == 2
+    st = regression_stats(problem_evals(model, ds), top_n_worst=2)
+    assert (rep["mse"], rep["rmse"], rep["rmse_exp"], rep["worst"]) == (st.mse, st.rmse, st.rmse_exp, st.worst)
+    from torch_diode.records import compile_cost
+
+    cap = min(compile_cost(p, costly) for p in probs) - 1
+    assert all(compile_cost(p, c) <= cap for p in probs for c in (ATEN, tri(16)))
+    capped = regression_report(model, ds, max_compile_cost=cap, top_n_worst=0)
+    assert capped["candidates"] == {"max_compile_cost": cap} and capped["rows"] == 4  # the costly config left out
+    assert capped["worst"] == [] and capped["dataset"] == rep["dataset"]

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from torch_diode._text import plural
 from torch_diode.ranking import (
     CLIFF_GUARD,
     DIVERSITY,
@@ -471,9 +472,9 @@ def evaluate_model(
     measured = dataset.measured_problems()
     if stock is not None and measured and measured.isdisjoint(stock):
         raise ValueError(
-            f"no problem of the max-autotune solution is in the dataset (solution: {len(stock)} problems, dataset: "
-            f"{len(measured)}): its picks are of another dataset's problems; pass stock's picks of this dataset's "
-            "(`diode collect-problems --from <this dataset>` on the GPU, or scripts/campaign.py stock)"
+            f"no problem of the max-autotune solution is in the dataset (solution: {plural(len(stock), 'problem')}, "
+            f"dataset: {len(measured)}): its picks are of another dataset's problems; pass stock's picks of this "
+            "dataset's (`diode collect-problems --from <this dataset>` on the GPU, or scripts/campaign.py stock)"
         )
     evals = problem_evals(
         model,
@@ -485,13 +486,7 @@ def evaluate_model(
         cliff_guard=cliff_guard,
     )
     report = {
-        "hardware": model.hardware,
-        "model": {
-            "sha256": model.model_hash,
-            **model.arch.to_dict(),
-            **({"screen": model.screen.arch.to_dict()} if model.screen is not None else {}),
-        },
-        "dataset": {"records": len(dataset), "problems": len(evals), "hardware": dataset.hardware_keys},
+        **report_identity(model, dataset, problems=len(evals)),
         "definitions": "README.md#metrics (the torch-diode repository) and torch_diode.evaluate; p95 = numpy linear-interpolation percentile",
         "candidates": {"max_compile_cost": max_compile_cost, "min_num_warps": min_num_warps},
         "order": {"diversity": diversity, "cliff_guard": cliff_guard},
@@ -500,6 +495,21 @@ def evaluate_model(
     if stock is not None and report["overall"]["vs_max_autotune"]["problems"] == 0:
         log.warning("no problem of the dataset has a max-autotune pick; vs_max_autotune is empty")
     return report, evals
+
+
+def report_identity(model: DiodeModel, dataset: Dataset, *, problems: int) -> dict[str, Any]:
+    """What a report measured, under the same keys in every report (``validate-max-autotune``'s
+    and ``validate-model``'s): ``hardware`` (the model's GPU key), ``model`` (its file's sha256 and
+    its architecture) and ``dataset`` (its records, the ``problems`` evaluated, its hardware keys)."""
+    return {
+        "hardware": model.hardware,
+        "model": {
+            "sha256": model.model_hash,
+            **model.arch.to_dict(),
+            **({"screen": model.screen.arch.to_dict()} if model.screen is not None else {}),
+        },
+        "dataset": {"records": len(dataset), "problems": problems, "hardware": dataset.hardware_keys},
+    }
 
 
 @dataclass(frozen=True)
@@ -545,6 +555,23 @@ def regression_stats(evals: Iterable[ProblemEval], *, top_n_worst: int = 10) -> 
     )
 
 
+def regression_report(
+    model: DiodeModel, dataset: Dataset, *, max_compile_cost: float | None = None, top_n_worst: int = 10
+) -> dict[str, Any]:
+    """The ``validate-model`` report of ``model`` on ``dataset``: what was measured (the keys of
+    :func:`report_identity`, as in ``validate-max-autotune``'s report), which choices were predicted
+    (``candidates.max_compile_cost``: Triton configs over that compile cost are left out, as the
+    choices handler leaves them out; see :func:`problem_evals`) and the :class:`RegressionStats`
+    of those predictions (``rows``, ``mse``, ``rmse``, ``rmse_exp``, ``worst``)."""
+    evals = problem_evals(model, dataset, max_compile_cost=max_compile_cost)
+    stats = regression_stats(evals, top_n_worst=top_n_worst)
+    return {
+        **report_identity(model, dataset, problems=len(evals)),
+        "candidates": {"max_compile_cost": max_compile_cost},
+        **dataclasses.asdict(stats),
+    }
+
+
 # -- writers ------------------------------------------------------------------------------------
 
 
@@ -569,11 +596,11 @@ def markdown_table(report: Mapping[str, Any]) -> str:
             f"| {name} | {b['problems']} | {_fmt(r1['geomean'])} / {_fmt(r1['p95'])} / {_fmt(r1['max'])} "
             f"| {_fmt(b['regret@3']['geomean'])} | {_fmt(r5['geomean'])} / {_fmt(r5['p95'])} / {_fmt(r5['max'])} "
             f"| {_fmt(b['regret@10']['geomean'])} | {_fmt(b['recall@1'])} | {_fmt(b['recall@5'])} | {_fmt(tau)} "
-            f"| {_fmt(vs['geomean'])} ({vs['problems']} problems, {_fmt(vs['no_slower_share'])}) "
+            f"| {_fmt(vs['geomean'])} ({plural(vs['problems'], 'problem')}, {_fmt(vs['no_slower_share'])}) "
             f"| {_fmt(va['geomean'])} |"
         )
     hw = report.get("hardware", "")
-    title = f"Model vs measured timings on {hw} ({report['overall']['problems']} problems)\n\n" if hw else ""
+    title = f"Model vs measured timings on {hw} ({plural(report['overall']['problems'], 'problem')})\n\n" if hw else ""
     o = report["overall"]
     cis = [
         f"{label} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
@@ -609,14 +636,14 @@ def _stock_time_note(vs: Mapping[str, Any]) -> str:
     if stock_picked_here(vs):
         same = src["same_time_here"]
         lines.append(
-            f"Stock's pick carries this dataset's own time, bit for bit, on {same} of {n} problems: the picks were "
-            "made in the timings they are scored in, where the fastest of stock's candidates is low by selection, "
-            "so `vs max-autotune` favours stock. Picks from a run of their own (`diode collect-problems --from "
-            "<this dataset>` on the GPU, passed as --max-autotune-solution) are not biased so."
+            f"Stock's pick carries this dataset's own time, bit for bit, on {same} of {plural(n, 'problem')}: the "
+            "picks were made in the timings they are scored in, where the fastest of stock's candidates is low by "
+            "selection, so `vs max-autotune` favours stock. Picks from a run of their own (`diode "
+            "collect-problems --from <this dataset>` on the GPU, passed as --max-autotune-solution) are not biased so."
         )
     if src.get("from_solution"):
         lines.append(
-            f"Stock's pick is not among this dataset's timings on {src['from_solution']} of {n} problems: "
+            f"Stock's pick is not among this dataset's timings on {src['from_solution']} of {plural(n, 'problem')}: "
             "the solution's own time is used there, measured in another run."
         )
     return "".join(f"\n{line}\n" for line in lines)

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from torch_diode._text import plural
 from torch_diode.aten_head import AtenHead, AtenHeadOptions
 from torch_diode.dataset import Dataset
 from torch_diode.evaluate import problem_evals, regret_at_k, summarize
@@ -636,7 +637,7 @@ def _resolve_device(name: str) -> torch.device:
         if n == 0 or (device.index or 0) >= n:
             raise ValueError(
                 f"device: {name!r} but torch {torch.__version__} sees "
-                + (f"{n} CUDA GPU(s)" if n else "no CUDA GPU (torch.cuda.is_available() is False)")
+                + (plural(n, "CUDA GPU") if n else "no CUDA GPU (torch.cuda.is_available() is False)")
                 + "; train on 'cpu', or 'auto' (CUDA when there is one)"
             )
     return device
@@ -709,7 +710,7 @@ def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
     if common:
         example = sorted(str(p) for p in common)[0]
         raise ValueError(
-            f"held-out dataset: {len(common)} of its problems are also training problems (e.g. {example}); "
+            f"held-out dataset: it shares {plural(len(common), 'problem')} with the training data (e.g. {example}); "
             "its metrics would not be held out: use a validation set disjoint from the training data "
             "(diode create-validation)"
         )
@@ -755,7 +756,7 @@ def _train(
     fopts = opts.forest_options()
     if fopts is not None:  # the training split's rows, as the network's: held-out metrics describe the file's forest
         t_forest = time.perf_counter()
-        log.info("fitting a ranking forest of %d trees on %d rows", fopts.trees, len(rows_tr.y))
+        log.info("fitting a ranking forest of %s on %s", plural(fopts.trees, "tree"), plural(len(rows_tr.y), "row"))
         begin = forest_start[0] if forest_start is not None else start.forest if start is not None else None
         model.forest = RankingForest.fit(rows_tr.x, rows_tr.y, rows_tr.counts, fopts, opts.seed + 2, start=begin)
         log.info("ranking forest fit in %.1f s", time.perf_counter() - t_forest)
@@ -783,7 +784,7 @@ def _train(
             problem_evals(model, held_out_ds, max_compile_cost=held_out_max_compile_cost), with_tau=True
         )
         held_out_from = (
-            f"a separate held-out dataset of {len(held_out_ds.measured_problems())} problems (sha256 "
+            f"a separate held-out dataset of {plural(len(held_out_ds.measured_problems()), 'problem')} (sha256 "
             f"{dataset_hash(held_out_ds)[:16]}), none of them a training problem, measured after training with "
             "the model in this file ("
             + (
@@ -867,10 +868,10 @@ def _start_of(opts: TrainOptions) -> _Start | None:
     if src.arch != arch:
         a = src.arch
         raise ValueError(
-            f"init_from: {opts.init_from}'s network is a {a.model_type} MLP of {a.members} members, "
-            f"width {a.hidden}, depth {a.depth}; this training's a {arch.model_type} MLP of {arch.members} members, "
-            f"width {arch.hidden}, depth {arch.depth}: train with --model-type {a.model_type} --hidden {a.hidden} "
-            f"--depth {a.depth} --ensemble-size {a.members} to start from it"
+            f"init_from: {opts.init_from}'s network is a {a.model_type} MLP of {plural(a.members, 'member')}, "
+            f"width {a.hidden}, depth {a.depth}; this training's a {arch.model_type} MLP of "
+            f"{plural(arch.members, 'member')}, width {arch.hidden}, depth {arch.depth}: train with --model-type "
+            f"{a.model_type} --hidden {a.hidden} --depth {a.depth} --ensemble-size {a.members} to start from it"
         )
     screen = None
     if opts.screen_hidden is not None and src.screen is not None:
@@ -893,7 +894,7 @@ def _start_of(opts: TrainOptions) -> _Start | None:
         src.hardware,
         src.model_hash[:16],
         " and ".join(networks),
-        f", and its forest's {forest.options.trees} trees" if forest is not None else "",
+        f", and its forest's {plural(forest.options.trees, 'tree')}" if forest is not None else "",
     )
     return _Start(net=src.net, screen=screen, normalization=src.normalization, record=record, forest=forest)
 
@@ -934,11 +935,11 @@ def _forest_start_of(opts: TrainOptions) -> tuple[RankingForest, dict[str, Any]]
     forest = _forest_to_continue(src, opts.init_forest_from, opts, "init_forest_from")
     record = {**_source_record(opts.init_forest_from, src), "trees": forest.options.trees}
     log.info(
-        "the ranking forest starts from %s's (%s, sha256 %s): its %d trees",
+        "the ranking forest starts from %s's (%s, sha256 %s): its %s",
         opts.init_forest_from,
         src.hardware,
         src.model_hash[:16],
-        forest.options.trees,
+        plural(forest.options.trees, "tree"),
     )
     return forest, record
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
@@ -38,7 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "measured with the finished model; its metrics become the model's held-out metrics (the manifest's). "
         "It plays no part in training or early stopping",
     )
-    _add_compile_cost_arg(t)
+    _add_compile_cost_arg(
+        t,
+        "with --held-out-dataset: its metrics rank only the choices the choices handler considers with the same "
+        "option: Triton configs over this compile cost are not ranked (default: the handler's, {default:g}); regret "
+        "is still against the best of every measured choice. 'none' ranks every measured choice. Without "
+        "--held-out-dataset it has no effect",
+    )
     t.add_argument("--model-type", choices=("base", "deep"), default="deep", help="architecture (default: deep)")
     t.add_argument("--hidden", type=int, help="hidden width (default: the model type's preset)")
     t.add_argument("--depth", type=int, help="hidden layers / residual blocks (default: the model type's preset)")
@@ -192,14 +197,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v = subparsers.add_parser(
         "validate-model",
         help="pointwise accuracy of a model on a dataset (MSE, RMSE, worst predictions)",
-        description="Predict every measured (problem, choice) of a dataset and print the MSE and RMSE "
-        "of log time, exp(RMSE) as a multiplicative error, and the N worst predictions.",
+        description="Predict every measured (problem, choice) of a dataset that the choices handler would "
+        "consider (--max-compile-cost) and print the MSE and RMSE of log time, exp(RMSE) as a multiplicative "
+        "error, and the N worst predictions.",
     )
     v.add_argument("--model", required=True, help="model file (.safetensors) or a registered model's name")
     _add_dataset_args(v)
     v.add_argument("--top-n-worst", type=int, default=10, metavar="N", help="worst predictions to list (default: 10)")
-    v.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_compile_cost_arg(v)
+    v.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the metrics, and the hardware, model (sha256, architecture), dataset and "
+        "candidates keys of validate-max-autotune's report",
+    )
+    _add_compile_cost_arg(
+        v,
+        "predict only the choices the choices handler considers with the same option: Triton configs over this "
+        "compile cost are left out of the MSE, RMSE and worst predictions (default: the handler's, {default:g}). "
+        "'none' predicts every measured choice",
+    )
     v.set_defaults(func=_validate_model)
 
     a = subparsers.add_parser(
@@ -217,7 +233,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stock max-autotune's picks: a solution JSON (format torch-diode-max-autotune-solution) or "
         "a dataset collected by max-autotune (its fastest record per problem is the pick)",
     )
-    _add_compile_cost_arg(a)
+    _add_compile_cost_arg(
+        a,
+        "consider only the choices the choices handler considers with the same option: Triton configs over this "
+        "compile cost are not ranked (default: the handler's, {default:g}); regret is still against the best of "
+        "every measured choice. 'none' ranks every measured choice",
+    )
     a.add_argument(
         "--min-num-warps",
         type=_min_num_warps,
@@ -277,7 +298,9 @@ def _min_num_warps(raw: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}") from None
 
 
-def _add_compile_cost_arg(p: argparse.ArgumentParser) -> None:
+def _add_compile_cost_arg(p: argparse.ArgumentParser, text: str) -> None:
+    """``--max-compile-cost``, with the help ``text`` saying what it does in this command (``{default:g}``:
+    the choices handler's default)."""
     from torch_diode.config import DiodeOptions
 
     default = DiodeOptions().max_compile_cost
@@ -286,9 +309,7 @@ def _add_compile_cost_arg(p: argparse.ArgumentParser) -> None:
         type=_optional_cost,
         default=default,
         metavar="C|none",
-        help="consider only the choices the choices handler considers with the same option: Triton configs "
-        f"over this compile cost are not ranked (default: the handler's, {default:g}); regret is still "
-        "against the best of every measured choice. 'none' ranks every measured choice",
+        help=text.format(default=default),
     )
 
 
@@ -367,13 +388,15 @@ def _read_files(files: list[Any], *, what: str = "the dataset") -> Any:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from torch_diode._text import plural
     from torch_diode.model import save_model
     from torch_diode.train import TrainOptions, train
 
     files = _dataset_files(args)
     inputs = [*files, *map(Path, args.held_out_dataset or ())]
-    # the model training starts from too: replacing it would lose it (a registered name is no file here)
-    inputs += [Path(m) for m in (args.init_from, args.init_forest_from) if m is not None and Path(m).is_file()]
+    # the model training starts from too, a registered name's file included: replacing it would lose it
+    inputs += _start_files(args.init_from, args.init_forest_from)
+    _check_not_installed(args.model)
     check_output("--model", args.model, inputs=inputs, suffixes=(".safetensors",))
     if args.report:
         check_output("--report", args.report, inputs=[*inputs, Path(args.model)], suffixes=(".json",))
@@ -439,15 +462,20 @@ def _train(args: argparse.Namespace) -> int:
     path = save_model(model, args.model)
     o = report.held_out.get("overall", {})
     lines = [
-        f"wrote {path} ({model.arch.model_type}, {model.arch.members} members of width {model.arch.hidden}"
+        f"wrote {path} ({model.arch.model_type}, {plural(model.arch.members, 'member')} of width {model.arch.hidden}"
         + (f", a screening network of width {model.screen.arch.hidden}" if model.screen is not None else "")
-        + (f", a ranking forest of {model.forest.options.trees} trees" if model.forest is not None else "")
+        + (f", a ranking forest of {plural(model.forest.options.trees, 'tree')}" if model.forest is not None else "")
         + f", sha256 {model.model_hash[:16]})",
-        f"  {report.train_problems} training / {report.val_problems} validation problems, {report.train_rows} rows; "
-        f"{report.epochs_run} epochs (best {report.best_epoch}) in {report.seconds:.1f} s on {report.device}",
+        f"  {report.train_problems} training / {plural(report.val_problems, 'validation problem')}, "
+        f"{plural(report.train_rows, 'row')}; {plural(report.epochs_run, 'epoch')} (best {report.best_epoch}) "
+        f"in {report.seconds:.1f} s on {report.device}",
     ]
     if o:
-        src = f" ({o['problems']} problems of --held-out-dataset)" if held_out is not None else " (the finished model)"
+        src = (
+            f" ({plural(o['problems'], 'problem')} of --held-out-dataset)"
+            if held_out is not None
+            else " (the finished model)"
+        )
         lines.append(
             f"  held out{src}: regret@1 geomean {o['regret@1']['geomean']:.4f} p95 {o['regret@1']['p95']:.4f}, "
             f"regret@5 geomean {o['regret@5']['geomean']:.4f} p95 {o['regret@5']['p95']:.4f}, recall@5 {o['recall@5']:.3f}"
@@ -458,6 +486,46 @@ def _train(args: argparse.Namespace) -> int:
 
         Path(args.report).write_text(report_json(report.to_dict()))
     return 0
+
+
+def _start_files(*refs: str | None) -> list[Path]:
+    """The files of the models a training starts from (``--init-from``, ``--init-forest-from``):
+    a file as given, a registered name's installed or cached file (the registry's resolution, no
+    download). A reference that resolves to no file adds nothing: the training says why it cannot
+    start from it."""
+    from torch_diode.errors import DiodeError
+    from torch_diode.registry import looks_like_path, resolve
+
+    out = []
+    for ref in refs:
+        if ref is None:
+            continue
+        if looks_like_path(ref):
+            out += [Path(ref)] if Path(ref).is_file() else []  # a missing file: train() says so
+            continue
+        try:
+            out.append(resolve(ref, local_files_only=True))
+        except (DiodeError, ValueError, OSError):  # unknown, not installed, damaged: train() reports it
+            pass
+    return out
+
+
+def _check_not_installed(model: str) -> None:
+    """Refuse a ``diode train --model`` that is the installed file of a registered model (a models
+    package's weights, ``torch_diode_models``' among them): the new model would replace it for every
+    user of that name, and its manifest's checksum would then refuse it."""
+    from torch_diode.cli import same_file
+    from torch_diode.registry import list_available_models
+
+    for entry in list_available_models():
+        installed = entry.packaged_path
+        if installed is not None and installed.is_file() and same_file(model, installed):
+            raise UsageError(
+                f"--model {model} is the installed file of the registered model {entry.name} (of "
+                f"{entry.source}): writing it would replace that model for everyone who uses it, and its manifest's "
+                "sha256 would then refuse the file; write the new model elsewhere (e.g. --model "
+                f"{entry.name}-tuned.safetensors)"
+            )
 
 
 def _in_flags(message: str, flags: dict[str, str]) -> str:
@@ -495,30 +563,26 @@ def _check_hardware(model: Any, ds: Any) -> None:
 
 
 def _validate_model(args: argparse.Namespace) -> int:
-    from torch_diode.evaluate import problem_evals, regression_stats
+    from torch_diode._text import plural
+    from torch_diode.evaluate import regression_report, report_json
 
     if args.top_n_worst < 0:
         raise UsageError(f"--top-n-worst: must be >= 0, got {args.top_n_worst}")
     model = _load_model(args.model)
     ds = _load_dataset(args)
     _check_hardware(model, ds)
-    st = regression_stats(
-        problem_evals(model, ds, max_compile_cost=args.max_compile_cost), top_n_worst=args.top_n_worst
-    )
+    report = regression_report(model, ds, max_compile_cost=args.max_compile_cost, top_n_worst=args.top_n_worst)
     if args.json:
-        print(
-            json.dumps(
-                {"rows": st.rows, "mse": st.mse, "rmse": st.rmse, "rmse_exp": st.rmse_exp, "worst": st.worst}, indent=2
-            )
-        )
+        print(report_json(report), end="")
         return 0
-    print(f"{st.rows} predictions of {model.hardware} model {model.model_hash[:16]}")
-    print(f"MSE (log time):  {st.mse:.5f}")
-    print(f"RMSE (log time): {st.rmse:.5f}")
-    print(f"RMSE(exp):       {st.rmse_exp:.4f}  (typical multiplicative error of a predicted time)")
-    if st.worst:
-        print(f"{len(st.worst)} worst predictions:")
-        for w in st.worst:
+    print(f"{plural(report['rows'], 'prediction')} of {model.hardware} model {model.model_hash[:16]}")
+    print(f"MSE (log time):  {report['mse']:.5f}")
+    print(f"RMSE (log time): {report['rmse']:.5f}")
+    print(f"RMSE(exp):       {report['rmse_exp']:.4f}  (typical multiplicative error of a predicted time)")
+    worst = report["worst"]
+    if worst:
+        print(f"{plural(len(worst), 'worst prediction')}:")
+        for w in worst:
             off = w["ratio"]  # predicted / measured
             how = f"{off:,.2f}x too high" if off >= 1 else f"{1 / off:,.2f}x too low"
             print(
