@@ -35,7 +35,8 @@ from torch_diode.dataset import Dataset, DatasetWriter, file_in_use, read_datase
 from torch_diode.errors import CollectionError, FileInUseError
 from torch_diode.evaluate import read_max_autotune_solution
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
-from torch_diode.shapes.shapeset import ShapeEntry, save_shapeset
+from torch_diode.shapes.sampling import sample_problems
+from torch_diode.shapes.shapeset import ShapeEntry, save_shapeset, strides_for
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = dict(device="cpu", progress=False, hardware="cpu-test")
@@ -67,8 +68,15 @@ def test_options_validate():
         CollectOptions(rank=0)
     with pytest.raises(ValueError, match="format"):
         CollectOptions(format="csv")
-    with pytest.raises(ValueError, match="top_up: only the sweep"):
+    # Each error names the field and, for a CLI user, the flag.
+    with pytest.raises(ValueError, match=r"^top_up \(--top-up\): only the sweep collector \(--collector sweep\)"):
         CollectOptions(top_up=True)  # the Inductor collector measures whole problems
+    with pytest.raises(ValueError, match=r"^checkpoint_s \(--checkpoint\): only the sweep collector"):
+        CollectOptions(checkpoint_s=30.0)
+    with pytest.raises(ValueError, match=r"^checkpoint_s \(--checkpoint\): must be a positive number of seconds"):
+        CollectOptions(collector="sweep", checkpoint_s=0.0)
+    with pytest.raises(ValueError, match=r"^workers \(--workers\): must be a positive integer or None, got 0"):
+        CollectOptions(workers=0)
     assert CollectOptions(collector="sweep", top_up=True).top_up
     with pytest.raises(TypeError):
         CollectOptions("inductor")  # keyword-only
@@ -141,8 +149,13 @@ def test_cli_checkpoint_is_for_the_sweep(tmp_path, capsys):
     out = tmp_path / "x.msgpack"
     args = ["collect", "--output", str(out), "-n", "2", "--device", "cpu", "--ops", "bmm"]
     assert main([*args, "--checkpoint", "30"]) == 2
-    assert "checkpoint_s: only the sweep collector saves a problem in parts" in capsys.readouterr().err
-    assert main([*args, "--checkpoint", "30", "--collector", "sweep"]) == 2  # the sweep needs a GPU first
+    assert "--checkpoint applies to --collector sweep (the Inductor collector saves a problem whole)" in (
+        capsys.readouterr().err
+    )
+    assert main([*args, "--checkpoint", "0", "--collector", "sweep"]) == 2  # wrong on any machine: said first
+    assert "--checkpoint: must be a positive number of seconds, got 0" in capsys.readouterr().err
+    assert main([*args, "--checkpoint", "30", "--collector", "sweep"]) == 2  # the sweep needs a GPU
+    assert "--collector sweep needs a CUDA GPU" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -175,6 +188,77 @@ def test_create_validation_refuses_the_training_seed(tmp_path, capsys):
     ]
     assert main([*args, "--seed", "3"]) == 2
     assert "use another seed" in capsys.readouterr().err
+
+
+def _training_file(path: Path, problems: list[Problem]) -> Path:
+    recs = [TimingRecord(problem=p, choice=Choice.aten("bmm"), time_us=5.0, hardware="cpu-test") for p in problems]
+    write_dataset(Dataset.from_records(recs, Provenance(hardware="cpu-test", seed=0)), path)
+    return path
+
+
+def _shape(p: Problem) -> tuple[Any, ...]:
+    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
+
+
+def _in_layout(p: Problem, layout: str) -> Problem:
+    sa, sb = strides_for(p.op, p.m, p.n, p.k, layout)
+    return Problem(op=p.op, m=p.m, n=p.n, k=p.k, batch=p.batch, dtype=p.dtype, stride_a=sa, stride_b=sb)
+
+
+POW2_BMM = dict(sampler="pow2", ops=("bmm",), dtypes=("float32",), layouts=("row/row", "row/col"), min_dim=16)
+CV_OPTIONS = ("--sampler", "pow2", "--ops", "bmm", "--dtypes", "float32", "--min-dim", "16", "--device", "cpu")
+CV_OPTIONS += ("--hardware", "cpu-test", "--no-progress")
+
+
+@pytest.mark.slow
+def test_create_validation_draws_on_past_training_shapes_in_another_layout(tmp_path, run_diode):
+    """Regression: a sampled problem whose shape training holds in another layout was dropped after
+    the draws, and the set came out short of -n (with a warning to ask for more). The draws now go
+    on to -n; the same seed gives the same problems, those of a smaller -n first, so a rerun with a
+    larger -n resumes the file."""
+    space = dict(POW2_BMM, max_dim=32)
+    first = sample_problems(1, seed=1, **space)[0]
+    train = _training_file(
+        tmp_path / "train.json", [_in_layout(first, "row/col" if first.layout_b == "row" else "row/row")]
+    )
+    # The seed's draws without that shape (what `sample_problems(..., exclude_shapes=)` gives).
+    want = [p for p in sample_problems(10, seed=1, **space) if _shape(p) != _shape(first)][:3]
+    out = tmp_path / "val.json"
+    cmd = ("create-validation", "--train", str(train), "--output", str(out), "--seed", "1", *CV_OPTIONS)
+    cmd += ("--layouts", "row/row,row/col", "--max-dim", "32")
+    proc = run_diode(*cmd, "-n", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "validation: 2 problem(s), disjoint from 1 training problem(s)" in proc.stderr
+    assert "asked for" not in proc.stderr and set(read_dataset(out).problems) == set(want[:2])
+    proc = run_diode(*cmd, "-n", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 problem(s) measured (0 failed), 2 already done" in proc.stdout
+    assert set(read_dataset(out).problems) == set(want)
+
+
+@pytest.mark.slow
+def test_create_validation_says_when_training_shapes_leave_too_few(tmp_path, run_diode):
+    """16x16x16 bmm in 7 batches (1 to 64): training holds 5 of them (in the other layout), so 2
+    are left: -n 3 warns and collects those 2; -n 8, more than the space holds at all, is refused."""
+    train = [_in_layout(bmm(16, 16, 16, batch=b), "row/col") for b in (1, 2, 4, 8, 16)]
+    train_file = _training_file(tmp_path / "train.json", train)
+    out = tmp_path / "val.json"
+    cmd = ("create-validation", "--train", str(train_file), "--output", str(out), "--seed", "1", *CV_OPTIONS)
+    cmd += ("--layouts", "row/row", "--max-dim", "16")
+    proc = run_diode(*cmd, "-n", "8")
+    assert proc.returncode == 2 and not out.exists(), proc.stderr
+    assert proc.stderr.strip() == (
+        "diode create-validation: error: --num-shapes/-n 8: the space holds only 7 distinct problems, 5 of them "
+        "training shapes (of --train, in any layout); lower --num-shapes/-n to at most 2, or widen the space "
+        "(--min-dim/--max-dim, --ops, --dtypes, --layouts)"
+    )
+    proc = run_diode(*cmd, "-n", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "validation: 2 problem(s), not the 3 asked for: --num-shapes/-n 3: the space holds only 7 distinct problems, "
+        "5 of them training shapes (of --train, in any layout); lower --num-shapes/-n to at most 2"
+    ) in proc.stderr
+    assert sorted(p.batch for p in read_dataset(out).problems) == [32, 64]
 
 
 @pytest.mark.slow

@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from torch_diode.records import OPS, Problem
-from torch_diode.shapes.sampling import FITTED, REAL_TAGS, SAMPLERS, fit_log_normal, sample_problems
+from torch_diode.shapes.sampling import (
+    FITTED,
+    PATIENCE,
+    REAL_TAGS,
+    SAMPLERS,
+    SamplingError,
+    fit_log_normal,
+    sample_problems,
+)
 from torch_diode.shapes.shapeset import (
+    LAYOUTS,
     ShapeEntry,
     ShapeSetError,
     load_shapeset,
     merge_entries,
     save_shapeset,
     split_of,
+    strides_for,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,10 +80,131 @@ def test_sampler_excludes_and_validates():
         sample_problems(1, seed=0, ops=("conv",))
     with pytest.raises(ValueError, match="layouts"):
         sample_problems(1, seed=0, layouts=("nt",))
-    with pytest.raises(ValueError, match="distinct problems"):
+    with pytest.raises(ValueError, match="the space holds only 1 distinct problem; lower n to at most 1"):
         sample_problems(
             10, seed=0, sampler="pow2", ops=("mm",), dtypes=("float16",), layouts=("row/row",), min_dim=16, max_dim=16
         )
+
+
+SMALL = dict(sampler="pow2", ops=("mm",), dtypes=("float32",), layouts=("row/row",), min_dim=16, max_dim=64)  # 27
+
+
+def test_a_request_the_space_cannot_hold_fails_at_once():
+    # Regression: asking for more problems than the space holds drew 100 * n times first (two
+    # minutes for -n 100000), then said only "widen the ranges".
+    start = time.perf_counter()
+    with pytest.raises(SamplingError) as e:
+        sample_problems(5000, seed=0, **SMALL)
+    assert time.perf_counter() - start < 2
+    assert str(e.value) == (
+        "n 5000: the space holds only 27 distinct problems; lower n to at most 27, or widen the space "
+        "(min_dim/max_dim, ops, dtypes, layouts)"
+    )
+    assert (e.value.space, e.value.excluded, e.value.problems) == (27, 0, [])
+    every = sample_problems(27, seed=0, **SMALL)  # exactly what it holds: drawn
+    assert len(set(every)) == 27
+    with pytest.raises(SamplingError, match=r"holds only 27 distinct problems, 5 of them excluded .*at most 22"):
+        sample_problems(23, seed=0, exclude=every[:5], **SMALL)
+    assert len(sample_problems(22, seed=0, exclude=every[:5], **SMALL)) == 22
+    # Uniform counts its space too (16..18: 3 sizes, so 27 again).
+    with pytest.raises(SamplingError, match="holds only 27 distinct problems"):
+        sample_problems(28, seed=0, **{**SMALL, "sampler": "uniform", "max_dim": 18})
+
+
+def _brute_force_space(sampler, ops, dtypes, layouts, min_dim, max_dim, max_batch, cap):
+    sizes = [v for v in range(min_dim, max_dim + 1) if sampler == "uniform" or v & (v - 1) == 0]
+    batches = range(1, max_batch + 1) if sampler == "uniform" else [b for b in (1, 2, 4, 8, 16) if b <= max_batch]
+    out = set()
+    for op, dtype, layout, m, n, k in itertools.product(ops, dtypes, layouts, sizes, sizes, sizes):
+        for b in batches if op in ("bmm", "baddbmm") else [1]:
+            if max(m * k, k * n, m * n) * b <= cap:
+                sa, sb = strides_for(op, m, n, k, layout)
+                out.add(Problem(op=op, m=m, n=n, k=k, batch=b, dtype=dtype, stride_a=sa, stride_b=sb))
+    return out
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        dict(sampler="uniform", ops=("mm", "bmm"), dtypes=("float16",), layouts=LAYOUTS, min_dim=3, max_dim=9,
+             max_batch=3, cap=40),
+        dict(sampler="uniform", ops=("addmm", "baddbmm"), dtypes=("float16", "float32"), layouts=("row/col",),
+             min_dim=5, max_dim=12, max_batch=4, cap=120),
+        dict(sampler="pow2", ops=("bmm",), dtypes=("bfloat16",), layouts=("row/row", "col/col"), min_dim=2,
+             max_dim=64, max_batch=8, cap=2**9),
+    ],
+)  # fmt: skip
+def test_the_counted_space_is_exact(space):
+    """The count that refuses a request is the number of distinct problems the draws can give, the
+    operand cap (which keeps most of these ranges out) and the batches included."""
+    *_, cap = space.values()
+    kw = {k: v for k, v in space.items() if k != "cap"} | dict(max_operand_elements=cap)
+    every = _brute_force_space(**space)
+    assert 0 < len(every) < len(_brute_force_space(**{**space, "cap": 10**9}))  # the cap bites
+    assert set(sample_problems(len(every), seed=1, **kw)) == every
+    with pytest.raises(SamplingError) as e:
+        sample_problems(len(every) + 1, seed=1, **kw)
+    assert e.value.space == len(every) and e.value.problems == []
+    assert f"the space holds only {len(every):,} distinct problems" in str(e.value)
+
+
+@pytest.mark.parametrize("sampler", ["uniform", "pow2"])
+def test_sizes_no_problem_fits_name_the_operand_cap(sampler):
+    # Regression: with min_dim 20000 every operand is over the 2**28-element cap, and the message
+    # said only "widen the ranges" (after 100 * n draws).
+    with pytest.raises(SamplingError) as e:
+        sample_problems(10, seed=0, sampler=sampler, min_dim=20000, max_dim=40000)
+    msg = str(e.value)
+    assert msg.startswith("no problem fits under max_operand_elements (2**28 elements per operand, batch included)")
+    assert msg.endswith("lower min_dim to at most 16384") and "widen" not in msg
+    # Sizes of which only the smallest fit: the draws never find them, and the message says why.
+    with pytest.raises(SamplingError) as e:
+        sample_problems(10, seed=0, sampler="uniform", min_dim=16384, max_dim=30000)
+    assert e.value.over_cap_draws == e.value.tries == 1000
+    assert "1,000 had an operand over max_operand_elements" in str(e.value)
+    assert str(e.value).endswith("only 18 problems of the size ranges fit under it; lower min_dim/max_dim: every M, N "
+                                 "and K up to 16384 fits (batch 1)")  # fmt: skip
+
+
+def test_draws_of_a_space_not_counted_stop_after_a_run_without_a_new_problem():
+    # Aligned sizes of 16..16 are all one problem; the alignment classes are not counted, so the
+    # draws give up after PATIENCE in a row (before: after 100 * n).
+    one = dict(sampler="uniform", ops=("mm",), dtypes=("float32",), layouts=("row/row",), min_dim=16, max_dim=16)
+    with pytest.raises(SamplingError) as e:
+        sample_problems(1000, seed=0, aligned_fraction=1.0, **one)
+    assert e.value.patience_ran_out and e.value.tries == PATIENCE + 1 and len(e.value.problems) == 1
+    assert e.value.space is None and e.value.repeats == PATIENCE
+    assert "drew only 1 distinct problem in 10,001 draws, the last 10,000 all without a new one" in str(e.value)
+
+
+def test_exclude_shapes_skips_every_layout_and_tops_up():
+    space = dict(sampler="pow2", ops=("bmm",), dtypes=("float32",), layouts=("row/row", "row/col"))
+    space |= dict(min_dim=16, max_dim=32)  # 8 sizes x 7 batches x 2 layouts = 112 problems
+    drawn = sample_problems(20, seed=4, **space)
+
+    def flipped(p: Problem) -> Problem:
+        layout = "row/col" if p.layout_b == "row" else "row/row"
+        sa, sb = strides_for(p.op, p.m, p.n, p.k, layout)
+        return Problem(op=p.op, m=p.m, n=p.n, k=p.k, batch=p.batch, dtype=p.dtype, stride_a=sa, stride_b=sb)
+
+    train = [flipped(p) for p in drawn[:6]]  # six of the first draws, in the other layout
+    taken = {(p.op, p.m, p.n, p.k, p.batch, p.dtype) for p in train}
+    got = sample_problems(20, seed=4, exclude_shapes=train, **space)
+    assert len(set(got)) == 20 and not taken & {(p.op, p.m, p.n, p.k, p.batch, p.dtype) for p in got}
+    assert got == sample_problems(20, seed=4, exclude_shapes=train, **space)  # seeded
+    # The same problems as the draws with the training problems excluded, those shapes dropped: more.
+    filtered = [p for p in sample_problems(20, seed=4, exclude=train, **space) if p not in set(drawn[:6])]
+    assert len(filtered) == 14 and got[:14] == filtered
+    # Fewer left than asked: refused at once, or (partial) every one there is drawn first.
+    with pytest.raises(SamplingError, match=r"holds only 112 distinct problems, 12 of them excluded .*at most 100"):
+        sample_problems(101, seed=4, exclude_shapes=train, **space)
+    with pytest.raises(SamplingError) as e:
+        sample_problems(101, seed=4, exclude_shapes=train, partial=True, **space)
+    assert len(set(e.value.problems)) == 100 and (e.value.space, e.value.excluded) == (112, 12)
+    assert e.value.problems[:20] == got
+    with pytest.raises(SamplingError) as e:  # more than the space holds at all: refused at once all the same
+        sample_problems(113, seed=4, exclude_shapes=train, partial=True, **space)
+    assert e.value.problems == []
 
 
 def test_fitted_parameters_are_what_the_committed_set_gives():

@@ -287,6 +287,27 @@ def _ops_hint(args: argparse.Namespace) -> str:
     return f" --ops {','.join(sorted(CPU_OPS))}" if hasattr(args, "ops") else ""
 
 
+def _check_collect_flags(args: argparse.Namespace) -> None:
+    """Refuse the collect options that are wrong on any machine, in the flags' own terms, before
+    any other work (``CollectOptions`` and the sweep name their fields, for API callers)."""
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers: must be at least 1 (local processes, one per GPU), got {args.workers}")
+    sweep_only = (
+        ("--max-configs", args.max_configs is not None, "Inductor's space is set by --search-space"),
+        ("--compile-timeout", args.compile_timeout is not None, "Inductor compiles its own choices"),
+        ("--top-up", args.top_up, "the Inductor collector measures a problem's choices all at once"),
+        ("--checkpoint", args.checkpoint is not None, "the Inductor collector saves a problem whole"),
+    )
+    for flag, given, why in sweep_only:
+        if given and args.collector != "sweep":
+            raise UsageError(f"{flag} applies to --collector sweep ({why})")
+    if args.max_configs is not None and args.max_configs < 1:
+        raise UsageError(f"--max-configs: must be a positive integer, got {args.max_configs}")
+    for flag, seconds in (("--compile-timeout", args.compile_timeout), ("--checkpoint", args.checkpoint)):
+        if seconds is not None and not seconds > 0:
+            raise UsageError(f"{flag}: must be a positive number of seconds, got {seconds:g}")
+
+
 def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None) -> int:
     from torch_diode.collect import collect
     from torch_diode.dataset import format_for_path
@@ -303,11 +324,6 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
             if hasattr(args, f[2:].replace("-", "_"))
         ]
         raise UsageError(f"no problems selected: check {'/'.join(flags)}")
-    if args.compile_timeout is not None:
-        if args.collector != "sweep":
-            raise UsageError("--compile-timeout applies to --collector sweep (Inductor compiles its own choices)")
-        if not args.compile_timeout > 0:
-            raise UsageError(f"--compile-timeout: must be a positive number of seconds, got {args.compile_timeout:g}")
     from torch_diode.hardware import valid_key
 
     if args.hardware is not None and not valid_key(args.hardware):
@@ -316,8 +332,6 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
             "letter or digit (e.g. NVIDIA-H100, or cpu-test)"
         )
     _check_device(args, problems)
-    if args.max_configs is not None and args.collector != "sweep":
-        raise UsageError("--max-configs applies to --collector sweep (Inductor's space is set by --search-space)")
     options = _options(args, seed=seed)
     check_output("--output", args.output)  # before compiling anything: a directory, or nowhere to write
     summary = collect(problems, options, args.output)  # a CollectionError exits 1 through cli.main
@@ -325,14 +339,23 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
     return 0
 
 
-def _sample(args: argparse.Namespace, exclude: Any = ()) -> list[Problem]:
-    from torch_diode.shapes.sampling import sample_problems
+def _sample(
+    args: argparse.Namespace, *, exclude_shapes: Any = (), excluded_are: str = "excluded", short_ok: bool = False
+) -> tuple[list[Problem], str]:
+    """The sampled problems of the command line (``sample_problems``, its errors in the command
+    line's terms), and why they are fewer than --num-shapes ('' when they are not).
+
+    ``exclude_shapes``: problems whose shapes (in any layout) to leave out; ``excluded_are`` says
+    what they are. ``short_ok``: where those leave fewer than --num-shapes, take the ones there are
+    (a request the space cannot hold even without them is refused all the same).
+    """
+    from torch_diode.shapes.sampling import MAX_OPERAND_ELEMENTS, SamplingError, sample_problems
 
     sampler = args.sampler or ("log-normal" if args.log_normal else "uniform")
     if args.log_normal and args.sampler not in (None, "log-normal"):
         raise UsageError(f"--log-normal contradicts --sampler {args.sampler}")
     try:
-        return sample_problems(
+        problems = sample_problems(
             args.num_shapes,
             seed=args.seed,
             sampler=sampler,
@@ -341,12 +364,32 @@ def _sample(args: argparse.Namespace, exclude: Any = ()) -> list[Problem]:
             layouts=_csv(args.layouts),
             min_dim=args.min_dim,
             max_dim=args.max_dim,
-            exclude=exclude,
+            max_operand_elements=MAX_OPERAND_ELEMENTS,
+            exclude_shapes=exclude_shapes,
+            partial=short_ok,
         )
+    except SamplingError as e:
+        why = e.message(
+            {
+                "n": "--num-shapes/-n",
+                "min_dim": "--min-dim",
+                "max_dim": "--max-dim",
+                "ops": "--ops",
+                "dtypes": "--dtypes",
+                "layouts": "--layouts",
+                "cap": f"the operand size cap (2**28 = {MAX_OPERAND_ELEMENTS:,} elements, batch included; not an "
+                "option)",
+                "excluded": excluded_are,
+            }
+        )
+        if short_ok and e.problems and (e.space is None or e.space >= e.asked):
+            return e.problems, why
+        raise UsageError(why) from None
     except ValueError as e:  # the sampler's argument names, in the command line's terms
         field, sep, rest = str(e).partition(": ")
         flag = _SAMPLER_FLAGS.get(field) if sep else None
         raise UsageError(f"{flag}: {rest}" if flag else str(e)) from None
+    return problems, ""
 
 
 _SAMPLER_FLAGS = {
@@ -356,12 +399,14 @@ _SAMPLER_FLAGS = {
     "layouts": "--layouts",
     "sampler": "--sampler",
     "min_dim/max_dim": "--min-dim/--max-dim",
+    "pow2": "--min-dim/--max-dim",  # no power of two between them
 }
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
+    _check_collect_flags(args)
     _sampler_defaults(args)
-    return _run(args, _sample(args), seed=args.seed)
+    return _run(args, _sample(args)[0], seed=args.seed)
 
 
 def _load_shapeset(path: str) -> Any:
@@ -374,6 +419,7 @@ def _load_shapeset(path: str) -> Any:
 
 
 def _cmd_collect_shapeset(args: argparse.Namespace) -> int:
+    _check_collect_flags(args)
     shapeset = _load_shapeset(args.shapeset)
     ops = _csv(args.ops) if args.ops else list(OPS)
     unknown = set(ops) - set(OPS)
@@ -395,6 +441,7 @@ def _cmd_collect_problems(args: argparse.Namespace) -> int:
 
     from torch_diode.dataset import read_dataset
 
+    _check_collect_flags(args)
     if Path(args.source).resolve() == Path(args.output).resolve():
         raise UsageError(
             f"--from and --output are the same file ({args.source}): its problems are all there already, so "
@@ -416,6 +463,7 @@ def _shape_key(p: Problem) -> tuple[Any, ...]:
 def _cmd_create_validation(args: argparse.Namespace) -> int:
     from torch_diode.dataset import read_dataset
 
+    _check_collect_flags(args)
     given = _sampler_given(args) if args.shapeset else []
     if given:  # they would be ignored: the shape set's entries are taken as they are
         raise UsageError(
@@ -456,19 +504,19 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
     if args.shapeset:
         candidates = _load_shapeset(args.shapeset).problems(split="val", ops=_csv(args.ops), dtypes=_csv(args.dtypes))
         problems = [p for p in candidates if _shape_key(p) not in taken][: args.num_shapes]
+        short = "the shape set's other 'val' entries are training shapes (or filtered out)"
     else:
-        # Sample with the exclusion applied, then drop shapes training has in another layout too.
-        problems = [p for p in _sample(args, exclude=train_problems) if _shape_key(p) not in taken]
+        # The draws skip every shape training has, in any layout, and go on until -n are found: the
+        # same seed gives the same problems, and those of a smaller -n first.
+        problems, short = _sample(
+            args,
+            exclude_shapes=train_problems,
+            excluded_are="training shapes (of --train, in any layout)",
+            short_ok=True,
+        )
     log.info("validation: %d problem(s), disjoint from %d training problem(s)", len(problems), len(train_problems))
     if len(problems) < args.num_shapes:
-        log.warning(
-            "validation: %d problem(s), not the %d asked for: %s",
-            len(problems),
-            args.num_shapes,
-            "the shape set's other 'val' entries are training shapes (or filtered out)"
-            if args.shapeset
-            else "the other sampled shapes are training shapes in another layout; ask for more with -n",
-        )
+        log.warning("validation: %d problem(s), not the %d asked for: %s", len(problems), args.num_shapes, short)
     return _run(args, problems, seed=None if args.shapeset else args.seed)  # a shape set's entries: not sampled
 
 

@@ -66,7 +66,8 @@ class Collector(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class CollectOptions:
-    """How to collect.
+    """How to collect. A bad option raises ``ValueError`` naming the field and, in parentheses, the
+    ``diode`` flag that sets it (``top_up (--top-up): ...``).
 
     Attributes:
         collector: ``"inductor"`` (max-autotune's own timings through its feedback saver) or
@@ -137,7 +138,7 @@ class CollectOptions:
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):
-            raise ValueError(f"workers: must be a positive integer or None, got {self.workers!r}")
+            raise ValueError(f"workers (--workers): must be a positive integer or None, got {self.workers!r}")
         if (self.rank is None) != (self.world_size is None):
             raise ValueError(
                 f"rank and world_size: give both or neither, got rank={self.rank!r}, world_size={self.world_size!r}"
@@ -149,13 +150,18 @@ class CollectOptions:
         if self.format is not None:
             format_for_path("x", self.format)
         if self.top_up and self.collector != "sweep":
-            raise ValueError("top_up: only the sweep collector can add configs to problems already measured")
+            raise ValueError(
+                "top_up (--top-up): only the sweep collector (--collector sweep) can add configs to problems "
+                "already measured"
+            )
         if self.checkpoint_s is not None:
             if self.collector != "sweep":
-                raise ValueError("checkpoint_s: only the sweep collector saves a problem in parts")
+                raise ValueError(
+                    "checkpoint_s (--checkpoint): only the sweep collector (--collector sweep) saves a problem in parts"
+                )
             if isinstance(self.checkpoint_s, bool) or not self.checkpoint_s > 0:
                 raise ValueError(
-                    f"checkpoint_s: must be a positive number of seconds or None, got {self.checkpoint_s!r}"
+                    f"checkpoint_s (--checkpoint): must be a positive number of seconds or None, got {self.checkpoint_s!r}"
                 )
         object.__setattr__(self, "sweep_options", tuple(sorted(dict(self.sweep_options).items())))
 

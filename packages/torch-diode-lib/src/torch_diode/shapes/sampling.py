@@ -10,16 +10,24 @@
 The op, dtype and layout of each problem are drawn uniformly from the given lists; problems are
 distinct, and operands larger than ``max_operand_elements`` are redrawn. The same arguments and
 seed always give the same problems (numpy's PCG64 ``default_rng``).
+
+Asking for more problems than there are: ``uniform`` and ``pow2`` (without the alignment classes)
+count their space first (the operand cap and the exclusions included; a space too large to count
+quickly cannot run out), so a request it cannot hold fails at once (:class:`SamplingError` says how
+many there are and what to change); draws from a space not counted give up after 10,000 in a row
+found nothing new (:data:`PATIENCE`); any draws, after ``100 * n`` in all, as before.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from torch_diode._text import plural
 from torch_diode.records import BATCHED_OPS, OPS, Problem, canonical_dtype
 from torch_diode.shapes.shapeset import LAYOUTS, ShapeEntry, strides_for
 
@@ -27,6 +35,11 @@ SAMPLERS: tuple[str, ...] = ("log-normal", "uniform", "pow2")
 #: The dtypes problems are sampled in: those the collectors can time (fp8 and integer GEMMs are other
 #: ops; their inputs cannot be drawn with ``normal_``, and float64 has no Triton GEMM template).
 SAMPLED_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32")
+#: The default cap on an operand's elements (batch included): 2**28 is 512 MiB in fp16.
+MAX_OPERAND_ELEMENTS = 2**28
+#: Draws in a row that found no new problem after which a space that was not counted (log-normal,
+#: or the alignment classes) is taken as exhausted.
+PATIENCE = 10_000
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,265 @@ def _check_choice(name: str, values: Sequence[str], allowed: Sequence[str]) -> t
     return values
 
 
+def _cap_text(cap: int) -> str:
+    return f"2**{cap.bit_length() - 1}" if cap > 0 and cap & (cap - 1) == 0 else f"{cap:,}"
+
+
+class SamplingError(ValueError):
+    """Fewer than ``n`` distinct problems could be drawn (:func:`sample_problems`).
+
+    ``str()`` names ``sample_problems``' arguments; :meth:`message` names what a caller maps them
+    to (the CLI: its flags).
+
+    Attributes:
+        asked: the ``n`` asked for.
+        problems: the distinct problems drawn, in order (with ``partial=True``: every one the
+            draws found; empty when a request was refused before drawing).
+        space: the problems the counted space holds (``uniform``/``pow2`` without alignment
+            classes), None where it was not counted; ``excluded`` of them are excluded, and
+            ``over_cap`` more of the size ranges have an operand over ``max_operand_elements``.
+        tries: draws made; ``over_cap_draws``, ``repeats`` and ``excluded_draws`` count the ones
+            that gave no new problem and why.
+        patience_ran_out: the draws stopped after :data:`PATIENCE` in a row found nothing new.
+    """
+
+    def __init__(
+        self,
+        *,
+        asked: int,
+        problems: list[Problem],
+        sampler: str,
+        min_dim: int,
+        max_dim: int,
+        max_operand_elements: int,
+        space: int | None = None,
+        excluded: int = 0,
+        over_cap: int = 0,
+        tries: int = 0,
+        over_cap_draws: int = 0,
+        repeats: int = 0,
+        excluded_draws: int = 0,
+        patience_ran_out: bool = False,
+    ) -> None:
+        self.asked = asked
+        self.problems = problems
+        self.sampler = sampler
+        self.min_dim = min_dim
+        self.max_dim = max_dim
+        self.max_operand_elements = max_operand_elements
+        self.space = space
+        self.excluded = excluded
+        self.over_cap = over_cap
+        self.tries = tries
+        self.over_cap_draws = over_cap_draws
+        self.repeats = repeats
+        self.excluded_draws = excluded_draws
+        self.patience_ran_out = patience_ran_out
+        super().__init__(self.message())
+
+    def message(self, names: Mapping[str, str] | None = None) -> str:
+        """The explanation, with ``names`` in place of the argument names (keys ``n``,
+        ``min_dim``, ``max_dim``, ``ops``, ``dtypes``, ``layouts``; ``cap``: how to call the
+        operand cap; ``excluded``: what the excluded problems are)."""
+        cap = self.max_operand_elements
+        name = {
+            "n": "n",
+            "min_dim": "min_dim",
+            "max_dim": "max_dim",
+            "ops": "ops",
+            "dtypes": "dtypes",
+            "layouts": "layouts",
+            "cap": f"max_operand_elements ({_cap_text(cap)} elements per operand, batch included)",
+            "excluded": "excluded (exclude, exclude_shapes)",
+            **(names or {}),
+        }
+        sized = self.sampler in ("uniform", "pow2")  # min_dim/max_dim apply
+        widen = ", ".join(
+            name[k] if k != "min_dim" else f"{name['min_dim']}/{name['max_dim']}"
+            for k in (("min_dim",) if sized else ()) + ("ops", "dtypes", "layouts")
+        )
+        found = len(self.problems)
+        if self.space == 0:  # the smallest problem of the ranges is over the cap
+            smallest = self.min_dim if self.sampler == "uniform" else 1 << (self.min_dim - 1).bit_length()
+            fit = math.isqrt(cap) if self.sampler == "uniform" else 1 << (math.isqrt(cap).bit_length() - 1)
+            return (
+                f"no problem fits under {name['cap']}: with {name['min_dim']} {self.min_dim} every M, N and K is at "
+                f"least {smallest}, so every operand has at least {smallest * smallest:,} elements; lower "
+                f"{name['min_dim']} to at most {fit}"
+            )
+        if self.space is not None and self.space - self.excluded < self.asked:
+            available = self.space - self.excluded
+            text = f"{name['n']} {self.asked}: the space holds only {plural(self.space, 'distinct problem')}"
+            if self.excluded:
+                text += f", {self.excluded:,} of them {name['excluded']}"
+            if available > 0:
+                text += f"; lower {name['n']} to at most {available:,}, or widen the space ({widen})"
+            else:
+                text += f"; widen the space ({widen})"
+            if self.over_cap > self.space:
+                text += (
+                    f"; {self.over_cap:,} more problems of the size ranges have an operand over {name['cap']}, so "
+                    f"larger sizes add few: lower {name['min_dim']} rather than raise {name['max_dim']}"
+                )
+            return text
+        text = (
+            f"{name['n']} {self.asked}: drew only {plural(found, 'distinct problem')} in {plural(self.tries, 'draw')}"
+        )
+        if self.patience_ran_out:
+            text += f", the last {PATIENCE:,} all without a new one"
+        why = [
+            f"{count:,} {what}"
+            for count, what in (
+                (self.over_cap_draws, f"had an operand over {name['cap']}"),
+                (self.repeats, "repeated a problem already drawn"),
+                (self.excluded_draws, f"were {name['excluded']}"),
+            )
+            if count
+        ]
+        text += f" ({', '.join(why)})" if why else ""
+        if self.over_cap_draws > self.repeats + self.excluded_draws and sized:
+            if self.space is not None:
+                text += f"; only {plural(self.space, 'problem')} of the size ranges fit under it"
+            return text + (
+                f"; lower {name['min_dim']}/{name['max_dim']}: every M, N and K up to {math.isqrt(cap)} fits (batch 1)"
+            )
+        return text + f"; the space looks exhausted: lower {name['n']}, or widen the space ({widen})"
+
+
+@dataclass(frozen=True)
+class _Space:
+    """The (op, dtype, layout, M, N, K, batch) tuples ``uniform``/``pow2`` draw from: ``box`` in
+    the ranges, ``size`` of them within the operand cap, ``excluded`` of those excluded."""
+
+    box: int
+    size: int
+    excluded: int
+
+
+_COUNT_LIMIT = 10**6  # sizes per count beyond which a uniform space is not counted (it is huge)
+
+
+def _count_uniform(lo: int, hi: int, cap: int) -> int | None:
+    """How many (M, N, K) in ``[lo, hi]**3`` have ``max(M*K, K*N, M*N) <= cap``; None: too many
+    to count quickly. For the pairs (M, N) whose larger size is ``t``: the other size is at most
+    ``min(t, cap // t)``, and K at most ``cap // t``."""
+    if cap < lo * lo:
+        return 0
+    t_hi = min(hi, cap // lo)
+    if t_hi - lo + 1 > _COUNT_LIMIT or 2.0 * cap * (t_hi - lo + 1) >= 2.0**62:
+        return None
+    t = np.arange(lo, t_hi + 1, dtype=np.int64)
+    q = cap // t
+    pairs = 2 * (np.minimum(t, q) - lo + 1) - (t * t <= cap)  # (M, N) and (N, M); (t, t) once
+    ks = np.minimum(hi, q) - lo + 1
+    return int((pairs * ks).sum())
+
+
+def _count_pow2(elo: int, ehi: int, cap: int) -> int:
+    """How many (M, N, K) of powers of two ``2**elo .. 2**ehi`` have ``max(M*K, K*N, M*N) <= cap``."""
+    if cap < 1:
+        return 0
+    e = np.arange(elo, ehi + 1, dtype=np.int64)
+    em, en, ek = e[:, None, None], e[None, :, None], e[None, None, :]
+    largest = np.maximum(np.maximum(em + ek, ek + en), em + en)
+    return int((largest <= cap.bit_length() - 1).sum())
+
+
+def _batches(sampler: str, max_batch: int) -> Sequence[int]:
+    """The batches ``uniform``/``pow2`` draw for bmm/baddbmm."""
+    if sampler == "uniform":
+        return range(1, max_batch + 1)
+    return [2**j for j in range(int(math.log2(max_batch)) + 1)]
+
+
+@dataclass(frozen=True)
+class _Ranges:
+    """What ``uniform``/``pow2`` draw from: ``sample_problems``' arguments (``cap``: its
+    ``max_operand_elements``)."""
+
+    sampler: str
+    ops: Sequence[str]
+    dtypes: Sequence[str]
+    layouts: Sequence[str]
+    min_dim: int
+    max_dim: int
+    max_batch: int
+    cap: int
+
+
+def _count_space(r: _Ranges) -> tuple[int, int] | None:
+    """``(box, size)`` of :class:`_Space` (no exclusion), or None when too large to count."""
+    sampler, min_dim, max_dim, cap = r.sampler, r.min_dim, r.max_dim, r.cap
+    if sampler == "uniform":
+        per_side = max_dim - min_dim + 1
+
+        def triples(c: int) -> int | None:
+            return _count_uniform(min_dim, max_dim, c)
+
+    else:
+        elo, ehi = math.ceil(math.log2(min_dim)), math.floor(math.log2(max_dim))
+        per_side = ehi - elo + 1
+
+        def triples(c: int) -> int | None:
+            return _count_pow2(elo, ehi, c)
+
+    box = size = 0
+    for op in set(r.ops):
+        batches = _batches(sampler, r.max_batch) if op in BATCHED_OPS else [1]
+        if len(batches) > 4096:  # each batch is a count of its own
+            return None
+        box += per_side**3 * len(batches)
+        for b in batches:
+            if cap // b < min_dim * min_dim:  # no larger batch fits either
+                break
+            count = triples(cap // b)
+            if count is None:
+                return None
+            size += count
+    per_kind = len(set(r.dtypes)) * len(set(r.layouts))
+    return box * per_kind, size * per_kind
+
+
+def _count_excluded(
+    r: _Ranges, excluded: set[Problem], excluded_shapes: set[tuple[str, int, int, int, int, str]]
+) -> int:
+    """How many tuples of the counted space give an excluded problem (``excluded``, or a shape of
+    ``excluded_shapes`` in any layout)."""
+    sampler, ops, dtypes, layouts, min_dim, max_dim, cap = (
+        r.sampler,
+        r.ops,
+        r.dtypes,
+        r.layouts,
+        r.min_dim,
+        r.max_dim,
+        r.cap,
+    )
+    batches = _batches(sampler, r.max_batch)
+
+    def size_ok(v: int) -> bool:
+        return min_dim <= v <= max_dim and (sampler == "uniform" or v & (v - 1) == 0)
+
+    count = 0
+    keys = excluded_shapes | {_shape_key(p) for p in excluded}
+    for op, m, n, k, batch, dtype in keys:
+        if op not in ops or dtype not in dtypes or not all(size_ok(v) for v in (m, n, k)):
+            continue
+        if (batch not in batches if op in BATCHED_OPS else batch != 1) or max(m * k, k * n, m * n) * batch > cap:
+            continue
+        for layout in set(layouts):
+            if (op, m, n, k, batch, dtype) in excluded_shapes:
+                count += 1
+                continue
+            sa, sb = strides_for(op, m, n, k, layout)
+            count += Problem(op=op, m=m, n=n, k=k, batch=batch, dtype=dtype, stride_a=sa, stride_b=sb) in excluded
+    return count
+
+
+def _shape_key(p: Problem) -> tuple[str, int, int, int, int, str]:
+    """A problem's shape: what is the same in every layout."""
+    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
+
+
 def sample_problems(
     n: int,
     *,
@@ -175,13 +447,15 @@ def sample_problems(
     min_dim: int = 16,
     max_dim: int = 8192,
     max_batch: int = 64,
-    max_operand_elements: int = 2**28,
+    max_operand_elements: int = MAX_OPERAND_ELEMENTS,
     exclude: Iterable[Problem] = (),
+    exclude_shapes: Iterable[Problem] = (),
     params: dict[str, LogNormalParams] | None = None,
     aligned_fraction: float | None = None,
     align_to: int = 128,
     one_misaligned: bool = False,
     output_misaligned: bool = False,
+    partial: bool = False,
 ) -> list[Problem]:
     """``n`` distinct seeded problems.
 
@@ -194,6 +468,9 @@ def sample_problems(
         max_batch: the largest batch (bmm/baddbmm) for ``uniform`` and ``pow2``.
         max_operand_elements: redraw a problem with a larger operand (batch included).
         exclude: problems never to return (e.g. a training set's, for a validation set).
+        exclude_shapes: problems whose shape (op, M, N, K, batch, dtype) is never returned, in any
+            layout. The draws are those without it; only the ones whose shape is excluded are
+            skipped, so the problems are the same as ``exclude``'s with those dropped, and more.
         params: log-normal parameters (default :data:`FITTED`).
         aligned_fraction: None (the default) keeps the sizes as drawn. Otherwise each problem is
             put in one of two size classes: with this probability *aligned* (N, K and M rounded to
@@ -217,9 +494,16 @@ def sample_problems(
             layer whose output features are not a multiple of 8, ``x @ W.T``). Only layouts where
             neither operand's rows are N long: ``row/col`` and ``col/col``. Replaces
             ``aligned_fraction`` and excludes ``one_misaligned``.
+        partial: where the excluded problems leave fewer than ``n`` to draw, draw the ones there
+            are before raising (the :class:`SamplingError`'s ``problems``: in a counted space, every
+            one not excluded) instead of refusing at once; a request the counted space cannot hold
+            even without them is refused at once all the same.
 
     Raises:
-        ValueError: bad arguments, or ``n`` distinct problems could not be drawn in ``100 * n`` tries.
+        SamplingError: fewer than ``n`` distinct problems can be drawn: the counted space holds
+            fewer (refused before drawing), or the draws found nothing new :data:`PATIENCE`
+            times in a row (a space that was not counted), or ``100 * n`` draws did not find them.
+        ValueError: bad arguments.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n: must be a non-negative integer, got {n!r}")
@@ -238,6 +522,10 @@ def sample_problems(
         )
     if not 1 <= min_dim <= max_dim:
         raise ValueError(f"min_dim/max_dim: need 1 <= min_dim <= max_dim, got {min_dim}, {max_dim}")
+    if sampler == "pow2" and math.ceil(math.log2(min_dim)) > math.floor(math.log2(max_dim)):
+        raise ValueError(f"pow2: no power of two in [{min_dim}, {max_dim}]")
+    if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+        raise ValueError(f"max_batch: must be a positive integer, got {max_batch!r}")
     fitted = params if params is not None else FITTED
     if sampler == "log-normal" and any(_family(op) not in fitted for op in ops):
         raise ValueError("sampler: no fitted log-normal parameters; fit them with `diode shapes --fit SHAPESET`")
@@ -265,16 +553,34 @@ def sample_problems(
                 f"one_misaligned: in layout(s) {', '.join(shared)} both operands' rows are K long, so they are "
                 "aligned or misaligned together; use row/row, col/row or col/col"
             )
-    rng = np.random.default_rng(seed)
     excluded = set(exclude)
+    excluded_shapes = {_shape_key(p) for p in exclude_shapes}
+    fail: dict[str, Any] = dict(
+        sampler=sampler, min_dim=min_dim, max_dim=max_dim, max_operand_elements=max_operand_elements
+    )
+    space = None
+    if sampler != "log-normal" and aligned_fraction is None and not one_misaligned and not output_misaligned:
+        ranges = _Ranges(sampler, ops, dtypes, layouts, min_dim, max_dim, max_batch, max_operand_elements)
+        counted = _count_space(ranges)
+        if counted is not None:
+            box, size = counted
+            # Count the excluded ones only where they could matter (a train set can be large).
+            most = len(excluded) + len(excluded_shapes) * len(set(layouts))
+            gone = 0
+            if size - most < n:
+                gone = _count_excluded(ranges, excluded, excluded_shapes)
+            space = _Space(box=box, size=size, excluded=gone)
+            if size - gone < n and (size < n or not partial):  # the draws could never find them
+                raise SamplingError(asked=n, problems=[], space=size, excluded=gone, over_cap=box - size, **fail)
+    target = n if space is None else min(n, space.size - space.excluded)
+    rng = np.random.default_rng(seed)
     out: dict[Problem, None] = {}
-    tries = 0
-    while len(out) < n:
+    tries = in_a_row = over_cap = repeats = excluded_draws = 0
+    while len(out) < target:
         tries += 1
-        if tries > 100 * max(n, 1):
-            raise ValueError(
-                f"sampler: drew only {len(out)} distinct problems of {n} in {tries - 1} tries; widen the ranges"
-            )
+        if tries > 100 * max(n, 1) or (space is None and in_a_row >= PATIENCE):
+            break
+        in_a_row += 1  # until a new problem is found
         op = ops[int(rng.integers(len(ops)))]
         dtype = dtypes[int(rng.integers(len(dtypes)))]
         layout = layouts[int(rng.integers(len(layouts)))]
@@ -291,8 +597,6 @@ def sample_problems(
             batch = int(rng.integers(1, max_batch + 1)) if batched else 1
         else:
             lo, hi = math.ceil(math.log2(min_dim)), math.floor(math.log2(max_dim))
-            if lo > hi:
-                raise ValueError(f"pow2: no power of two in [{min_dim}, {max_dim}]")
             m, nn, k = (2 ** int(v) for v in rng.integers(lo, hi + 1, size=3))
             batch = 2 ** int(rng.integers(0, int(math.log2(max_batch)) + 1)) if batched else 1
         if aligned_fraction is not None:
@@ -307,10 +611,30 @@ def sample_problems(
         if output_misaligned:
             m, nn, k = _output_misaligned(m, nn, k, layout, bool(rng.random() < 0.5), align_to)
         if max(m * k, k * nn, m * nn) * batch > max_operand_elements:
+            over_cap += 1
             continue
         sa, sb = strides_for(op, m, nn, k, layout)
         prob = Problem(op=op, m=m, n=nn, k=k, batch=batch, dtype=dtype, stride_a=sa, stride_b=sb)
-        if prob in excluded or prob in out:
+        if prob in out:
+            repeats += 1
+            continue
+        if prob in excluded or (op, m, nn, k, batch, dtype) in excluded_shapes:
+            excluded_draws += 1
             continue
         out[prob] = None
+        in_a_row = 0
+    if len(out) < n:
+        raise SamplingError(
+            asked=n,
+            problems=list(out),
+            space=None if space is None else space.size,
+            excluded=0 if space is None else space.excluded,
+            over_cap=0 if space is None else space.box - space.size,
+            tries=tries - (len(out) < target),  # the last one counted was not drawn
+            over_cap_draws=over_cap,
+            repeats=repeats,
+            excluded_draws=excluded_draws,
+            patience_ran_out=space is None and in_a_row >= PATIENCE,
+            **fail,
+        )
     return list(out)
