@@ -78,3 +78,20 @@ def test_collect_option_errors_name_the_flag(run_diode, tmp_path, args, expected
     assert err.startswith(f"diode {args[0]}: error: {expected}"), err
     for field in ("top_up", "checkpoint_s", "max_configs", "workers:", "None"):
         assert field not in err.replace("--workers", ""), err
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        (("collect", "--log-normal"), ("--min-dim", "20000")),
+        (("collect", "--sampler", "log-normal"), ("--min-dim", "64", "--max-dim", "512")),
+        (("create-validation", "--train", DATA, "--log-normal"), ("--max-dim", "512")),
+    ],
+)
+def test_a_size_range_with_the_log_normal_sampler_is_refused(run_diode, tmp_path, command, flags):
+    # Regression: the log-normal sampler draws its sizes from its fit and ignored --min-dim and
+    # --max-dim without a word (`--log-normal --min-dim 20000` sampled the usual sizes).
+    err = _refused(run_diode, tmp_path, *command, "-n", "3", *flags, *CPU)
+    given = "/".join(f for f in flags if f.startswith("--"))
+    assert err.startswith(f"diode {command[0]}: error: {given} apply to --sampler uniform and pow2; "), err
+    assert err.endswith("or sample with --sampler uniform or pow2"), err

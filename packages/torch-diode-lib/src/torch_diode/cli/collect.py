@@ -127,7 +127,15 @@ def _sampler_given(args: argparse.Namespace) -> list[str]:
 
 
 def _sampler_defaults(args: argparse.Namespace) -> None:
-    """Give the sampling options that were not given their defaults."""
+    """Give the sampling options that were not given their defaults (refusing the size range with
+    the log-normal sampler, which would ignore it)."""
+    sizes = [f for f, v in (("--min-dim", args.min_dim), ("--max-dim", args.max_dim)) if v is not None]
+    if sizes and (args.log_normal or args.sampler == "log-normal"):
+        raise UsageError(
+            f"{'/'.join(sizes)} apply to --sampler uniform and pow2; the log-normal sampler draws its sizes from "
+            "its fit to real model GEMMs (clipped to the range that fit saw), so they would be ignored: drop "
+            f"{'them' if len(sizes) > 1 else 'it'}, or sample with --sampler uniform or pow2"
+        )
     for name, value in _SAMPLER_DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
