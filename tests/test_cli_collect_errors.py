@@ -93,5 +93,6 @@ def test_a_size_range_with_the_log_normal_sampler_is_refused(run_diode, tmp_path
     # --max-dim without a word (`--log-normal --min-dim 20000` sampled the usual sizes).
     err = _refused(run_diode, tmp_path, *command, "-n", "3", *flags, *CPU)
     given = "/".join(f for f in flags if f.startswith("--"))
-    assert err.startswith(f"diode {command[0]}: error: {given} apply to --sampler uniform and pow2; "), err
+    verb = "apply" if "/" in given else "applies"
+    assert err.startswith(f"diode {command[0]}: error: {given} {verb} to --sampler uniform and pow2; "), err
     assert err.endswith("or sample with --sampler uniform or pow2"), err

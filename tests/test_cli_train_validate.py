@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_registry import add_dist, model_bytes, site  # noqa: F401 (site: a fixture)
 
 from torch_diode.cli import main
 from torch_diode.model import load_model
@@ -142,7 +143,7 @@ def test_train_never_replaces_an_installed_models_file(
         for start in ((), ("--init-from", SHIPPED), ("--init-forest-from", SHIPPED)):
             rc, _, err = diode(capsys, "train", "--dataset", missing, "--model", str(target), *start, *FAST)
             assert rc == 2 and len(err.strip().splitlines()) == 1, (target, start, err)
-            assert f"--model {target} is the installed file of the registered model {SHIPPED} (of " in err, err
+            assert f"--model {target} is the installed file of the registered model {SHIPPED}, listed by " in err, err
             assert "write the new model elsewhere" in err, err
     assert (file_sha256(installed), installed.stat().st_mtime_ns) == before
     assert sorted(os.listdir(installed.parent)) == listing  # not even a probe file
@@ -159,3 +160,32 @@ def test_train_writes_a_copy_of_an_installed_models_file(
     rc, out, err = diode(capsys, "train", "--dataset", str(DATA), "--model", str(copy), *FAST)
     assert rc == 0 and f"wrote {copy} " in out, err
     assert load_model(copy).hardware == "NVIDIA-H100" and file_sha256(installed) == before
+
+
+def test_train_never_replaces_the_cached_file_its_init_from_name_resolves_to(
+    capsys: pytest.CaptureFixture[str],
+    site: Path,  # noqa: F811 (test_registry's fixture)
+    tmp_path: Path,
+) -> None:
+    """A registered model of a slim package (weights on the Hub only) resolves to its file in the
+    Hugging Face cache: --model naming that file with --init-from the name is refused as one of the
+    inputs (before, only an --init-from path was; the name's file was not among them)."""
+    from test_hub import COMMIT, REPO_ID
+
+    from torch_diode.registry import resolve
+
+    data = model_bytes("TESTGPU-S")
+    add_dist(site, "slim-models", models={"TESTGPU-S-matmul": data}, ship_weights=False, hub=True)
+    snapshot = tmp_path / "hf-cache" / f"models--{REPO_ID.replace('/', '--')}" / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    cached = snapshot / "TESTGPU-S-matmul.safetensors"
+    cached.write_bytes(data)  # as a download leaves it (the site fixture's private cache)
+    assert resolve("TESTGPU-S-matmul", local_files_only=True) == cached
+    missing = str(tmp_path / "missing.msgpack")
+    for start in ("--init-from", "--init-forest-from"):
+        rc, _, err = diode(
+            capsys, "train", "--dataset", missing, "--model", str(cached), start, "TESTGPU-S-matmul", *FAST
+        )
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (start, err)
+        assert f"--model {cached}" in err and "input" in err, err
+    assert cached.read_bytes() == data

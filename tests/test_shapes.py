@@ -162,19 +162,54 @@ def test_sizes_no_problem_fits_name_the_operand_cap(sampler):
         sample_problems(10, seed=0, sampler="uniform", min_dim=16384, max_dim=30000)
     assert e.value.over_cap_draws == e.value.tries == 1000
     assert "1,000 had an operand over max_operand_elements" in str(e.value)
-    assert str(e.value).endswith("only 18 problems of the size ranges fit under it; lower min_dim/max_dim: every M, N "
-                                 "and K up to 16384 fits (batch 1)")  # fmt: skip
+    assert str(e.value).endswith("of the size ranges' problems 18 fit under it, 999,860,699,420,730 do not; lower "
+                                 "min_dim/max_dim: every M, N and K up to 16384 fits (batch 1)")  # fmt: skip
 
 
-def test_draws_of_a_space_not_counted_stop_after_a_run_without_a_new_problem():
-    # Aligned sizes of 16..16 are all one problem; the alignment classes are not counted, so the
-    # draws give up after PATIENCE in a row (before: after 100 * n).
+def test_draws_of_a_space_not_counted_stop_after_a_run_without_a_new_problem_only_when_partial():
+    # Aligned sizes of 16..16 are all one problem; the alignment classes are not counted, so with
+    # partial the draws give up after PATIENCE in a row (before: after 100 * n), and take what they
+    # found; without it they go on to 100 * n, as before.
     one = dict(sampler="uniform", ops=("mm",), dtypes=("float32",), layouts=("row/row",), min_dim=16, max_dim=16)
     with pytest.raises(SamplingError) as e:
-        sample_problems(1000, seed=0, aligned_fraction=1.0, **one)
+        sample_problems(1000, seed=0, aligned_fraction=1.0, partial=True, **one)
     assert e.value.patience_ran_out and e.value.tries == PATIENCE + 1 and len(e.value.problems) == 1
     assert e.value.space is None and e.value.repeats == PATIENCE
     assert "drew only 1 distinct problem in 10,001 draws, the last 10,000 all without a new one" in str(e.value)
+    with pytest.raises(SamplingError) as e:
+        sample_problems(1000, seed=0, aligned_fraction=1.0, **one)
+    assert not e.value.patience_ran_out and e.value.tries == 100_000
+
+
+def test_a_request_that_needs_a_long_run_of_repeats_still_succeeds():
+    # Regression (review): near the end of a space that is not counted (the alignment classes),
+    # a seed found its last problems after more than PATIENCE repeats in a row, within 100 * n
+    # draws; stopping at PATIENCE made those requests fail where they had succeeded.
+    space = dict(sampler="uniform", ops=("mm",), dtypes=("float16",), layouts=("row/row",), min_dim=1, max_dim=24)
+    got = sample_problems(2198, seed=2, aligned_fraction=5e-5, **space)
+    assert len(set(got)) == 2198
+
+
+def test_a_size_of_one_is_not_counted_two_layouts_give_one_problem():
+    # Regression (review): with M, N and K of 1 every layout gives the same strides, so the space
+    # of 4 layouts holds 1 problem, not the 4 the count said ("lower -n to at most 4").
+    one = dict(sampler="uniform", ops=("mm",), dtypes=("float32",), layouts=LAYOUTS, min_dim=1, max_dim=1)
+    assert len(sample_problems(1, seed=0, **one)) == 1
+    with pytest.raises(SamplingError) as e:
+        sample_problems(4, seed=0, **one)
+    assert e.value.space is None and len(e.value.problems) == 1 and "at most 4" not in str(e.value)
+
+
+def test_sampling_errors_pickle_and_bad_caps_are_refused():
+    import pickle
+
+    with pytest.raises(SamplingError) as e:
+        sample_problems(100, seed=0, sampler="pow2", ops=["mm"], dtypes=["float32"], layouts=["row/row"], max_dim=64)
+    again = pickle.loads(pickle.dumps(e.value))  # a worker's error crosses processes
+    assert str(again) == str(e.value) and again.space == e.value.space == 27
+    assert len(sample_problems(5, seed=0, sampler="pow2", max_operand_elements=1e8)) == 5  # a float cap, as before
+    with pytest.raises(ValueError, match=r"^max_operand_elements: must be a number >= 1, got 0$"):
+        sample_problems(2, seed=0, sampler="pow2", max_operand_elements=0)
 
 
 def test_exclude_shapes_skips_every_layout_and_tops_up():

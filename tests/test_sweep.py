@@ -542,9 +542,9 @@ def test_runner_resumes_a_checkpointed_problem_with_the_choices_it_lacks(fake_cu
 def test_checkpoint_option_is_for_the_sweep_and_positive():
     from torch_diode.collect import CollectOptions
 
-    with pytest.raises(ValueError, match="checkpoint_s: only the sweep"):
+    with pytest.raises(ValueError, match=r"^checkpoint_s \(--checkpoint\): only the sweep"):
         CollectOptions(collector="inductor", checkpoint_s=60)
-    with pytest.raises(ValueError, match="checkpoint_s: must be a positive"):
+    with pytest.raises(ValueError, match=r"^checkpoint_s \(--checkpoint\): must be a positive"):
         CollectOptions(collector="sweep", checkpoint_s=0)
     assert CollectOptions(collector="sweep", checkpoint_s=60).checkpoint_s == 60
 

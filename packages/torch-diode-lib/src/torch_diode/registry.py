@@ -313,14 +313,15 @@ def register_model(
     nothing; a registered name's file is verified against its manifest first), not at the first
     GEMM, where a bad file could only make that compile fall back to stock autotuning.
 
-    Where ``install_diode_choices`` already installed the same model with the same options by
-    hand, that install is used and taken over: the registration owns it too, so that a later
+    Where the current install is one that ``install_diode_choices`` made by hand of the same model
+    with the same options, that install is used and taken over: the registration owns it too, so that a later
     ``register_model`` or :func:`unregister_model` removes it (one torch-diode handler, the
     registered one, is installed). Until then the hand install's handle still removes it (the
     registration goes with it: :func:`current_registration` is None); after that, its
     ``uninstall()`` (or ``with`` exit) removes nothing and warns (``RuntimeWarning``). A hand
     install of another model is not taken over: it stays beneath the registration, until its own
-    handle or :func:`unregister_model` (which removes every torch-diode install) removes it.
+    handle or :func:`unregister_model` (which removes every torch-diode install) removes it; so
+    does an equal one that is not the current install (another installed after it).
 
     Args:
         name_or_path: a registered model name or the path of a model file.

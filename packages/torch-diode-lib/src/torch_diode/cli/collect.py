@@ -132,7 +132,7 @@ def _sampler_defaults(args: argparse.Namespace) -> None:
     sizes = [f for f, v in (("--min-dim", args.min_dim), ("--max-dim", args.max_dim)) if v is not None]
     if sizes and (args.log_normal or args.sampler == "log-normal"):
         raise UsageError(
-            f"{'/'.join(sizes)} apply to --sampler uniform and pow2; the log-normal sampler draws its sizes from "
+            f"{'/'.join(sizes)} {'apply' if len(sizes) > 1 else 'applies'} to --sampler uniform and pow2; the log-normal sampler draws its sizes from "
             "its fit to real model GEMMs (clipped to the range that fit saw), so they would be ignored: drop "
             f"{'them' if len(sizes) > 1 else 'it'}, or sample with --sampler uniform or pow2"
         )

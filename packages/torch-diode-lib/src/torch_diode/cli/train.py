@@ -207,8 +207,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: the metrics, and the hardware, model (sha256, architecture), dataset and "
-        "candidates keys of validate-max-autotune's report",
+        help="print one JSON object: the metrics, the hardware, model (sha256, architecture) and dataset keys of "
+        "validate-max-autotune's report, and candidates (its max_compile_cost)",
     )
     _add_compile_cost_arg(
         v,
@@ -466,7 +466,7 @@ def _train(args: argparse.Namespace) -> int:
         + (f", a screening network of width {model.screen.arch.hidden}" if model.screen is not None else "")
         + (f", a ranking forest of {plural(model.forest.options.trees, 'tree')}" if model.forest is not None else "")
         + f", sha256 {model.model_hash[:16]})",
-        f"  {report.train_problems} training / {plural(report.val_problems, 'validation problem')}, "
+        f"  {report.train_problems:,} training / {plural(report.val_problems, 'validation problem')}, "
         f"{plural(report.train_rows, 'row')}; {plural(report.epochs_run, 'epoch')} (best {report.best_epoch}) "
         f"in {report.seconds:.1f} s on {report.device}",
     ]
@@ -521,8 +521,8 @@ def _check_not_installed(model: str) -> None:
         installed = entry.packaged_path
         if installed is not None and installed.is_file() and same_file(model, installed):
             raise UsageError(
-                f"--model {model} is the installed file of the registered model {entry.name} (of "
-                f"{entry.source}): writing it would replace that model for everyone who uses it, and its manifest's "
+                f"--model {model} is the installed file of the registered model {entry.name}, listed by "
+                f"{entry.source}: writing it would replace that model for everyone who uses it, and its manifest's "
                 "sha256 would then refuse the file; write the new model elsewhere (e.g. --model "
                 f"{entry.name}-tuned.safetensors)"
             )

@@ -144,9 +144,9 @@ class DiodeHandle:
         if taker is not None:
             warnings.warn(
                 f"torch-diode: this handle's install of {self.handler!r} was taken over by {taker} (the same model "
-                "and options) and has been uninstalled since (a later register_model, unregister_model or "
-                "uninstall_diode_choices); nothing was uninstalled now. Whatever is registered now stays: "
-                "unregister_model() removes it",
+                "and options) and is not installed now (a later register_model, unregister_model or "
+                "uninstall_diode_choices removed it, or a stock Inductor measurement has it out); nothing was "
+                "uninstalled now. unregister_model() removes whatever is registered",
                 RuntimeWarning,
                 stacklevel=stacklevel,
             )
@@ -217,8 +217,8 @@ def install_diode_choices(model: Any = None, **options: Any) -> DiodeHandle:
     Returns:
         A :class:`DiodeHandle`; ``with install_diode_choices(...):`` restores the previous state
         on exit. Installing a handler equal to the current one changes nothing (the handle's exit
-        then uninstalls nothing). ``register_model`` of the same model and options takes this
-        install over (:func:`take_over`): once the registry has removed it, the handle's exit
+        then uninstalls nothing). ``register_model`` of the same model and options, while this is
+        the current install, takes it over (:func:`take_over`): once the registry has removed it, the handle's exit
         removes nothing and warns. On torch < 2.10, or with ``TORCH_DIODE_DISABLE=1``, nothing is
         installed and ``handle.installed`` is False (torch < 2.10 warns once).
 

@@ -13,13 +13,16 @@ seed always give the same problems (numpy's PCG64 ``default_rng``).
 
 Asking for more problems than there are: ``uniform`` and ``pow2`` (without the alignment classes)
 count their space first (the operand cap and the exclusions included; a space too large to count
-quickly cannot run out), so a request it cannot hold fails at once (:class:`SamplingError` says how
-many there are and what to change); draws from a space not counted give up after 10,000 in a row
-found nothing new (:data:`PATIENCE`); any draws, after ``100 * n`` in all, as before.
+quickly cannot run out; with ``min_dim`` 1 and several layouts it is not counted, since a size of 1
+gives two layouts the same strides), so a request it cannot hold fails at once
+(:class:`SamplingError` says how many there are and what to change). Other draws fail after
+``100 * n`` in all, as before (so every request that succeeded before still does, with the same
+problems); with ``partial`` they also stop after :data:`PATIENCE` in a row found nothing new.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +41,8 @@ SAMPLED_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32")
 #: The default cap on an operand's elements (batch included): 2**28 is 512 MiB in fp16.
 MAX_OPERAND_ELEMENTS = 2**28
 #: Draws in a row that found no new problem after which a space that was not counted (log-normal,
-#: or the alignment classes) is taken as exhausted.
+#: or the alignment classes) is taken as exhausted, where ``partial`` takes what was found (without
+#: it only the ``100 * n`` limit stops the draws: a request that can succeed in them still does).
 PATIENCE = 10_000
 
 
@@ -233,6 +237,13 @@ class SamplingError(ValueError):
         self.patience_ran_out = patience_ran_out
         super().__init__(self.message())
 
+    def __reduce__(self) -> tuple[Any, ...]:  # its arguments are keyword-only (pickled across processes)
+        fields = (
+            *("asked", "problems", "sampler", "min_dim", "max_dim", "max_operand_elements", "space", "excluded"),
+            *("over_cap", "tries", "over_cap_draws", "repeats", "excluded_draws", "patience_ran_out"),
+        )
+        return functools.partial(SamplingError, **{f: getattr(self, f) for f in fields}), ()
+
     def message(self, names: Mapping[str, str] | None = None) -> str:
         """The explanation, with ``names`` in place of the argument names (keys ``n``,
         ``min_dim``, ``max_dim``, ``ops``, ``dtypes``, ``layouts``; ``cap``: how to call the
@@ -295,7 +306,7 @@ class SamplingError(ValueError):
         text += f" ({', '.join(why)})" if why else ""
         if self.over_cap_draws > self.repeats + self.excluded_draws and sized:
             if self.space is not None:
-                text += f"; only {plural(self.space, 'problem')} of the size ranges fit under it"
+                text += f"; of the size ranges' problems {self.space:,} fit under it, {self.over_cap:,} do not"
             return text + (
                 f"; lower {name['min_dim']}/{name['max_dim']}: every M, N and K up to {math.isqrt(cap)} fits (batch 1)"
             )
@@ -501,8 +512,9 @@ def sample_problems(
 
     Raises:
         SamplingError: fewer than ``n`` distinct problems can be drawn: the counted space holds
-            fewer (refused before drawing), or the draws found nothing new :data:`PATIENCE`
-            times in a row (a space that was not counted), or ``100 * n`` draws did not find them.
+            fewer (refused before drawing), or ``100 * n`` draws did not find them (with
+            ``partial``, in a space that was not counted: or :data:`PATIENCE` draws in a row
+            found nothing new).
         ValueError: bad arguments.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
@@ -524,6 +536,13 @@ def sample_problems(
         raise ValueError(f"min_dim/max_dim: need 1 <= min_dim <= max_dim, got {min_dim}, {max_dim}")
     if sampler == "pow2" and math.ceil(math.log2(min_dim)) > math.floor(math.log2(max_dim)):
         raise ValueError(f"pow2: no power of two in [{min_dim}, {max_dim}]")
+    if (
+        isinstance(max_operand_elements, bool)
+        or not isinstance(max_operand_elements, (int, float))
+        or not max_operand_elements >= 1
+    ):
+        raise ValueError(f"max_operand_elements: must be a number >= 1, got {max_operand_elements!r}")
+    max_operand_elements = int(max_operand_elements)  # an integer size compares alike with its floor
     if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
         raise ValueError(f"max_batch: must be a positive integer, got {max_batch!r}")
     fitted = params if params is not None else FITTED
@@ -559,7 +578,15 @@ def sample_problems(
         sampler=sampler, min_dim=min_dim, max_dim=max_dim, max_operand_elements=max_operand_elements
     )
     space = None
-    if sampler != "log-normal" and aligned_fraction is None and not one_misaligned and not output_misaligned:
+    # A size of 1 gives two layouts the same strides (one problem): the count would be too high.
+    same_strides = min_dim == 1 and len(set(layouts)) > 1
+    if (
+        sampler != "log-normal"
+        and aligned_fraction is None
+        and not one_misaligned
+        and not output_misaligned
+        and not same_strides
+    ):
         ranges = _Ranges(sampler, ops, dtypes, layouts, min_dim, max_dim, max_batch, max_operand_elements)
         counted = _count_space(ranges)
         if counted is not None:
@@ -578,7 +605,7 @@ def sample_problems(
     tries = in_a_row = over_cap = repeats = excluded_draws = 0
     while len(out) < target:
         tries += 1
-        if tries > 100 * max(n, 1) or (space is None and in_a_row >= PATIENCE):
+        if tries > 100 * max(n, 1) or (partial and space is None and in_a_row >= PATIENCE):
             break
         in_a_row += 1  # until a new problem is found
         op = ops[int(rng.integers(len(ops)))]
@@ -634,7 +661,7 @@ def sample_problems(
             over_cap_draws=over_cap,
             repeats=repeats,
             excluded_draws=excluded_draws,
-            patience_ran_out=space is None and in_a_row >= PATIENCE,
+            patience_ran_out=partial and space is None and in_a_row >= PATIENCE,
             **fail,
         )
     return list(out)
