@@ -189,3 +189,13 @@ def test_train_never_replaces_the_cached_file_its_init_from_name_resolves_to(
         assert rc == 2 and len(err.strip().splitlines()) == 1, (start, err)
         assert f"--model {cached}" in err and "input" in err, err
     assert cached.read_bytes() == data
+
+
+def test_an_empty_init_from_is_a_usage_error_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Regression (session 79): resolving --init-from '' for the protected inputs raised TypeError
+    # before train() could say what was wrong.
+    rc, _, err = diode(capsys, "train", "--dataset", str(DATA), "--model", str(tmp_path / "m.safetensors"),
+                       "--init-from", "", *FAST)  # fmt: skip
+    assert rc == 2 and err.startswith("diode train: error: --init-from: empty"), err

@@ -601,7 +601,7 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
     import torch
 
     from torch_diode.dataset import read_dataset
-    from torch_diode.evaluate import read_max_autotune_solution
+    from torch_diode.evaluate import picks_of_other_problems, read_max_autotune_solution
     from torch_diode.hardware import detect
     from torch_diode.model import load_model
 
@@ -626,7 +626,7 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
             continue
         stock = read_max_autotune_solution(stock_path) if stock_path is not None else None
         dataset = read_dataset(path)
-        if stock is not None and dataset.measured_problems().isdisjoint(stock):
+        if stock is not None and picks_of_other_problems(dataset, stock):
             # found beside the data by name, not asked for: a stale file leaves its comparison out
             emit(
                 f"note: {stock_path} holds stock's picks of none of {path}'s problems (another collection's?); not compared"

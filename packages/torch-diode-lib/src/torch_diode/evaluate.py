@@ -469,11 +469,10 @@ def evaluate_model(
             dataset's problems), or an option is out of range.
     """
     min_num_warps = check_min_num_warps(min_num_warps)
-    measured = dataset.measured_problems()
-    if stock is not None and measured and measured.isdisjoint(stock):
+    if stock is not None and picks_of_other_problems(dataset, stock):
         raise ValueError(
             f"no problem of the max-autotune solution is in the dataset (solution: {plural(len(stock), 'problem')}, "
-            f"dataset: {len(measured)}): its picks are of another dataset's problems; pass stock's picks of this "
+            f"dataset: {len(dataset.measured_problems())}): its picks are of another dataset's problems; pass stock's picks of this "
             "dataset's (`diode collect-problems --from <this dataset>` on the GPU, or scripts/campaign.py stock)"
         )
     evals = problem_evals(
@@ -495,6 +494,13 @@ def evaluate_model(
     if stock is not None and report["overall"]["vs_max_autotune"]["problems"] == 0:
         log.warning("no problem of the dataset has a max-autotune pick; vs_max_autotune is empty")
     return report, evals
+
+
+def picks_of_other_problems(dataset: Dataset, stock: Mapping[Problem, StockPick]) -> bool:
+    """Whether stock's picks ``stock`` are of none of the problems ``dataset`` measured (it measured
+    some): picks of another dataset, which :func:`evaluate_model` refuses."""
+    measured = dataset.measured_problems()
+    return bool(measured) and measured.isdisjoint(stock)
 
 
 def report_identity(model: DiodeModel, dataset: Dataset, *, problems: int) -> dict[str, Any]:

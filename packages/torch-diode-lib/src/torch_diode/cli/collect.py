@@ -379,12 +379,7 @@ def _sample(
     except SamplingError as e:
         why = e.message(
             {
-                "n": "--num-shapes/-n",
-                "min_dim": "--min-dim",
-                "max_dim": "--max-dim",
-                "ops": "--ops",
-                "dtypes": "--dtypes",
-                "layouts": "--layouts",
+                **_SAMPLER_FLAGS,
                 "cap": f"the operand size cap (2**28 = {MAX_OPERAND_ELEMENTS:,} elements, batch included; not an "
                 "option)",
                 "excluded": excluded_are,
@@ -400,8 +395,11 @@ def _sample(
     return problems, ""
 
 
+#: The sampler's argument names (in its errors) -> the command line's flags.
 _SAMPLER_FLAGS = {
     "n": "--num-shapes/-n",
+    "min_dim": "--min-dim",
+    "max_dim": "--max-dim",
     "ops": "--ops",
     "dtypes": "--dtypes",
     "layouts": "--layouts",

@@ -38,11 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "It plays no part in training or early stopping",
     )
     _add_compile_cost_arg(
-        t,
-        "with --held-out-dataset: its metrics rank only the choices the choices handler considers with the same "
-        "option: Triton configs over this compile cost are not ranked (default: the handler's, {default:g}); regret "
-        "is still against the best of every measured choice. 'none' ranks every measured choice. Without "
-        "--held-out-dataset it has no effect",
+        t, f"with --held-out-dataset: its metrics rank {_RANKED}. Without --held-out-dataset it has no effect"
     )
     t.add_argument("--model-type", choices=("base", "deep"), default="deep", help="architecture (default: deep)")
     t.add_argument("--hidden", type=int, help="hidden width (default: the model type's preset)")
@@ -233,12 +229,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stock max-autotune's picks: a solution JSON (format torch-diode-max-autotune-solution) or "
         "a dataset collected by max-autotune (its fastest record per problem is the pick)",
     )
-    _add_compile_cost_arg(
-        a,
-        "consider only the choices the choices handler considers with the same option: Triton configs over this "
-        "compile cost are not ranked (default: the handler's, {default:g}); regret is still against the best of "
-        "every measured choice. 'none' ranks every measured choice",
-    )
+    _add_compile_cost_arg(a, f"consider {_RANKED}")
     a.add_argument(
         "--min-num-warps",
         type=_min_num_warps,
@@ -296,6 +287,14 @@ def _min_num_warps(raw: str) -> int | None:
         return check_min_num_warps(int(raw))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}") from None
+
+
+#: What --max-compile-cost does where choices are ranked (``{default}``: the handler's default).
+_RANKED = (
+    "only the choices the choices handler considers with the same option: Triton configs over this compile "
+    "cost are not ranked (default: the handler's, {default:g}); regret is still against the best of every measured "
+    "choice. 'none' ranks every measured choice"
+)
 
 
 def _add_compile_cost_arg(p: argparse.ArgumentParser, text: str) -> None:
@@ -494,18 +493,13 @@ def _start_files(*refs: str | None) -> list[Path]:
     download). A reference that resolves to no file adds nothing: the training says why it cannot
     start from it."""
     from torch_diode.errors import DiodeError
-    from torch_diode.registry import looks_like_path, resolve
+    from torch_diode.registry import resolve
 
     out = []
-    for ref in refs:
-        if ref is None:
-            continue
-        if looks_like_path(ref):
-            out += [Path(ref)] if Path(ref).is_file() else []  # a missing file: train() says so
-            continue
+    for ref in (r for r in refs if r is not None):
         try:
             out.append(resolve(ref, local_files_only=True))
-        except (DiodeError, ValueError, OSError):  # unknown, not installed, damaged: train() reports it
+        except (DiodeError, ValueError, TypeError, OSError):  # missing, unknown, not downloaded: train() says so
             pass
     return out
 

@@ -109,12 +109,12 @@ class DiodeHandle:
     """What :func:`install_diode_choices` returns: the handler, and a context manager that
     restores what was there before (as :meth:`uninstall` does)."""
 
-    def __init__(self, handler: Any, *, installed: bool, owns: bool, reason: str = "", taker: str = "") -> None:
+    def __init__(self, handler: Any, *, installed: bool, owns: bool, reason: str = "", taker: bool = False) -> None:
         self.handler = handler
         self.installed = installed
         self.reason = reason
         self._owns = owns  # False for an idempotent re-install: leaving it uninstalls nothing
-        self._taker = taker  # set on a registration's handle of a hand install it took over (take_over)
+        self._taker = taker  # a registration's handle of a hand install it took over (take_over)
 
     def get_stats(self) -> dict[str, Any]:
         """The handler's :meth:`~DiodeInductorChoices.get_stats` ({} when nothing was installed)."""
@@ -284,7 +284,7 @@ def take_over(handle: DiodeHandle, *, by: str) -> DiodeHandle:
     with _lock:
         _taken_over[handle.handler] = by
     logger.info("torch-diode: %s takes over the install of %r, made by hand", by, handle.handler)
-    return DiodeHandle(handle.handler, installed=handle.installed, owns=True, taker=by)
+    return DiodeHandle(handle.handler, installed=handle.installed, owns=True, taker=True)
 
 
 def uninstall_diode_choices() -> bool:

@@ -238,11 +238,7 @@ class SamplingError(ValueError):
         super().__init__(self.message())
 
     def __reduce__(self) -> tuple[Any, ...]:  # its arguments are keyword-only (pickled across processes)
-        fields = (
-            *("asked", "problems", "sampler", "min_dim", "max_dim", "max_operand_elements", "space", "excluded"),
-            *("over_cap", "tries", "over_cap_draws", "repeats", "excluded_draws", "patience_ran_out"),
-        )
-        return functools.partial(SamplingError, **{f: getattr(self, f) for f in fields}), ()
+        return functools.partial(SamplingError, **{k: v for k, v in vars(self).items() if not k.startswith("_")}), ()
 
     def message(self, names: Mapping[str, str] | None = None) -> str:
         """The explanation, with ``names`` in place of the argument names (keys ``n``,
