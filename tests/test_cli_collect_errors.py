@@ -3,6 +3,7 @@ command line's own flags, and comes before any work (no output file, nothing com
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,27 @@ def test_a_min_dim_no_problem_fits_names_the_operand_cap(run_diode, tmp_path, sa
         "included; not an option): with --min-dim 20000 every M, N and K is at least "
     )
     assert err.endswith("lower --min-dim to at most 16384") and "widen" not in err
+
+
+@pytest.mark.parametrize(
+    ("cap", "text", "min_dim"),
+    [(2**30, "2**30 = 1,073,741,824", 40000), (10**9, "1,000,000,000", 40000), (2**28, "2**28 = 268,435,456", 20000)],
+)
+def test_the_operand_cap_text_follows_the_constant(monkeypatch, capsys, tmp_path, cap, text, min_dim):
+    # Regression: the command line wrote "2**28" itself beside the constant's value, so another
+    # MAX_OPERAND_ELEMENTS would have read "2**28 = 1,073,741,824".
+    from torch_diode.cli import main
+    from torch_diode.shapes import sampling
+
+    monkeypatch.setattr(sampling, "MAX_OPERAND_ELEMENTS", cap)
+    args = ["collect", "-n", "10", "--sampler", "uniform", "--min-dim", str(min_dim), "--max-dim", "50000", *CPU]
+    assert main([*args, "--output", str(tmp_path / "out.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        f"diode collect: error: no problem fits under the operand size cap ({text} elements, batch included; not "
+        f"an option): with --min-dim {min_dim} every M, N and K is at least "
+    ), err
+    assert err.endswith(f"lower --min-dim to at most {math.isqrt(cap)}"), err
 
 
 @pytest.mark.parametrize(

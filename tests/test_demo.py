@@ -326,7 +326,8 @@ def test_demo_trains_a_preview_from_the_data(run_diode, tmp_path: Path) -> None:
     data = tmp_path / "data" / "NVIDIA-H200"
     data.mkdir(parents=True)
     train_ds = read_dataset(H200_TRAIN)
-    write_dataset(train_ds.select_problems(train_ds.problems[:24]), data / "train.msgpack")
+    train_ds = train_ds.select_problems(train_ds.problems[:24])
+    write_dataset(train_ds, data / "train.msgpack")
     val_ds = read_dataset(H200_VAL)
     write_dataset(val_ds.select_problems(val_ds.problems[:5]), data / "val.msgpack")
     out = tmp_path / "plots"
@@ -335,7 +336,8 @@ def test_demo_trains_a_preview_from_the_data(run_diode, tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     prefix = "--train-previews: " if shipped_models() else "no shipped model yet: "
     assert re.match(
-        re.escape(prefix) + r"trained a preview NVIDIA-H200 model on .*train\.msgpack \(24 problems, \d+ timings\)",
+        re.escape(prefix)
+        + rf"trained a preview NVIDIA-H200 model on .*train\.msgpack \(24 problems, {len(train_ds):,} timings\)",
         lines[0],
     ), r.stdout
     assert any(line.startswith("NVIDIA-H200-matmul-preview (NVIDIA-H200): 5 held-out problems") for line in lines)
@@ -357,6 +359,37 @@ def test_the_gpu_part_notes_a_ptxas_mismatch() -> None:
     assert plain[1] == "  cold compile: stock 17.00 s, torch-diode 1.60 s (10.6x faster)"
 
 
+def test_the_gpu_part_counts_in_words() -> None:
+    # Regression: "kept 3 of 1,234 candidate choices over 1 GEMM(s) ... (1 fallback(s))".
+    from torch_diode.bench.measure import Measurement
+    from torch_diode.demo import GpuDemo
+
+    stock = Measurement(17.0, 62.0, [62.0], 40.0)
+    for stats, line in (
+        (dict(gemm_calls=1, candidates_kept=3, candidates_seen=1234, fallbacks_total=1),
+         "  torch-diode kept 3 of 1,234 candidate choices over 1 GEMM for Inductor to benchmark (1 fallback)"),
+        (dict(gemm_calls=2, candidates_kept=1, candidates_seen=1, fallbacks_total=0),
+         "  torch-diode kept 1 of 1 candidate choice over 2 GEMMs for Inductor to benchmark (0 fallbacks)"),
+    ):  # fmt: skip
+        diode = Measurement(1.6, 63.0, [63.0], 25.0, diode=stats)
+        assert GpuDemo("NVIDIA H200", "NVIDIA-H200", "m", stock, diode).lines()[3] == line
+
+
+def test_the_demo_lines_count_in_words(h200_model: Path, tmp_path: Path) -> None:
+    # Regression: one problem was "1 held-out problems", "on 1/1 problems", "geomean over 1 problems".
+    val = read_dataset(H200_VAL)
+    picks = read_max_autotune_solution(H200_VAL.with_name("val-stock-picks.json"))
+    first = next(t.problem for t in val.by_problem() if t.problem in picks and len(t.time_us) >= 1000)
+    one = val.select_problems([first])
+    path = write_dataset(one, tmp_path / "val.msgpack")
+    demo = evaluate_for_demo(load_model(h200_model), one, name="m", dataset_path=path, stock=picks)
+    lines = demo.lines()
+    assert lines[0] == f"m (NVIDIA-H200): 1 held-out problem, {len(one):,} timings ({path})"
+    assert all(re.search(r"within 2% of it on [01]/1 problem \((0|100)%\)$", line) for line in lines[1:3]), lines
+    stock = [line for line in lines if "geomean over" in line]
+    assert len(stock) == 2 and all("geomean over 1 problem)" in line for line in stock), lines
+
+
 @pytest.mark.gpu
 def test_demo_compiles_a_real_module_on_the_gpu(run_diode, tmp_path: Path) -> None:
     from torch_diode.hardware import detect
@@ -375,4 +408,4 @@ def test_demo_compiles_a_real_module_on_the_gpu(run_diode, tmp_path: Path) -> No
     assert re.search(
         r"^  step time \(median over CUDA-graph replays\): stock [\d.]+ us, torch-diode [\d.]+ us", out, re.M
     )
-    assert re.search(r"^  torch-diode kept \d+ of [\d,]+ candidate choices over \d+ GEMM\(s\)", out, re.M), out
+    assert re.search(r"^  torch-diode kept [\d,]+ of [\d,]+ candidate choices? over \d+ GEMMs? ", out, re.M), out

@@ -200,6 +200,83 @@ def test_a_size_of_one_is_not_counted_two_layouts_give_one_problem():
     assert e.value.space is None and len(e.value.problems) == 1 and "at most 4" not in str(e.value)
 
 
+def test_log_normal_draws_over_the_cap_get_advice_that_can_help():
+    import pickle
+
+    # Regression: when most log-normal draws were over the cap the message said "the space looks
+    # exhausted: lower n, or widen the space (ops, dtypes, layouts)": more dtypes or layouts give as
+    # many draws over it (the sizes come from the fit), and "lower n" named no n that works.
+    kw = dict(seed=0, sampler="log-normal", ops=("bmm",), max_operand_elements=2**16)
+    with pytest.raises(SamplingError) as e:
+        sample_problems(10, **kw)
+    msg = str(e.value)
+    assert msg.startswith("n 10: drew only 9 distinct problems in 1,000 draws (991 had an operand over ")
+    assert msg.endswith(
+        "; the log-normal sampler draws its sizes from its fit to real model GEMMs, whatever the dtypes and "
+        "layouts: lower n to at most 7 (the same draws give that many), or pass params with smaller sizes (e.g. "
+        "fit_log_normal of smaller shapes), or sample with sampler uniform or pow2, whose sizes min_dim/max_dim "
+        "set (every M, N and K up to 256 fits, batch 1)"
+    )
+    assert "widen" not in msg and "exhausted" not in msg
+    # The advice holds: 7 are the first 7 of the same draws, 8 are not found in 800 draws ...
+    assert sample_problems(7, **kw) == e.value.problems[:7]
+    with pytest.raises(SamplingError) as e8:
+        sample_problems(8, **kw)
+    assert e8.value.largest_ok == 7
+    again = pickle.loads(pickle.dumps(e8.value))  # a worker's error crosses processes
+    assert again.largest_ok == 7 and str(again) == str(e8.value)
+    # ... and the sizes the other samplers are told to draw fit.
+    small = dict(kw, sampler="uniform", min_dim=16, max_dim=256)
+    assert len(sample_problems(10, **small)) == len(sample_problems(10, **dict(small, sampler="pow2"))) == 10
+    # mm's fit never goes below N 256, K 320 (81,920 elements): no smaller n can help, and the
+    # command line (no option for the fit's parameters) is told neither.
+    with pytest.raises(SamplingError) as e:
+        sample_problems(10, **dict(kw, ops=("mm",)))
+    assert e.value.largest_ok == 0 and e.value.over_cap_draws == 1000
+    cli = e.value.message({"n": "--num-shapes/-n", "sampler": "--sampler", "min_dim": "--min-dim",
+                           "max_dim": "--max-dim", "dtypes": "--dtypes", "layouts": "--layouts", "params": ""})  # fmt: skip
+    assert cli.endswith(
+        "whatever the --dtypes and --layouts: sample with --sampler uniform or pow2, whose sizes "
+        "--min-dim/--max-dim set (every M, N and K up to 256 fits, batch 1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("n", "kw"),
+    [
+        (10, dict(sampler="log-normal", ops=("bmm",), max_operand_elements=2**16)),
+        (200, dict(sampler="uniform", ops=("mm",), dtypes=("float32",), layouts=("row/row",), min_dim=1, max_dim=8,
+                   aligned_fraction=0.01, align_to=4, partial=True)),
+    ],
+)  # fmt: skip
+def test_largest_ok_is_the_largest_n_the_same_draws_give(n, kw):
+    # A smaller n makes the same draws and stops after 100 * n: largest_ok succeeds, one more fails.
+    got = []
+    for seed in range(3):
+        with pytest.raises(SamplingError) as e:
+            sample_problems(n, seed=seed, **kw)
+        ok = e.value.largest_ok
+        got.append((ok, len(e.value.problems)))
+        if ok:
+            assert sample_problems(ok, seed=seed, **kw) == e.value.problems[:ok]
+        with pytest.raises(SamplingError):
+            sample_problems(ok + 1, seed=seed, **kw)
+    # the seeds give none, fewer than were found, and all that were found
+    assert got in ([(7, 9), (0, 6), (5, 8)], [(144, 145), (144, 145), (145, 145)])
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_an_unused_max_batch_is_checked_like_an_unused_size_range(sampler):
+    # max_batch is the uniform/pow2 batch range of bmm/baddbmm; like min_dim/max_dim (unused by
+    # log-normal) and align_to (unused without an alignment class) it is checked whether or not it
+    # is used, so a bad value is never accepted for one sampler and refused for another.
+    for ops in (("mm",), ("bmm",)):
+        with pytest.raises(ValueError, match=r"^max_batch: must be a positive integer, got 0$"):
+            sample_problems(1, seed=0, sampler=sampler, ops=ops, max_batch=0)
+        with pytest.raises(ValueError, match=r"^min_dim/max_dim: need 1 <= min_dim <= max_dim, got 0, 8192$"):
+            sample_problems(1, seed=0, sampler=sampler, ops=ops, min_dim=0)
+
+
 def test_sampling_errors_pickle_and_bad_caps_are_refused():
     import pickle
 

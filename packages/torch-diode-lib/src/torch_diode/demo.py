@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from torch_diode._text import plural
 from torch_diode.errors import DiodeError, MeasurementError, ModelNotFoundError
 
 if TYPE_CHECKING:
@@ -170,7 +171,10 @@ class ModelDemo:
         from torch_diode.evaluate import stock_picked_here
 
         n = len(self.problems)
-        lines = [f"{self.name} ({self.hardware}): {n} held-out problems, {self.records:,} timings ({self.dataset})"]
+        lines = [
+            f"{self.name} ({self.hardware}): {plural(n, 'held-out problem')}, {plural(self.records, 'timing')} "
+            f"({self.dataset})"
+        ]
         for k in TOP_KS:
             what = "top-1 pick" if k == 1 else f"top-{k} picks, the best of them"
             close = self.within(k)
@@ -178,7 +182,7 @@ class ModelDemo:
             lines.append(
                 f"  {what}: {self.regret_geomean(k):.3f}x the exhaustive search's winner "
                 f"(geomean; 95% interval {lo:.3f}-{hi:.3f}); "
-                f"within 2% of it on {close}/{n} problems ({close / n:.0%})"
+                f"within 2% of it on {close:,}/{plural(n, 'problem')} ({close / n:.0%})"
             )
         space = self.median_measured()
         counts = [self.median_benchmarked(k) for k in TOP_KS]
@@ -198,7 +202,7 @@ class ModelDemo:
         if vs.get("problems"):
             lines.append(
                 f"  against stock max-autotune: the top-1 pick's kernel time is {vs['geomean']:.3f}x its pick's "
-                f"(geomean over {vs['problems']} problems), no slower on {vs['no_slower_share']:.0%} of them"
+                f"(geomean over {plural(vs['problems'], 'problem')}), no slower on {vs['no_slower_share']:.0%} of them"
             )
             source = f"stock's picks ({self.stock_file.name})" if self.stock_file is not None else "stock's picks"
             if stock_picked_here(vs):
@@ -215,7 +219,7 @@ class ModelDemo:
                 f"  what a compile gets: stock max-autotune's pick is {stock_regret:.3f}x the winner; the fastest of "
                 "what torch-diode has Inductor benchmark is "
                 + " / ".join(f"{kept[k]:.3f}x" for k in TOP_KS)
-                + f" stock's pick ({' / '.join(f'top-{k}' for k in TOP_KS)}; geomean over {n_stock} problems)"
+                + f" stock's pick ({' / '.join(f'top-{k}' for k in TOP_KS)}; geomean over {plural(n_stock, 'problem')})"
             )
         if self.plot is not None:
             lines.append(f"  plot: {self.plot}")
@@ -369,7 +373,7 @@ def plot_demo(demo: ModelDemo, path: str | os.PathLike[str]) -> Path | None:
     ax2.set_ylabel("choices benchmarked")
     ax2.set_title("autotuning work per problem")
     ax2.legend(fontsize=8)
-    fig.suptitle(f"{demo.name} on {n} held-out {demo.hardware} problems")
+    fig.suptitle(f"{demo.name} on {plural(n, f'held-out {demo.hardware} problem')}")
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -407,8 +411,9 @@ class GpuDemo:
         st = d.diode or {}
         if st.get("gemm_calls"):
             lines.append(
-                f"  torch-diode kept {st['candidates_kept']} of {st['candidates_seen']:,} candidate choices over "
-                f"{st['gemm_calls']} GEMM(s) for Inductor to benchmark ({st['fallbacks_total']} fallback(s))"
+                f"  torch-diode kept {st['candidates_kept']:,} of {plural(st['candidates_seen'], 'candidate choice')} "
+                f"over {plural(st['gemm_calls'], 'GEMM')} for Inductor to benchmark "
+                f"({plural(st['fallbacks_total'], 'fallback')})"
             )
         if self.ptxas_mismatch:
             from torch_diode.inductor.ptxas import NOTE
@@ -540,7 +545,7 @@ def train_previews(
         emit(
             ("--train-previews: " if shipped else "no shipped model yet: ")
             + f"trained a preview {d.name} model on {d / TRAIN_FILE} "
-            f"({report.train_problems + report.val_problems} problems, {len(ds)} timings) in "
+            f"({plural(report.train_problems + report.val_problems, 'problem')}, {plural(len(ds), 'timing')}) in "
             f"{time.perf_counter() - t0:.0f} s on {report.device}"
         )
         out.append((f"{d.name}-matmul-preview", path))

@@ -357,7 +357,7 @@ def _sample(
     what they are. ``short_ok``: where those leave fewer than --num-shapes, take the ones there are
     (a request the space cannot hold even without them is refused all the same).
     """
-    from torch_diode.shapes.sampling import MAX_OPERAND_ELEMENTS, SamplingError, sample_problems
+    from torch_diode.shapes.sampling import MAX_OPERAND_ELEMENTS, SamplingError, cap_text, sample_problems
 
     sampler = args.sampler or ("log-normal" if args.log_normal else "uniform")
     if args.log_normal and args.sampler not in (None, "log-normal"):
@@ -380,8 +380,9 @@ def _sample(
         why = e.message(
             {
                 **_SAMPLER_FLAGS,
-                "cap": f"the operand size cap (2**28 = {MAX_OPERAND_ELEMENTS:,} elements, batch included; not an "
-                "option)",
+                "cap": f"the operand size cap ({cap_text(e.max_operand_elements, value=True)} elements, batch "
+                "included; not an option)",
+                "params": "",  # the log-normal sampler's fit: not an option either
                 "excluded": excluded_are,
             }
         )

@@ -181,8 +181,12 @@ def _check_choice(name: str, values: Sequence[str], allowed: Sequence[str]) -> t
     return values
 
 
-def _cap_text(cap: int) -> str:
-    return f"2**{cap.bit_length() - 1}" if cap > 0 and cap & (cap - 1) == 0 else f"{cap:,}"
+def cap_text(cap: int, *, value: bool = False) -> str:
+    """An operand cap as text: ``2**28`` for a power of two (with ``value``: ``2**28 = 268,435,456``),
+    else the number itself (``268,435,457``)."""
+    if cap > 0 and cap & (cap - 1) == 0:
+        return f"2**{cap.bit_length() - 1}" + (f" = {cap:,}" if value else "")
+    return f"{cap:,}"
 
 
 class SamplingError(ValueError):
@@ -201,6 +205,8 @@ class SamplingError(ValueError):
         tries: draws made; ``over_cap_draws``, ``repeats`` and ``excluded_draws`` count the ones
             that gave no new problem and why.
         patience_ran_out: the draws stopped after :data:`PATIENCE` in a row found nothing new.
+        largest_ok: the largest ``n`` the same arguments and seed give (a smaller ``n`` makes the same
+            draws, and stops after ``100 * n``): 0 when none, or when refused before drawing.
     """
 
     def __init__(
@@ -220,6 +226,7 @@ class SamplingError(ValueError):
         repeats: int = 0,
         excluded_draws: int = 0,
         patience_ran_out: bool = False,
+        largest_ok: int = 0,
     ) -> None:
         self.asked = asked
         self.problems = problems
@@ -235,6 +242,7 @@ class SamplingError(ValueError):
         self.repeats = repeats
         self.excluded_draws = excluded_draws
         self.patience_ran_out = patience_ran_out
+        self.largest_ok = largest_ok
         super().__init__(self.message())
 
     def __reduce__(self) -> tuple[Any, ...]:  # its arguments are keyword-only (pickled across processes)
@@ -242,8 +250,9 @@ class SamplingError(ValueError):
 
     def message(self, names: Mapping[str, str] | None = None) -> str:
         """The explanation, with ``names`` in place of the argument names (keys ``n``,
-        ``min_dim``, ``max_dim``, ``ops``, ``dtypes``, ``layouts``; ``cap``: how to call the
-        operand cap; ``excluded``: what the excluded problems are)."""
+        ``min_dim``, ``max_dim``, ``ops``, ``dtypes``, ``layouts``, ``sampler``, ``params``; ``cap``:
+        how to call the operand cap; ``excluded``: what the excluded problems are). A name given
+        as ``""`` is an argument the caller cannot set: the advice leaves it out."""
         cap = self.max_operand_elements
         name = {
             "n": "n",
@@ -252,7 +261,9 @@ class SamplingError(ValueError):
             "ops": "ops",
             "dtypes": "dtypes",
             "layouts": "layouts",
-            "cap": f"max_operand_elements ({_cap_text(cap)} elements per operand, batch included)",
+            "sampler": "sampler",
+            "params": "params",
+            "cap": f"max_operand_elements ({cap_text(cap)} elements per operand, batch included)",
             "excluded": "excluded (exclude, exclude_shapes)",
             **(names or {}),
         }
@@ -306,7 +317,28 @@ class SamplingError(ValueError):
             return text + (
                 f"; lower {name['min_dim']}/{name['max_dim']}: every M, N and K up to {math.isqrt(cap)} fits (batch 1)"
             )
+        if self.over_cap_draws > self.repeats + self.excluded_draws and self.sampler == "log-normal":
+            # Not "widen the space": more dtypes or layouts give as many draws over the cap.
+            return text + self._log_normal_over_cap(name)
         return text + f"; the space looks exhausted: lower {name['n']}, or widen the space ({widen})"
+
+    def _log_normal_over_cap(self, name: Mapping[str, str]) -> str:
+        """What can help when most log-normal draws were over the cap: its sizes come from its fit,
+        whatever the dtypes and layouts, so only fewer problems (as many as the same draws give),
+        smaller fitted sizes, or another sampler's sizes do."""
+        advice = []
+        if self.largest_ok:
+            advice.append(f"lower {name['n']} to at most {self.largest_ok:,} (the same draws give that many)")
+        if name["params"]:
+            advice.append(f"pass {name['params']} with smaller sizes (e.g. fit_log_normal of smaller shapes)")
+        advice.append(
+            f"sample with {name['sampler']} uniform or pow2, whose sizes {name['min_dim']}/{name['max_dim']} set "
+            f"(every M, N and K up to {math.isqrt(self.max_operand_elements)} fits, batch 1)"
+        )
+        return (
+            f"; the log-normal sampler draws its sizes from its fit to real model GEMMs, whatever the "
+            f"{name['dtypes']} and {name['layouts']}: " + ", or ".join(advice)
+        )
 
 
 @dataclass(frozen=True)
@@ -472,7 +504,10 @@ def sample_problems(
         sampler: ``"log-normal"``, ``"uniform"`` or ``"pow2"``.
         ops, dtypes, layouts: drawn uniformly per problem (layouts as ``"row/col"``, A/B).
         min_dim, max_dim: the range of M, N, K for ``uniform`` and ``pow2``.
-        max_batch: the largest batch (bmm/baddbmm) for ``uniform`` and ``pow2``.
+        max_batch: the largest batch (bmm/baddbmm) for ``uniform`` and ``pow2`` (``pow2``: the powers
+            of two up to it); ``log-normal`` draws its batch from its fit, and mm/addmm have batch 1.
+            Like ``min_dim``/``max_dim`` (and ``align_to``), it is checked whether or not the
+            sampler and ops use it.
         max_operand_elements: redraw a problem with a larger operand (batch included).
         exclude: problems never to return (e.g. a training set's, for a validation set).
         exclude_shapes: problems whose shape (op, M, N, K, batch, dtype) is never returned, in any
@@ -598,7 +633,7 @@ def sample_problems(
     target = n if space is None else min(n, space.size - space.excluded)
     rng = np.random.default_rng(seed)
     out: dict[Problem, None] = {}
-    tries = in_a_row = over_cap = repeats = excluded_draws = 0
+    tries = in_a_row = over_cap = repeats = excluded_draws = largest_ok = 0
     while len(out) < target:
         tries += 1
         if tries > 100 * max(n, 1) or (partial and space is None and in_a_row >= PATIENCE):
@@ -646,6 +681,8 @@ def sample_problems(
             continue
         out[prob] = None
         in_a_row = 0
+        if tries <= 100 * len(out):  # within a request for len(out) problems' 100 * n draws: it succeeds
+            largest_ok = len(out)
     if len(out) < n:
         raise SamplingError(
             asked=n,
@@ -658,6 +695,7 @@ def sample_problems(
             repeats=repeats,
             excluded_draws=excluded_draws,
             patience_ran_out=partial and space is None and in_a_row >= PATIENCE,
+            largest_ok=largest_ok,
             **fail,
         )
     return list(out)
