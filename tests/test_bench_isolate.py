@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -292,6 +295,124 @@ def test_a_parent_gone_while_the_process_starts_is_noticed(probe: Path) -> None:
     while _isolated_folders() - before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _isolated_folders() <= before and not work.exists()
+
+
+KILLED_BEFORE_THE_CHILD = """
+import os, signal, sys
+from torch_diode.bench.isolate import run_in_new_process
+
+
+def at_popen(event, args):  # SIGKILLed once its work folder is made, as it starts the measuring process
+    if event == "subprocess.Popen" and "torch_diode.bench.isolate" in list(args[1]):
+        open(sys.argv[2], "w").write(os.path.dirname(args[1][-2]))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+sys.addaudithook(at_popen)
+run_in_new_process("isolate_probe:nap", {"seconds": 120}, paths=[sys.argv[1]])
+"""
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``T``: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _start_parent(probe: Path, name: str) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """PARENT in a new process, measuring in a child of its own: (the parent, the child's pid, its work folder)."""
+    pid_file = probe / f"{name}.pid"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(pid_file), str(probe)], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child, work = pid_file.read_text().split()
+    return parent, int(child), Path(work)
+
+
+def test_folders_left_by_killed_processes_are_deleted_by_the_next_run(probe: Path) -> None:
+    """A SIGKILL of the measuring tool between making its work folder and starting the measuring
+    process, or of both at once (the OOM killer), left the folder (Inductor's and Triton's caches)
+    in the temporary directory for good: the next run, in any process, deletes it. The folder of
+    a run still going, another process's, is kept."""
+    live_parent, live_child, live = _start_parent(probe, "live")
+    try:
+        told = probe / "work.txt"
+        killed = subprocess.run([sys.executable, "-c", KILLED_BEFORE_THE_CHILD, str(probe), str(told)], timeout=120)
+        assert killed.returncode == -signal.SIGKILL
+        early = Path(told.read_text())
+        assert early.name.startswith("diode-isolated-") and (early / "request.json").is_file()
+        # the next run, of another process: it deletes that folder, and is then SIGKILLed with its child,
+        # stopped first so that neither sees the other go (no one deletes its folder)
+        parent, child, both = _start_parent(probe, "both")
+        assert not early.exists()
+        parent.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while _state(parent.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(child, signal.SIGKILL)
+        parent.kill()
+        parent.wait(60)
+        assert _wait_gone(child) and (both / "request.json").is_file()
+        r = run_in_new_process("isolate_probe:where", {"x": 1}, paths=[probe])
+        assert "error" not in r, r
+        assert not both.exists()
+        assert (live / "request.json").is_file() and alive(live_child)
+    finally:
+        live_parent.terminate()
+        live_parent.wait(60)
+    assert _wait_gone(live_child)
+
+
+def test_only_this_users_folders_of_processes_that_are_gone_are_deleted(probe: Path, tmp_path: Path) -> None:
+    """What a work folder's name says, checked: a reused pid is not its owner (the start time in
+    the name differs), a pid of another pid namespace is not looked up here, and nothing but this
+    user's folders of that name is touched (a link to a folder, a file, another user's folder, a
+    folder of an older torch-diode's name)."""
+
+    def start_time(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+    if not Path("/proc/self/ns/pid").exists():
+        pytest.skip("no /proc: folders are named without start times and namespaces")
+    namespace = int("".join(c for c in os.readlink("/proc/self/ns/pid") if c.isdigit()))
+    gone = subprocess.Popen(["sleep", "60"])
+    gone_start = start_time(gone.pid)
+    gone.kill()
+    gone.wait()
+    dead, me = f"{gone.pid}-{gone_start}-{namespace}", f"{os.getpid()}-{start_time(os.getpid())}-{namespace}"
+    reused = f"{os.getpid()}-{start_time(os.getpid()) + 1}-{namespace}"  # this pid, another process's start
+    tmp = Path(tempfile.gettempdir())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    deleted = [tmp / f"diode-isolated-{dead}-deadpid0", tmp / f"diode-isolated-{reused}-reused00"]
+    kept = [
+        tmp / f"diode-isolated-{me}-mine0000",  # this process's
+        tmp / f"diode-isolated-{gone.pid}-{gone_start}-{namespace + 1}-otherns0",
+        tmp / "diode-isolated-abcd1234",  # an older torch-diode's (no owner in the name)
+    ]
+    if os.geteuid() == 0:  # only root can give a folder to another user
+        kept.append(tmp / f"diode-isolated-{dead}-otheruid")
+    link, file = tmp / f"diode-isolated-{dead}-symlink0", tmp / f"diode-isolated-{dead}-afile000"
+    try:
+        for d in deleted + kept:
+            d.mkdir()
+            (d / "inductor").mkdir()
+            (d / "inductor" / "cache.bin").write_bytes(b"x" * 100)
+        if os.geteuid() == 0:
+            os.chown(kept[-1], 65534, 65534)
+        link.symlink_to(outside, target_is_directory=True)
+        file.write_text("not a folder")
+        r = run_in_new_process("isolate_probe:where", {"x": 1}, paths=[probe])
+        assert "error" not in r, r
+        assert [d.exists() for d in deleted] == [False, False]
+        assert all((d / "inductor" / "cache.bin").is_file() for d in kept), [d.name for d in kept if not d.exists()]
+        assert link.is_symlink() and (outside / "keep.txt").read_text() == "keep" and file.read_text() == "not a folder"
+    finally:  # what the test made in the temporary directory, not left there
+        for d in deleted + kept:
+            shutil.rmtree(d, ignore_errors=True)
+        link.unlink(missing_ok=True)
+        file.unlink(missing_ok=True)
 
 
 def test_run_by_hand_the_process_deletes_nothing(probe: Path, tmp_path: Path) -> None:

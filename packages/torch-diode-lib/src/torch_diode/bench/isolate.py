@@ -23,6 +23,11 @@ keyword arguments. A function that raises, a process that dies (a crash, running
 or one that runs past ``timeout_s`` comes back as ``{"error": ...}`` saying which, with the end
 of the process's output; the process and everything it started (compile workers) are killed on a
 timeout or an interrupt, and the folders are deleted.
+
+The work folder's name says whose it is (``diode-isolated-PID-START-PIDNS-XXXXXXXX``: the pid, its
+start time and pid namespace from ``/proc``, ``x`` where unknown). Where a process ends with no
+chance to delete its folder (a SIGKILL of it before its child started, or of both: the OOM killer),
+the next :func:`run_in_new_process` on the machine deletes it (:func:`_remove_leaked_folders`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,6 +53,10 @@ ERROR_TAIL_CHARS = 1500
 #: Set by :func:`run_in_new_process` for its child: its own pid, and the child's work folder.
 _PARENT_ENV = "TORCH_DIODE_ISOLATE_PARENT"
 _WORK_ENV = "TORCH_DIODE_ISOLATE_WORK"
+#: A work folder's name: its owner's pid, start time (clock ticks after boot) and pid namespace
+#: ("x": unknown, without /proc), then mkdtemp's random part.
+_PREFIX = "diode-isolated-"
+_FOLDER = re.compile(re.escape(_PREFIX) + r"(\d+)-(\d+|x)-(\d+|x)-[a-z0-9_]{8}")
 
 
 def run_in_new_process(
@@ -87,7 +97,8 @@ def run_in_new_process(
     # child to delete it (the import took up to 0.7 s on a loaded 2-core machine).
     from torch_diode.collect.runner import sigterm_interrupts
 
-    work = Path(tempfile.mkdtemp(prefix="diode-isolated-"))
+    _remove_leaked_folders()
+    work = Path(tempfile.mkdtemp(prefix=_folder_prefix()))
     try:
         (work / "request.json").write_text(payload)
         child_env = {
@@ -129,6 +140,70 @@ def run_in_new_process(
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _folder_prefix() -> str:
+    """The start of this process's work folders' names: ``diode-isolated-PID-START-PIDNS-``."""
+    return f"{_PREFIX}{os.getpid()}-{_start_time(os.getpid()) or 'x'}-{_pid_namespace() or 'x'}-"
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks after boot, /proc/PID/stat's 22nd field): with the
+    pid, one process, a reused pid another; None where it is gone, a zombie, or there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
+
+
+def _pid_namespace() -> str | None:
+    """The inode of this process's pid namespace (pids of another, a container's sharing the
+    temporary directory, are not this one's), or None without /proc."""
+    try:
+        return "".join(c for c in os.readlink("/proc/self/ns/pid") if c.isdigit()) or None
+    except OSError:
+        return None
+
+
+def _owner_gone(pid: int, start: str, namespace: str) -> bool:
+    """Whether the process a work folder's name says made it is gone: for certain only, so that a
+    live process's folder is never taken. A pid of another namespace, or one recorded without its
+    namespace where this process knows its own, is never gone (it cannot be looked up here)."""
+    if namespace != (_pid_namespace() or "x"):
+        return False
+    if start != "x":  # this pid's start time then: gone, or its pid is another process's now
+        return _start_time(pid) != start
+    try:  # without /proc: the pid alone (a reused pid keeps the folder)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # someone else's process: there
+        return False
+    return False
+
+
+def _remove_leaked_folders() -> None:
+    """Delete the work folders, in the temporary directory, of processes that are gone: this
+    user's directories whose names are :func:`run_in_new_process`'s only (nothing else, and no
+    link, is touched). Another process deleting the same folder meanwhile is fine; a failure is
+    logged, never raised (a measurement does not depend on it)."""
+    try:
+        uid = os.getuid()
+        with os.scandir(tempfile.gettempdir()) as entries:
+            found = [(e, m) for e in entries if (m := _FOLDER.fullmatch(e.name)) is not None]
+        for e, m in found:
+            try:  # gone meanwhile (another process deleted it): OSError, nothing to do
+                if not e.is_dir(follow_symlinks=False) or e.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+            except OSError:
+                continue
+            if _owner_gone(int(m[1]), m[2], m[3]):
+                shutil.rmtree(e.path, ignore_errors=True)
+                if not os.path.lexists(e.path):
+                    log.info("deleted %s, left by process %s, which is gone", e.path, m[1])
+    except Exception as e:  # a clean-up: never the measurement's failure
+        log.warning("could not look for measurement folders left by processes that are gone: %s", e)
 
 
 def _kill_group(proc: subprocess.Popen[bytes], *, only_others: bool = False) -> None:
