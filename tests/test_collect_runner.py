@@ -6,6 +6,7 @@ Real compiles of tiny bmm problems (the op Inductor autotunes on CPU); structure
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -228,11 +229,11 @@ def test_create_validation_draws_on_past_training_shapes_in_another_layout(tmp_p
     cmd += ("--layouts", "row/row,row/col", "--max-dim", "32")
     proc = run_diode(*cmd, "-n", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "validation: 2 problem(s), disjoint from 1 training problem(s)" in proc.stderr
+    assert "validation: 2 problems, disjoint from 1 training problem" in proc.stderr
     assert "asked for" not in proc.stderr and set(read_dataset(out).problems) == set(want[:2])
     proc = run_diode(*cmd, "-n", "3")
     assert proc.returncode == 0, proc.stderr
-    assert "1 problem(s) measured (0 failed), 2 already done" in proc.stdout
+    assert "1 problem measured (0 failed), 2 already done" in proc.stdout
     assert set(read_dataset(out).problems) == set(want)
 
 
@@ -255,7 +256,7 @@ def test_create_validation_says_when_training_shapes_leave_too_few(tmp_path, run
     proc = run_diode(*cmd, "-n", "3")
     assert proc.returncode == 0, proc.stderr
     assert (
-        "validation: 2 problem(s), not the 3 asked for: --num-shapes/-n 3: the space holds only 7 distinct problems, "
+        "validation: 2 problems, not the 3 asked for: --num-shapes/-n 3: the space holds only 7 distinct problems, "
         "5 of them training shapes (of --train, in any layout); lower --num-shapes/-n to at most 2"
     ) in proc.stderr
     assert sorted(p.batch for p in read_dataset(out).problems) == [32, 64]
@@ -682,7 +683,7 @@ def test_collect_problems_measures_a_datasets_problems_in_a_run_of_their_own(tmp
     assert set(picks) == {p for p in got.problems if any(r.problem == p for r in got.records())}
     capsys.readouterr()
     assert main([*args, "--no-progress"]) == 0  # everything is there: a rerun measures nothing
-    assert "0 problem(s) measured (0 failed), 3 already done" in capsys.readouterr().out
+    assert "0 problems measured (0 failed), 3 already done" in capsys.readouterr().out
     assert len(read_dataset(out)) == len(got)
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
@@ -827,3 +828,142 @@ def test_checkpointed_parts_of_another_search_space_are_not_resumed(tmp_path):
     partial_path(out).write_bytes(out.read_bytes())  # parts of a DEFAULT run
     with pytest.raises(ValueError, match=r"c\.msgpack\.partial: holds timings collected with search_space 'DEFAULT'"):
         collect([bmm(24)], CollectOptions(search_space="EXHAUSTIVE", **CPU), tmp_path / "c.msgpack")
+
+
+def test_every_setting_a_run_records_is_compared_when_its_file_is_resumed(tmp_path):
+    """The settings a run records in its provenance (``collect.runner._settings_of``) and those a
+    resumed file is compared on (``dataset.RUN_SETTINGS``) were two lists kept in step by hand: a
+    setting in the first only was recorded and never compared (files of both values mixed), one in
+    the second only was never recorded. Each setting a run records refuses a file that records
+    another value of it, and every compared setting is recorded by some run."""
+    from dataclasses import replace
+
+    from torch_diode.collect.runner import _provenance, _settings_of
+    from torch_diode.dataset import RUN_SETTINGS
+
+    runs = [
+        CollectOptions(**CPU),
+        CollectOptions(collector="sweep", search_space="EXHAUSTIVE", via_linear=True, **CPU),
+        CollectOptions(collector="sweep", sweep_options=(("literal_sizes", False),), **CPU),
+    ]
+    recorded: set[str] = set()
+    for i, options in enumerate(runs):
+        run = _provenance(options, "cpu-test")
+        path = tmp_path / f"run{i}.msgpack"
+        with DatasetWriter(path, run) as w:
+            w.add(TimingRecord(problem=bmm(16), choice=Choice(template="aten::bmm"), time_us=10.0, hardware="cpu-test"))
+        for name, value in _settings_of(options).items():
+            recorded.add(name)
+            other = f"not-{value}"
+            if name == "collector":
+                assert run.collector == value
+                changed = replace(run, collector=other)
+            else:
+                assert dict(run.extra)[name] == value
+                changed = replace(run, extra=tuple((k, other if k == name else v) for k, v in run.extra))
+            with pytest.raises(ValueError, match=f"collected with {name} {value!r}, not this run's {other!r}"):
+                DatasetWriter(path, changed)
+        with DatasetWriter(path, run):  # the run itself resumes it
+            pass
+    assert recorded == set(RUN_SETTINGS)
+
+
+_READS = """
+import json, os, sys
+
+report, code = sys.argv[1:3]
+reads, replaced = {}, set()
+
+
+def watch(event, args):
+    # reads of each file until it is first replaced or removed: those of the file an earlier run left
+    if event == "open" and isinstance(args[0], (str, os.PathLike)) and isinstance(args[1], str) and args[1] == "r":
+        path = os.path.abspath(args[0])
+        if path not in replaced:
+            reads[path] = reads.get(path, 0) + 1
+    elif event == "os.rename":
+        replaced.add(os.path.abspath(args[1]))
+    elif event == "os.remove":
+        replaced.add(os.path.abspath(args[0]))
+
+
+sys.addaudithook(watch)
+exec(code)
+with open(report, "w") as f:
+    json.dump(reads, f)
+"""
+
+
+@pytest.mark.parametrize("torchrun", [False, True], ids=["local", "torchrun-rank"])
+def test_a_resume_reads_each_file_an_earlier_run_left_once(tmp_path, torchrun):
+    """A resume checked the run settings of the shards and checkpointed parts an earlier run left
+    in a read of its own, then read them again to merge them, settle them, or skip their problems:
+    each is now checked where it is read, once (a torchrun rank's own shard is read twice still:
+    checked in its turn, then resumed by its writer). Seen by an audit hook on ``open``."""
+    from torch_diode.collect.runner import _provenance
+
+    out = tmp_path / "out.msgpack"
+    run = _provenance(CollectOptions(**CPU), "cpu-test")
+    aten = Choice(template="aten::bmm")
+    left = {
+        shard_path(out, 0): bmm(16),
+        shard_path(out, 1): bmm(24),
+        out: bmm(32),
+        partial_path(out): bmm(40),
+        tmp_path / "out.rank1.msgpack.partial": bmm(48),
+    }
+    for path, problem in left.items():
+        with DatasetWriter(path, run, format="msgpack") as w:
+            w.add(TimingRecord(problem=problem, choice=aten, time_us=10.0, hardware="cpu-test"))
+    ranks = "rank=0, world_size=2, " if torchrun else ""
+    code = (
+        "from torch_diode.collect import CollectOptions, collect\n"
+        "from torch_diode.records import Problem\n"
+        "ps = [Problem(op='bmm', m=m, n=8, k=24, batch=2, dtype='float32') for m in (16, 24, 32)]\n"
+        f"s = collect(ps, CollectOptions({ranks}device='cpu', progress=False, hardware='cpu-test'), {str(out)!r})\n"
+        "assert s.problems_measured == 0, s\n"
+    )
+    report = tmp_path / "reads.json"
+    r = subprocess.run(
+        [sys.executable, "-c", _READS, str(report), code], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    reads = {Path(p).name: n for p, n in json.loads(report.read_text()).items() if Path(p).parent == tmp_path}
+    once = {p.name: 1 for p in left}
+    if torchrun:
+        once["out.rank0.msgpack"] = 2
+    assert reads == once
+    if not torchrun:
+        assert set(read_dataset(out).problems) == set(left.values()) - {bmm(40), bmm(48)}
+        assert sorted(read_dataset(partial_path(out), format="msgpack").problems, key=repr) == [bmm(40), bmm(48)]
+
+
+@pytest.mark.parametrize("bad", ["shard", "partial", "both"])
+@pytest.mark.parametrize("torchrun", [False, True], ids=["local", "torchrun-rank"])
+def test_leftovers_of_other_settings_are_refused_before_anything_is_merged(tmp_path, torchrun, bad):
+    """A leftover shard or checkpointed part of another search space is refused, naming it (the
+    shards before the parts), while every file beside the output is as it was: none merged,
+    settled or removed."""
+    from torch_diode.collect.runner import _provenance
+
+    out = tmp_path / "c.msgpack"
+    run = _provenance(CollectOptions(**CPU), "cpu-test")
+    other = _provenance(CollectOptions(search_space="EXHAUSTIVE", **CPU), "cpu-test")
+    aten = Choice(template="aten::bmm")
+    files = {
+        shard_path(out, 1): (bmm(16), other if bad in ("shard", "both") else run),
+        partial_path(out): (bmm(24), other if bad in ("partial", "both") else run),
+        out: (bmm(32), run),
+    }
+    for path, (problem, prov) in files.items():
+        with DatasetWriter(path, prov, format="msgpack") as w:
+            w.add(TimingRecord(problem=problem, choice=aten, time_us=10.0, hardware="cpu-test"))
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    named = shard_path(out, 1) if bad != "partial" else partial_path(out)
+    ranks: dict[str, Any] = {"rank": 0, "world_size": 2} if torchrun else {}
+    with pytest.raises(ValueError) as e:
+        collect([bmm(16), bmm(24), bmm(40)], CollectOptions(**ranks, **CPU), out)
+    assert str(e.value).startswith(
+        f"{named}: holds timings collected with search_space 'EXHAUSTIVE', not this run's 'DEFAULT'"
+    ), e.value
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before

@@ -242,6 +242,21 @@ def small(hw: str = HW, scale: float = 1.0) -> Dataset:
     return Dataset.from_records([r for p in PROBLEMS for r in records(p, hw, scale)], prov)
 
 
+def test_repr_counts_in_words() -> None:
+    # Regression: the repr said "1 records, 1 problems, 1 choices" and "1234 records".
+    one = Dataset.from_records(
+        records(PROBLEMS[0])[:1],
+        PROV,
+        failures=[FailureRecord(problem=PROBLEMS[0], choice=TRITON[0], reason="oom", message="x", hardware=HW)],
+    )
+    assert repr(one) == "Dataset(1 record, 1 problem, 1 choice, hardware=['NVIDIA-H100'], 1 failure)"
+    many = Dataset.from_records(
+        [TimingRecord(problem=PROBLEMS[0], choice=TRITON[0], time_us=1.0 + i, hardware=HW) for i in range(1234)], PROV
+    )
+    assert repr(many) == "Dataset(1,234 records, 1 problem, 1 choice, hardware=['NVIDIA-H100'], 0 failures)"
+    assert repr(small()) == "Dataset(16 records, 4 problems, 4 choices, hardware=['NVIDIA-H100'], 0 failures)"
+
+
 # -- bad files -------------------------------------------------------------------------------------------
 
 
@@ -551,7 +566,7 @@ def test_damage_before_complete_chunks_is_refused_not_cut(
     if damaged == 1:
         hint = "no chunk before it is complete, so `diode data recover` has nothing to copy out of it"
     else:
-        hint = f"`diode data recover {path} --output FIXED.msgpack` copies the 1 complete chunk(s) before it (4 record"
+        hint = f"`diode data recover {path} --output FIXED.msgpack` copies the 1 complete chunk before it (4 record"
     with pytest.raises(DatasetFormatError, match=damage) as e:
         DatasetWriter(path, PROV)
     assert hint in str(e.value) and not isinstance(e.value, TruncatedFileError)

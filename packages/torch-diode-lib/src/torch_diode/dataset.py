@@ -32,6 +32,7 @@ import contextlib
 import io
 import json
 import os
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ import msgpack
 import numpy as np
 
 from torch_diode._files import atomic_write
+from torch_diode._text import plural
 from torch_diode.errors import (
     DamagedFileError,
     DatasetFormatError,
@@ -211,8 +213,9 @@ class Dataset:
 
     def __repr__(self) -> str:
         return (
-            f"Dataset({len(self)} records, {len(self.problems)} problems, {len(self.choices)} choices, "
-            f"hardware={self.hardware_keys}, {len(self.failures)} failures)"
+            f"Dataset({plural(len(self), 'record')}, {plural(len(self.problems), 'problem')}, "
+            f"{plural(len(self.choices), 'choice')}, hardware={self.hardware_keys}, "
+            f"{plural(len(self.failures), 'failure')})"
         )
 
     def __eq__(self, other: object) -> bool:
@@ -568,7 +571,10 @@ def _iter_objects(path: Path, data: bytes, fmt: Format) -> Iterator[tuple[Any, i
             except msgpack.OutOfData:
                 # tell() has moved past a partial object by now, so compare with the last good end.
                 if pos < len(data):
-                    raise _Truncated(pos, f"{len(data) - pos} trailing byte(s) do not form a complete object") from None
+                    raise _Truncated(
+                        pos,
+                        f"{plural(len(data) - pos, 'trailing byte')} {'does' if len(data) - pos == 1 else 'do'} not form a complete object",
+                    ) from None
                 return
             except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as e:
                 raise DatasetFormatError(f"{path}: not a valid msgpack stream at object {i}: {e}") from None
@@ -676,8 +682,8 @@ def _is_chunk_at(data: bytes, at: int) -> bool:
 def _damaged_file_error(path: Path, st: _ReadState, pos: int, detail: str) -> DamagedFileError:
     if st.chunks:
         what_to_do = (
-            f"`diode data recover {path} --output FIXED{path.suffix}` copies the {st.chunks} complete chunk(s) "
-            f"before it ({st.records} record(s)) to a new file, which a collection can resume"
+            f"`diode data recover {path} --output FIXED{path.suffix}` copies the {plural(st.chunks, 'complete chunk')} "
+            f"before it ({plural(st.records, 'record')}) to a new file, which a collection can resume"
         )
     else:
         what_to_do = (
@@ -961,7 +967,10 @@ def recover_dataset(
     size = p.stat().st_size
     if not keep_nothing and st.chunks == 0 and size > st.good_bytes:
         raise TruncatedFileError(
-            str(p), 0, 0, f"{size - st.good_bytes} byte(s) after the header form no complete chunk"
+            str(p),
+            0,
+            0,
+            f"{plural(size - st.good_bytes, 'byte')} after the header {'forms' if size - st.good_bytes == 1 else 'form'} no complete chunk",
         )
     ds = _state_to_dataset(st)
     if output is not None:
@@ -1096,58 +1105,107 @@ def lock_path(output: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + ".lock")
 
 
+#: How long :func:`output_lock` asks again for ``OUT.lock`` held by another run before it refuses:
+#: a holder that leaves holds the file exclusively for a moment, to remove it.
+_LOCK_GRACE_S = 0.5
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed, nor replaced by another)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _last_holder(fd: int) -> bool:
+    """Whether ``fd``'s shared ``flock`` could be made exclusive at once: no other open file holds a
+    lock on the file. Converting is not atomic: refused, the shared lock may be gone already (Linux
+    drops it first), so only a holder that is leaving asks. False where there are no such locks
+    (not POSIX, a file system without them): there no holder can know it is the last."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _take_output_lock(output: str | os.PathLike[str], path: Path, shared: bool) -> int:
+    """``path`` (``OUT.lock``) opened, created when missing, and locked (:func:`_try_lock`) while
+    it is still the file of that name: its descriptor. A file removed or replaced meanwhile (by the
+    holder before us, as it left) is let go and the new one opened; one locked by another holder
+    is asked for again for :data:`_LOCK_GRACE_S` (a holder that leaves holds it exclusively for a
+    moment) before it is refused."""
+    deadline = time.monotonic() + _LOCK_GRACE_S
+    for _ in range(5):
+        fd = os.open(path, _RW | os.O_CREAT, 0o666)
+        try:
+            while True:
+                locked = _try_lock(fd, shared=shared)
+                if not _names(path, fd):
+                    break  # removed or replaced: open the file that bears the name now
+                if locked:
+                    return fd
+                if time.monotonic() >= deadline:
+                    raise FileInUseError(
+                        f"{output}: another collection (or merge) is writing it now ({path.name} is locked); wait for "
+                        "it to end, or write to another output"
+                    )
+                time.sleep(0.01)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise FileInUseError(f"{output}: could not take {path.name} (other runs keep replacing it); try again")
+
+
 @contextlib.contextmanager
 def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iterator[None]:
     """Hold :func:`lock_path` (``OUT.lock``) for the block: exclusively for a run that writes,
     merges or replaces ``OUT`` and its sidecars, ``shared`` for a torchrun rank, which writes only
-    its own shard (ranks run together; a run that merges waits for none of them). An exclusive
-    holder removes the lock file at the end.
+    its own shard (ranks run together; a run that merges waits for none of them). The last holder
+    removes the lock file at the end: an exclusive one, or the last of the shared ones (a shared
+    holder leaving takes the file exclusively, without waiting, to know it is the last; refused,
+    another rank still holds it and keeps it).
 
     Raises:
         FileInUseError: another run holds a conflicting lock.
     """
     path = lock_path(output)
-    for _ in range(5):
-        fd = _locked_fd(path, shared=shared)
-        if fd is None:
-            raise FileInUseError(
-                f"{output}: another collection (or merge) is writing it now ({path.name} is locked); wait for it "
-                "to end, or write to another output"
-            )
-        try:  # the holder before us may have removed the file between our open and our lock
-            current = os.stat(path)
-        except FileNotFoundError:
-            current = None
-        if current is not None and os.path.samestat(os.fstat(fd), current):
-            break
-        os.close(fd)
-    else:
-        raise FileInUseError(f"{output}: could not take {path.name} (other runs keep replacing it); try again")
+    fd = _take_output_lock(output, path, shared)
     try:
         yield
     finally:
-        if not shared:
+        # Removed while still held: a run that opened it meanwhile sees it removed and opens anew.
+        if (not shared or _last_holder(fd)) and _names(path, fd):
             with contextlib.suppress(OSError):
-                os.unlink(path)  # still held: a run that opened it meanwhile sees it replaced and retries
+                os.unlink(path)
         _unlock(fd)
         os.close(fd)
 
 
 #: The settings of a collection that decide what its timings measure, beside the hardware: the
-#: collector (each times kernels its own way), and Inductor's search that ``diode collect`` records
-#: in a source's ``extra``. A file resumed by a run of other settings would mix two kinds of timings.
-_RUN_SETTINGS = ("collector", "search_space", "search_mode", "via_linear", "sweep_kernels")
+#: collector (each times kernels its own way), Inductor's search and the sweep's kernels, which
+#: ``diode collect`` records in a source's ``extra``. A file resumed by a run of other settings
+#: would mix two kinds of timings. The one list of their names: a run's values are built from it
+#: (``torch_diode.collect.runner._settings_of``, whose module refuses to load without a way to give
+#: each of them).
+RUN_SETTINGS = ("collector", "search_space", "search_mode", "via_linear", "sweep_kernels")
 
 
 def _run_settings(source: Provenance) -> dict[str, str]:
-    """The :data:`_RUN_SETTINGS` that ``source`` records (one written by hand, or by an older
+    """The :data:`RUN_SETTINGS` that ``source`` records (one written by hand, or by an older
     torch-diode, may lack some: nothing is known of those)."""
-    values = {"collector": source.collector, **{k: v for k, v in source.extra if k in _RUN_SETTINGS}}
-    return {k: values[k] for k in _RUN_SETTINGS if values.get(k, "") != ""}
+    values = {"collector": source.collector, **{k: v for k, v in source.extra if k in RUN_SETTINGS}}
+    return {k: values[k] for k in RUN_SETTINGS if values.get(k, "") != ""}
 
 
 def check_run_settings(path: str | os.PathLike[str], sources: Sequence[Provenance], new: Mapping[str, str]) -> None:
-    """Refuse to add the records of a run of settings ``new`` (:data:`_RUN_SETTINGS` names, as a
+    """Refuse to add the records of a run of settings ``new`` (:data:`RUN_SETTINGS` names, as a
     source records them) to the file ``path`` whose ``sources`` record another value of one of them
     (compared where both record it).
 

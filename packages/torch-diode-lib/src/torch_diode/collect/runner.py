@@ -31,12 +31,14 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from torch_diode._text import plural
 from torch_diode.dataset import (
+    RUN_SETTINGS,
     Dataset,
     DatasetWriter,
     check_run_settings,
@@ -205,8 +207,9 @@ class CollectSummary:
 
     def line(self) -> str:
         s = (
-            f"{self.problems_measured} problem(s) measured ({self.problems_failed} failed), {self.problems_skipped} "
-            f"already done, {self.records} record(s) in {self.elapsed_s:.1f} s ({self.configs_per_s:.2f} configs/s)"
+            f"{plural(self.problems_measured, 'problem')} measured ({self.problems_failed:,} failed), "
+            f"{self.problems_skipped:,} already done, {plural(self.records, 'record')} in {self.elapsed_s:.1f} s "
+            f"({self.configs_per_s:.2f} configs/s)"
         )
         if self.skipped_choices:
             s += "; skipped choices without a config: " + ", ".join(
@@ -246,34 +249,57 @@ def merge_shards(
     *,
     format: str | None = None,
     remove: bool = True,
+    settings: Mapping[str, str] | None = None,
 ) -> Path:
-    """Merge shard files (and ``output`` itself, when it exists) into ``output`` atomically.
+    """Merge shard files (and ``output`` itself, when it exists) into ``output`` atomically, then
+    settle the checkpointed parts beside it (:func:`settle_partials`).
 
     Truncated shards (an interrupted rank) keep their complete chunks. With ``remove`` the shards
-    are deleted once the merged file is written.
+    are deleted once the merged file is written. With ``settings`` (a run's settings, as its
+    sources record them: :data:`~torch_diode.dataset.RUN_SETTINGS`), each file is checked as it is
+    read, the shards first, then the checkpointed parts, then ``output``, and one collected with
+    other settings is refused before anything is written.
 
     Raises:
         FileInUseError: a writer (a rank still running) is appending to one of the shards.
+        ValueError: with ``settings``, a file was collected with other ones
+            (:func:`~torch_diode.dataset.check_run_settings`).
     """
     out = Path(output)
     busy = [Path(s).name for s in shards if file_in_use(s)]
     if busy:  # merged, then removed: a writer still appending to one would write into nothing
         raise FileInUseError(
-            f"{out}: its shard file(s) {', '.join(busy)} are being written by another process (a collection "
+            f"{out}: its {plural(len(busy), 'shard file')} {', '.join(busy)} {'is' if len(busy) == 1 else 'are'} being written by another process (a collection "
             "into the same output still running?); wait for it to end, or write to another output"
         )
-    parts = [out] if out.exists() and out.stat().st_size > 0 else []
-    parts += [Path(s) for s in shards if Path(s).exists() and Path(s).stat().st_size > 0]
-    if not parts:
+    here = out.exists() and out.stat().st_size > 0
+    found = [Path(s) for s in shards if Path(s).exists() and Path(s).stat().st_size > 0]
+    if not here and not found:
         raise CollectionError(f"{out}: no shard files to merge ({', '.join(map(str, shards))} do not exist)")
-    merged = merge_datasets(read_dataset(p, recover=True) for p in parts)
+    fmt = format_for_path(out, format)
+    # Every file read once, all of them before anything is written.
+    ranks = [_read_checked(s, None, settings) for s in found]
+    partials = _read_partials(out, fmt, settings)
+    main = [_read_checked(out, None, settings)] if here else []
+    merged = merge_datasets([*main, *ranks])
+    del main, ranks  # the merge holds what is kept
     write_dataset(merged, out, format=format)
     if remove:
         for s in shards:
             if Path(s).exists() and Path(s) != out:
                 Path(s).unlink()
-    settle_partials(out, format=format)
+    if partials is not None:
+        _settle(out, fmt, merged, *partials)
     return out
+
+
+def _read_checked(path: Path, format: str | None, settings: Mapping[str, str] | None) -> Dataset:
+    """``path`` read (the tail of an interrupted write cut off) and, with ``settings``, refused
+    when it was collected with other ones (:func:`~torch_diode.dataset.check_run_settings`)."""
+    ds = read_dataset(path, format=format, recover=True)
+    if settings is not None:
+        check_run_settings(path, ds.sources, settings)
+    return ds
 
 
 def partial_path(output: str | os.PathLike[str]) -> Path:
@@ -290,18 +316,43 @@ def _partial_files(output: Path) -> list[Path]:
     return [f for f in files if f.is_file() and f.stat().st_size > 0]
 
 
-def settle_partials(output: str | os.PathLike[str], *, format: str | None = None) -> int:
+def settle_partials(
+    output: str | os.PathLike[str], *, format: str | None = None, settings: Mapping[str, str] | None = None
+) -> int:
     """Move the checkpointed parts of every problem that ``output`` now holds complete into it,
     and gather the parts of unfinished problems into ``OUT.partial`` (the shards' sidecars are
     folded into it and removed). Safe to repeat: a record already in ``output`` is not added
-    twice. Returns how many problems were completed from their parts."""
+    twice. Returns how many problems were completed from their parts.
+
+    With ``settings`` (as :func:`merge_shards` takes them), each file is checked as it is read, the
+    parts first, then ``output``, and one collected with other settings is refused before anything
+    is written.
+
+    Raises:
+        ValueError: with ``settings``, a file was collected with other ones.
+    """
     out = Path(output)
     fmt = format_for_path(out, format)
-    files = _partial_files(out)
-    if not files:
+    partials = _read_partials(out, fmt, settings)
+    if partials is None:
         return 0
-    parts = merge_datasets(read_dataset(f, format=fmt, recover=True) for f in files)
-    main = read_dataset(out, format=fmt, recover=True) if out.exists() and out.stat().st_size > 0 else None
+    main = _read_checked(out, fmt, settings) if out.exists() and out.stat().st_size > 0 else None
+    return _settle(out, fmt, main, *partials)
+
+
+def _read_partials(output: Path, format: str, settings: Mapping[str, str] | None) -> tuple[list[Path], Dataset] | None:
+    """The checkpointed parts beside ``output`` (:func:`_partial_files`), each read once and
+    checked against ``settings`` (:func:`_read_checked`): the files and their merged contents, or
+    None when there are none."""
+    files = _partial_files(output)
+    if not files:
+        return None
+    return files, merge_datasets(_read_checked(f, format, settings) for f in files)
+
+
+def _settle(out: Path, fmt: str, main: Dataset | None, files: Sequence[Path], parts: Dataset) -> int:
+    """:func:`settle_partials` of what is read already: ``main`` (``out``'s contents, None when it
+    is empty or missing) and ``parts`` (those of the partial ``files``)."""
     done = main.collected_problems() if main is not None else set()
     part_problems = set(parts.problems)
     finished = part_problems & done
@@ -317,7 +368,7 @@ def settle_partials(output: str | os.PathLike[str], *, format: str | None = None
         if f != side and f.exists():
             f.unlink()
     if finished:
-        log.info("%s: %d problem(s) completed from their checkpointed parts", out, len(finished))
+        log.info("%s: %s completed from their checkpointed parts", out, plural(len(finished), "problem"))
     return len(finished)
 
 
@@ -378,11 +429,11 @@ def defer_stalled(problems: list[Problem], output: str | os.PathLike[str], forma
 
 
 def _resume_partial(
-    problems: list[Problem], output: Path, options: CollectOptions
+    problems: list[Problem], parts: Dataset | None, output: Path, options: CollectOptions
 ) -> tuple[list[Problem], dict[Problem, set[Choice]]]:
-    """One read of ``OUT.partial`` for a run: ``problems`` (the stalled ones last when
-    ``options.defer_stalled``) and the choices already saved per unfinished problem."""
-    parts = _read_partial(output, options.format)
+    """What a run takes from ``OUT.partial`` (its contents ``parts``, read once): ``problems`` (the
+    stalled ones last when ``options.defer_stalled``) and the choices already saved per unfinished
+    problem."""
     if parts is None:
         return problems, {}
     if options.defer_stalled:
@@ -396,9 +447,9 @@ def _deferred(problems: list[Problem], late: Mapping[Problem, str], output: str 
     if not later:
         return problems
     log.info(
-        "%s: %d problem(s) stalled by the compile time limit or unfinished after a resumed run go last: %s",
+        "%s: %s stalled by the compile time limit or unfinished after a resumed run go last: %s",
         output,
-        len(later),
+        plural(len(later), "problem"),
         "; ".join(f"{p.key()} ({late[p]})" for p in later),
     )
     return [p for p in problems if p not in late] + later
@@ -468,20 +519,55 @@ def driver_version() -> str:
     return lines[0].strip() if out.returncode == 0 and lines else ""
 
 
+def _sweep_kernels(options: CollectOptions) -> str:
+    """Which kernels a sweep times: Inductor's own (literal sizes) or ones shared across problems;
+    none for the Inductor collector."""
+    if options.collector != "sweep":
+        return ""
+    return "literal" if dict(options.sweep_options).get("literal_sizes", True) else "shared-spec"
+
+
+#: How a run's options give each of :data:`~torch_diode.dataset.RUN_SETTINGS` ("": the run has
+#: no such setting, and records none).
+_SETTING_OF: dict[str, Callable[[CollectOptions], str]] = {
+    "collector": lambda o: o.collector,
+    "search_space": lambda o: o.search_space,
+    "search_mode": lambda o: o.search_mode,
+    "via_linear": lambda o: str(o.via_linear),
+    "sweep_kernels": _sweep_kernels,
+}
+
+
+def _check_setting_table() -> None:
+    """Refuse to load with :data:`_SETTING_OF` and :data:`~torch_diode.dataset.RUN_SETTINGS` out of
+    step: a setting recorded but never compared would let files of two values mix; one compared but
+    never given would never be recorded."""
+    uncompared = sorted(set(_SETTING_OF) - set(RUN_SETTINGS))
+    unrecorded = sorted(set(RUN_SETTINGS) - set(_SETTING_OF))
+    problems = []
+    if uncompared:
+        problems.append(
+            f"{', '.join(uncompared)} recorded by a run (torch_diode.collect.runner._SETTING_OF) but not compared "
+            "on resume (torch_diode.dataset.RUN_SETTINGS)"
+        )
+    if unrecorded:
+        problems.append(
+            f"{', '.join(unrecorded)} compared on resume (torch_diode.dataset.RUN_SETTINGS) but given no value by "
+            "a run (torch_diode.collect.runner._SETTING_OF)"
+        )
+    if problems:
+        raise RuntimeError("run settings out of step: " + "; ".join(problems) + "; name each setting in both")
+
+
+_check_setting_table()
+
+
 def _settings_of(options: CollectOptions) -> dict[str, str]:
-    """What a run's sources record of the settings that decide what its timings measure (a file
-    of other settings is not resumed: ``torch_diode.dataset.check_run_settings``)."""
-    settings = {
-        "collector": options.collector,
-        "search_space": options.search_space,
-        "search_mode": options.search_mode,
-        "via_linear": str(options.via_linear),
-    }
-    if options.collector == "sweep":
-        # Which kernels were timed: Inductor's own (literal sizes) or ones shared across problems.
-        literal = dict(options.sweep_options).get("literal_sizes", True)
-        settings["sweep_kernels"] = "literal" if literal else "shared-spec"
-    return settings
+    """What a run's sources record of the settings that decide what its timings measure
+    (:data:`~torch_diode.dataset.RUN_SETTINGS`, in that order; a file of other settings is not
+    resumed: ``torch_diode.dataset.check_run_settings``)."""
+    values = {name: _SETTING_OF[name](options) for name in RUN_SETTINGS}
+    return {name: value for name, value in values.items() if value != ""}
 
 
 def _provenance(options: CollectOptions, hardware: str) -> Provenance:
@@ -583,7 +669,9 @@ def _run_rank(
     summary = CollectSummary(output=path, problems_total=len(problems))
     with DatasetWriter(path, _provenance(options, hardware), format=options.format) as writer:
         if writer.recovered_bytes:
-            log.warning("%s: cut off %d byte(s) of an interrupted write; resuming", path, writer.recovered_bytes)
+            log.warning(
+                "%s: cut off %s of an interrupted write; resuming", path, plural(writer.recovered_bytes, "byte")
+            )
         skip = writer.problems_done | done
         writer.flush()  # write this run's provenance even if it is interrupted before a record
         collector = _make_collector(options, hardware, device)
@@ -597,17 +685,21 @@ def _run_rank(
         if options.top_up:
             again = {p for p in problems if p in skip and p in have and collector.needs_top_up(p)}
             if again:
-                log.info("%s: %d problem(s) already collected lack sampled configs: topping them up", path, len(again))
+                log.info(
+                    "%s: %s already collected, short of sampled configs: topping them up",
+                    path,
+                    plural(len(again), "problem"),
+                )
             skip = skip - again
         todo = [p for p in problems if p not in skip]
         summary.problems_skipped = len(problems) - len(todo)
         if summary.problems_skipped:
             log.info(
-                "%s: %d of %d problem(s) already collected; %d to go",
+                "%s: %s of %s already collected; %s to go",
                 path,
-                summary.problems_skipped,
-                len(problems),
-                len(todo),
+                f"{summary.problems_skipped:,}",
+                plural(len(problems), "problem"),
+                f"{len(todo):,}",
             )
         progress = _Progress(
             len(todo), options.progress, position, desc=f"collect[{position}]" if position else "collect"
@@ -635,10 +727,10 @@ def _run_rank(
                 for i, problem in enumerate(todo):
                     if options.time_budget_s is not None and time.monotonic() - start > options.time_budget_s:
                         log.info(
-                            "%s: time budget of %.0f s spent after %d problem(s); rerun to resume",
+                            "%s: time budget of %.0f s spent after %s; rerun to resume",
                             path,
                             options.time_budget_s,
-                            i,
+                            plural(i, "problem"),
                         )
                         break
                     if prefetch is not None:
@@ -679,7 +771,7 @@ def _check_result(summary: CollectSummary) -> None:
     if summary.problems_measured and not summary.records:
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(summary.failure_reasons.items())) or "no failure recorded"
         raise CollectionError(
-            f"collected nothing: {summary.problems_measured} problem(s) measured, 0 records ({reasons}); the "
+            f"collected nothing: {plural(summary.problems_measured, 'problem')} measured, 0 records ({reasons}); the "
             f"failures are in {summary.output} and logged above"
         )
 
@@ -731,48 +823,81 @@ def _share_compile_cpus(options: CollectOptions, local_processes: int) -> Collec
     return replace(options, sweep_options=tuple(sweep.items()))
 
 
+def _read_all_checked(
+    files: Iterable[Path], format: str | None, settings: Mapping[str, str]
+) -> Iterator[tuple[Path, Dataset]]:
+    """Those of ``files`` that exist and are not empty, read one at a time in that order, each
+    refused when collected with other ``settings`` (:func:`_read_checked`)."""
+    for f in files:
+        if f.is_file() and f.stat().st_size > 0:
+            yield f, _read_checked(f, format, settings)
+
+
+def _add_done(ds: Dataset, done: set[Problem], measured: dict[Problem, set[Choice]] | None) -> None:
+    """Add to ``done`` the problems ``ds`` holds (measured, or failed as a whole: a resumed run
+    skips them) and, unless ``measured`` is None, to it the choices measured (or failed) per problem."""
+    done |= ds.collected_problems()
+    if measured is not None:
+        for problem, choices in ds.measured_choices().items():
+            measured.setdefault(problem, set()).update(choices)
+
+
 def _problems_done(
-    output: Path,
-    format: str | None,
-    *,
-    top_up: bool = False,
-    also: Sequence[Path] = (),
-    settings: Mapping[str, str] | None = None,
+    output: Path, options: CollectOptions
 ) -> tuple[frozenset[Problem], dict[Problem, set[Choice]] | None]:
-    """The problems already in ``output`` and in the files ``also`` (measured, or failed as a
-    whole): a resumed run skips them; with ``top_up``, also the choices measured (or failed) per
-    problem. A file collected with other ``settings`` (:func:`_settings_of`) is refused: the
-    workers' shards would be merged into it."""
+    """The problems already in ``output`` and, with ``options.top_up``, the choices it holds per
+    problem (:func:`_add_done`), for workers that read it without a writer of their own. A file
+    collected with other settings (:func:`_settings_of`) is refused: the workers' shards would be
+    merged into it."""
     done: set[Problem] = set()
-    measured: dict[Problem, set[Choice]] | None = {} if top_up else None
-    for f in (output, *also):
-        if not f.is_file() or f.stat().st_size == 0:
-            continue
-        ds = read_dataset(f, format=format, recover=True)
-        if settings is not None:
-            check_run_settings(f, ds.sources, settings)
-        done |= ds.collected_problems()
-        if measured is not None:
-            for problem, choices in ds.measured_choices().items():
-                measured.setdefault(problem, set()).update(choices)
+    measured: dict[Problem, set[Choice]] | None = {} if options.top_up else None
+    for _, ds in _read_all_checked([output], options.format, _settings_of(options)):
+        _add_done(ds, done, measured)
     return frozenset(done), measured
 
 
-def _merge_leftover_shards(output: Path, format: str | None) -> None:
+def _resume_rank(
+    output: Path, own: Path, options: CollectOptions
+) -> tuple[frozenset[Problem], dict[Problem, set[Choice]] | None, Dataset | None]:
+    """What a torchrun rank resumes from, each file read once and, before anything is measured or
+    skipped, refused when collected with other settings (:func:`_settings_of`), in this order: the
+    shards beside ``output`` (this rank's own shard ``own`` too, to be checked in its turn, though
+    its writer reads it again to resume it), the checkpointed parts, then ``output``. Returns the problems
+    done in ``output`` and the other shards (after a run of another WORLD_SIZE, a problem in a shard
+    of another rank number is not measured again), with ``options.top_up`` their choices per
+    problem too, and the contents of ``OUT.partial``."""
+    shards = shard_files(output)
+    side = partial_path(output)
+    done: set[Problem] = set()
+    measured: dict[Problem, set[Choice]] | None = {} if options.top_up else None
+    parts = None
+    files = [*shards, *_partial_files(output), output]
+    for f, ds in _read_all_checked(files, options.format, _settings_of(options)):
+        if f == side:
+            parts = ds
+        elif f == output or (f in shards and f != own):
+            _add_done(ds, done, measured)
+    return frozenset(done), measured, parts
+
+
+def _merge_leftover_shards(output: Path, format: str | None, settings: Mapping[str, str]) -> bool:
     """Merge into ``output`` the shards that a multi-worker run killed before its merge (SIGKILL,
     a lost machine) left beside it, before anything is measured: otherwise a rerun with one
     worker measured their problems again, and one with another number of workers merged them in
-    as duplicates of its own measurements."""
+    as duplicates of its own measurements. Files of other ``settings`` are refused first
+    (:func:`merge_shards`). Returns whether there were any (their merge settles the checkpointed
+    parts too)."""
     leftovers = shard_files(output)
     if not any(f.stat().st_size > 0 for f in leftovers):
-        return
+        return False
+    merge_shards(output, leftovers, format=format, settings=settings)
     log.warning(
-        "%s: merging %d shard file(s) that an interrupted run left (%s) into it before resuming",
+        "%s: merged %s that an interrupted run left (%s) into it before resuming",
         output,
-        len(leftovers),
+        plural(len(leftovers), "shard file"),
         ", ".join(f.name for f in leftovers),
     )
-    merge_shards(output, leftovers, format=format)
+    return True
 
 
 def _spawn_workers(
@@ -785,7 +910,7 @@ def _spawn_workers(
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    done, measured = _problems_done(output, options.format, top_up=options.top_up, settings=_settings_of(options))
+    done, measured = _problems_done(output, options)
     shards = [shard_path(output, r) for r in range(workers)]
     total = CollectSummary(output=output, problems_total=0, shards=shards)
     start = time.monotonic()
@@ -964,14 +1089,8 @@ def _collect(
             torch.cuda.set_device(local)
             device = f"cuda:{local}"
         path = shard_path(output, rank or 0)
-        # The other shards here too (this rank's own is resumed by its writer): after a run with
-        # another WORLD_SIZE, a problem in a shard of another rank number is not measured again.
-        others = [f for f in shard_files(output) if f != path]
-        _check_leftovers(output, options)
-        done, measured = _problems_done(
-            output, options.format, top_up=options.top_up, also=others, settings=_settings_of(options)
-        )
-        plist, partial = _resume_partial(plist, output, options)  # before sharding: every rank reads the same
+        done, measured, parts = _resume_rank(output, path, options)
+        plist, partial = _resume_partial(plist, parts, output, options)  # before sharding: every rank reads the same
         options = _share_compile_cpus(options, _env_int("LOCAL_WORLD_SIZE") or 1)
         with output_lock(output, shared=True):  # the ranks together; no merge of OUT meanwhile
             summary = _run_rank(
@@ -997,22 +1116,14 @@ def _collect(
     return summary
 
 
-def _check_leftovers(output: Path, options: CollectOptions) -> None:
-    """Refuse the shards and checkpointed parts an earlier run left beside ``output`` where they
-    were collected with other settings (:func:`_settings_of`): they would be merged into it, or
-    their choices skipped, before any writer compares its file's settings."""
-    settings = _settings_of(options)
-    for f in (*shard_files(output), *_partial_files(output)):
-        if f.is_file() and f.stat().st_size > 0:
-            check_run_settings(f, read_dataset(f, format=options.format, recover=True).sources, settings)
-
-
 def _collect_here(plist: list[Problem], options: CollectOptions, output: Path) -> CollectSummary:
     """The local run of ``collect()``: one process, or one worker per GPU and their shards merged."""
-    _check_leftovers(output, options)
-    _merge_leftover_shards(output, options.format)
-    settle_partials(output, format=options.format)  # the parts a killed run left (its shards' too)
-    plist, partial = _resume_partial(plist, output, options)
+    # What a killed run left: its shards merged, its checkpointed parts (its shards' too) settled;
+    # each file read once, and refused before anything is merged when of other settings.
+    settings = _settings_of(options)
+    if not _merge_leftover_shards(output, options.format, settings):
+        settle_partials(output, format=options.format, settings=settings)
+    plist, partial = _resume_partial(plist, _read_partial(output, options.format), output, options)
     workers = options.workers
     if workers is None:
         if options.device == "cuda":
