@@ -46,6 +46,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from torch_diode._text import plural
 from torch_diode.collect import CollectOptions
 from torch_diode.collect.campaign import (
     PLAN_GROUPS,
@@ -246,7 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         measured = _measured(out)
         left = sum(p not in measured for p in ahead)
         print(
-            f"precompiled kernels installed for {len(ahead)} problem(s) of this split, {left} of them not in "
+            f"precompiled kernels installed for {plural(len(ahead), 'problem')} of this split, {left:,} of them not in "
             f"{out.name} yet: measured first",
             flush=True,
         )
@@ -343,7 +344,7 @@ def cmd_precompile(args: argparse.Namespace) -> int:
         print(f"precompile: {e}", file=sys.stderr)
         return 2
     print(
-        f"{pack}: {len(s.problems)} problem(s), {s.kernels} kernels ({s.failed} failed to compile), "
+        f"{pack}: {plural(len(s.problems), 'problem')}, {plural(s.kernels, 'kernel')} ({s.failed:,} failed to compile), "
         f"{s.pack_bytes / 2**20:.1f} MiB, {s.cpu_s:.0f} CPU-s of compiling in {s.wall_s:.0f} s; "
         f"{len(s.left_out)} left out by --max-mb"
     )
@@ -380,7 +381,7 @@ def cmd_packs(args: argparse.Namespace) -> int:
             inside = [p for p in probs if p in members]
             if inside:
                 todo = sum(p not in measured[split] for p in inside)
-                parts.append(f"{len(inside)} {split} problem(s), {todo} not in {SPLITS[split][0]} yet")
+                parts.append(f"{plural(len(inside), f'{split} problem')}, {todo:,} not in {SPLITS[split][0]} yet")
         other = sum(not any(p in members for members in splits.values()) for p in probs)
         if other:
             parts.append(f"{other} not in the plan")
@@ -510,7 +511,7 @@ def cmd_unpack(args: argparse.Namespace) -> int:
         return 2
     for f in removed:
         print(f"removed {f} (settled by the chunk)")
-    print(f"{args.pack}: {len(written)} file(s) written under {_dir(args)}")
+    print(f"{args.pack}: {plural(len(written), 'file')} written under {_dir(args)}")
     return 0
 
 

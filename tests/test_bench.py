@@ -289,7 +289,7 @@ def test_gemms_the_handler_never_saw_are_left_out_and_losses_say_why() -> None:
     assert t1["not_involved"] == [decode.name] and t1["problems"] == base["problems"]
     assert t1["kernel_vs_max-autotune"] == base["kernel_vs_max-autotune"]
     assert [x["case"] for x in t1["losses_over_3pct"]] == [first]
-    assert t1["losses_over_3pct"][0]["why"] == "kept 3 of 1401 candidates to benchmark; model unsure on 1 call(s)"
+    assert t1["losses_over_3pct"][0]["why"] == "kept 3 of 1,401 candidates to benchmark; model unsure on 1 call"
     text = "\n".join(summary_lines(results))
     assert f"the handler saw no GEMM (Inductor lowered it otherwise): {decode.name}" in text
     assert f"`{decode.name}`" in markdown_report(results).split("GEMMs left out of the goals")[1]
@@ -457,7 +457,7 @@ def test_cli_report_only_and_list(run_diode, tmp_path: Path) -> None:
     assert lines[0] == f"quick suite: {n} cases, {n + 4} measurements"  # EXHAUSTIVE on the default 4 GEMMs
     assert len(lines) == n + 1 and lines[1].split()[0] == "gemm" and lines[1].endswith("default,exhaustive")
     r = run_diode("bench", "--list", "--modes", "fastest", env=ENV)
-    assert r.returncode == 2 and "unknown mode(s) ['fastest']" in r.stderr
+    assert r.returncode == 2 and "1 unknown mode ['fastest']" in r.stderr
 
 
 def test_environment_records_the_ptxas_setting(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,9 +106,9 @@ def test_every_help_has_a_user_facing_description(capsys: pytest.CaptureFixture[
 
 def test_stats_text(run_diode, files: dict[str, Path]) -> None:
     out = run_diode("data", "stats", str(files["mp"]), check=True).stdout
-    assert "6 records, 1 failures, hardware NVIDIA-H100" in out
-    assert "  bmm: 1 problems, 2 configs, 2 records, 1 failures" in out
-    assert "  mm: 1 problems, 3 configs, 4 records, 0 failures" in out
+    assert "6 records, 1 failure, hardware NVIDIA-H100" in out
+    assert "  bmm: 1 problem, 2 configs, 2 records, 1 failure" in out
+    assert "  mm: 1 problem, 3 configs, 4 records, 0 failures" in out
     mm_line = next(line for line in out.splitlines() if "128x256x512" in line)
     assert "4.00 us" in mm_line and "triton::mm 32x64x32" in mm_line and "2.50x vs aten" in mm_line
     bmm_line = next(line for line in out.splitlines() if "4x64x64x64" in line)
@@ -143,12 +143,30 @@ def test_stats_counts_problems_with_failures_only(run_diode, tmp_path: Path) -> 
     recs = [TimingRecord(problem=P_MM, choice=ATEN, time_us=10.0, hardware=HW)]
     path = write_dataset(Dataset.from_records(recs, Provenance(hardware=HW), fails), tmp_path / "f.msgpack")
     out = run_diode("data", "stats", str(path), check=True).stdout
-    assert "  bmm: 0 problems, 0 configs, 0 records, 2 failures, 1 problems with failures only" in out
-    assert "  mm: 1 problems, 1 configs, 1 records, 2 failures, 1 problems with failures only" in out
+    assert "  bmm: 0 problems, 0 configs, 0 records, 2 failures, 1 problem with failures only" in out
+    assert "  mm: 1 problem, 1 config, 1 record, 2 failures, 1 problem with failures only" in out
     d = json.loads(run_diode("data", "stats", "--json", str(path), check=True).stdout)
     assert d["problems"] == 1 and d["failures"] == 4 and d["failed_problems"] == 2
     assert d["hardware"][HW]["mm"]["failed_problems"] == 1 and d["hardware"][HW]["mm"]["problems"] == 1
     assert d["hardware"][HW]["bmm"]["failed_problems"] == 1 and d["hardware"][HW]["bmm"]["problems"] == 0
+
+
+def test_counts_of_one_are_singular(run_diode, tmp_path: Path) -> None:
+    """Counts go through plural(): a one-record file is "1 record" from "1 file", not "1 records"
+    from "1 file(s)", in every `diode data` command's output."""
+    rec = TimingRecord(problem=P_MM, choice=ATEN, time_us=10.0, hardware=HW)
+    one = write_dataset(Dataset.from_records([rec], Provenance(hardware=HW)), tmp_path / "one.msgpack")
+    out = run_diode("data", "stats", str(one), check=True).stdout
+    assert f"{one}: 1 record, 0 failures, hardware {HW}" in out
+    assert "  mm: 1 problem, 1 config, 1 record, 0 failures, 0 problems with failures only" in out
+    proc = run_diode("data", "merge", str(tmp_path / "m.msgpack"), str(one), check=True)
+    assert f"1 record from 1 file (0 duplicates dropped), 1 problem, hardware {HW}" in proc.stdout
+    proc = run_diode("data", "lut", str(one), "--output", str(tmp_path / "lut.json"), "--top-k", "1", check=True)
+    assert f"1 problem, top 1 choice each, hardware {HW}" in proc.stdout
+    proc = run_diode("data", "convert", str(one), str(tmp_path / "one.json"), check=True)
+    assert "(json, 1 record, " in proc.stdout
+    proc = run_diode("data", "recover", str(one), check=True)
+    assert "complete (1 chunk, 1 record); nothing to recover" in proc.stdout
 
 
 def test_stats_truncated_and_recover(run_diode, tmp_path: Path) -> None:
@@ -165,7 +183,7 @@ def test_stats_truncated_and_recover(run_diode, tmp_path: Path) -> None:
     assert json.loads(out)["records"] == 5
     # recover to another file (input left alone), then in place
     proc = run_diode("data", "recover", str(path), "--output", str(tmp_path / "fixed.json"), check=True)
-    assert "kept 5 complete chunk(s) with 5 records" in proc.stdout and "left as is" in proc.stdout
+    assert "kept 5 complete chunks with 5 records" in proc.stdout and "left as is" in proc.stdout
     assert path.stat().st_size == len(full) - 3 and len(read_dataset(tmp_path / "fixed.json")) == 5
     proc = run_diode("data", "recover", str(path), check=True)
     assert "cut back in place" in proc.stdout and len(read_dataset(path)) == 5
@@ -215,7 +233,7 @@ def test_convert_and_merge_compress_msgpack_unless_told_not_to(
 def test_merge(run_diode, files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "merged.msgpack"
     proc = run_diode("data", "merge", str(out), str(files["mp"]), str(files["js"]), str(files["rep"]), check=True)
-    assert "wrote" in proc.stdout and "12 records from 3 file(s) (6 duplicate(s) dropped)" in proc.stdout
+    assert "wrote" in proc.stdout and "12 records from 3 files (6 duplicates dropped)" in proc.stdout
     assert len(read_dataset(out)) == 12
     # an existing OUT is replaced only when it is among the inputs (merged into)
     before = out.read_bytes()

@@ -269,7 +269,7 @@ def test_campaign_packs_tells_what_a_pack_holds_for_a_gpu(target, pack, tmp_path
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "target unknown here" in r.stdout
-    assert "1 train problem(s), 0 not in train.msgpack yet; 1 val problem(s), 1 not in val.msgpack yet" in r.stdout
+    assert "1 train problem, 0 not in train.msgpack yet; 1 val problem, 1 not in val.msgpack yet" in r.stdout
     target.save(d / "triton-target.json")
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and f"{pack[0]}: NVIDIA-H100's pack, installs here;" in r.stdout, r.stdout + r.stderr

@@ -144,13 +144,23 @@ def test_provenance_invalid(field: str, kwargs: dict[str, Any], shown: str) -> N
 @pytest.mark.parametrize(
     ("cls", "d", "msg"),
     [
-        (Problem, {"op": "mm", "m": 1, "n": 1, "k": 1, "M": 2}, r"problem: unknown field\(s\) \['M'\]"),
-        (Problem, {"op": "mm", "m": 1, "n": 1}, r"problem: missing field\(s\) \['k'\]"),
+        (Problem, {"op": "mm", "m": 1, "n": 1, "k": 1, "M": 2}, r"problem: 1 unknown field \['M'\]"),
+        (Problem, {"op": "mm", "m": 1, "n": 1, "k": 1, "M": 2, "N": 3}, r"problem: 2 unknown fields \['M', 'N'\]"),
+        (Problem, {"op": "mm", "m": 1, "n": 1}, r"problem: 1 missing field \['k'\]"),
+        (Problem, {"op": "mm", "m": 1}, r"problem: 2 missing fields \['k', 'n'\]"),
         (Choice, {"BLOCK_M": 64}, r"choice: missing field 'template'"),
-        (Provenance, {"hardware": "X", "gpu": "Y"}, r"provenance: unknown field\(s\) \['gpu'\]"),
+        (Provenance, {"hardware": "X", "gpu": "Y"}, r"provenance: 1 unknown field \['gpu'\]"),
         (Provenance, {"gpu_name": "Y"}, r"provenance: missing field 'hardware'"),
     ],
-    ids=["problem-unknown", "problem-missing", "choice-missing", "provenance-unknown", "provenance-missing"],
+    ids=[
+        "problem-unknown",
+        "problem-unknowns",
+        "problem-missing",
+        "problem-missings",
+        "choice-missing",
+        "provenance-unknown",
+        "provenance-missing",
+    ],
 )
 def test_from_dict_names_bad_fields(cls: Any, d: dict[str, Any], msg: str) -> None:
     with pytest.raises(ValueError, match=msg):

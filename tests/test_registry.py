@@ -576,6 +576,7 @@ def test_prediction_stats_from_handler_counters() -> None:
     delta = stats - registry._stats_from_handler({"model_selections": 1, "confidence_sum": 0.5})
     assert delta.total_predictions == 3 and delta.average_confidence == pytest.approx(0.9)
     assert "3 predictions, average confidence 0.90" in delta.summary()
+    assert "4 predictions, average confidence 0.80, 1 fallback to autotune, 2.0 ms" in stats.summary()
     no_conf = registry._stats_from_handler({"model_selections": 2})
     assert no_conf.average_confidence is None and "average confidence n/a" in no_conf.summary()
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.ranking import CLIFF_GUARD, DIVERSITY, check_min_num_warps, check_penalty
 
 SEARCH_SPACES: tuple[str, ...] = ("EXHAUSTIVE", "DEFAULT")
@@ -176,7 +177,7 @@ class DiodeOptions:
         unknown = [t for t in types if t not in DEVICE_TYPES]
         if unknown:
             raise ValueError(
-                f"device_types: unknown device type(s) {', '.join(map(repr, unknown))}; known: {', '.join(DEVICE_TYPES)} "
+                f"device_types: {plural(len(unknown), 'unknown device type')} {', '.join(map(repr, unknown))}; known: {', '.join(DEVICE_TYPES)} "
                 "(ROCm GPUs are 'cuda' too)"
             )
         object.__setattr__(self, "device_types", types)
@@ -359,7 +360,9 @@ class DiodeConfig:
         """
         unknown = set(overrides) - OPTION_NAMES
         if unknown:
-            raise TypeError(f"unknown option(s) {sorted(unknown)}; options: {', '.join(sorted(OPTION_NAMES))}")
+            raise TypeError(
+                f"{plural(len(unknown), 'unknown option')} {sorted(unknown)}; options: {', '.join(sorted(OPTION_NAMES))}"
+            )
         kwargs: dict[str, Any] = {}
         for name, field in _FIELDS.items():
             if field.option is not None:

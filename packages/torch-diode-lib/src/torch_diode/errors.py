@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torch_diode._text import plural
+
 
 class DiodeError(Exception):
     """Base class of every torch-diode error."""
@@ -55,8 +57,8 @@ class TruncatedFileError(DatasetFormatError):
             )
         else:
             what = (
-                f"{path}: file is truncated after {complete_chunks} complete chunk(s) holding {complete_records} "
-                f"record(s) ({detail}); `diode data recover {path} --output FIXED{Path(path).suffix}` writes the "
+                f"{path}: file is truncated after {plural(complete_chunks, 'complete chunk')} holding "
+                f"{plural(complete_records, 'record')} ({detail}); `diode data recover {path} --output FIXED{Path(path).suffix}` writes the "
                 "complete part to a new file (in Python: read_dataset(path, recover=True))"
             )
         super().__init__(what)

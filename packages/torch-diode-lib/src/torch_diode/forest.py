@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from torch_diode._text import plural
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES
 
 _PREFIX = "forest."
@@ -135,7 +136,7 @@ class RankingForest:
         t, d = options.trees, options.depth
         if features.shape != (t, d) or thresholds.shape != (t, d) or leaves.shape != (t, 2**d):
             raise ValueError(
-                f"tables of shapes {features.shape}, {thresholds.shape}, {leaves.shape} do not fit {t} trees of depth {d}"
+                f"tables of shapes {features.shape}, {thresholds.shape}, {leaves.shape} do not fit {plural(t, 'tree')} of depth {d}"
             )
         if not np.issubdtype(features.dtype, np.integer) or features.min() < 0 or features.max() >= len(FEATURE_SPEC):
             raise ValueError(f"split features must be feature columns in [0, {len(FEATURE_SPEC)})")
@@ -300,7 +301,7 @@ def boost(
     x = np.asarray(x, dtype=np.float32)
     counts = np.asarray(counts, dtype=np.int64)
     if init is not None and np.shape(init) != (len(x),):
-        raise ValueError(f"forest: init {np.shape(init)} does not match {len(x)} rows")
+        raise ValueError(f"forest: init {np.shape(init)} does not match {plural(len(x), 'row')}")
     o = options
     rng = np.random.default_rng(seed)
     group, gains = relevance_gains(log_t, counts, o)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from torch_diode._text import plural
 from torch_diode.dataset import Dataset
 from torch_diode.errors import DatasetFormatError, SchemaVersionError
 from torch_diode.records import Choice, Problem, Provenance
@@ -139,7 +140,7 @@ class KernelLUT:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"KernelLUT({self.hardware}, {len(self)} problems, top_k={self.top_k})"
+        return f"KernelLUT({self.hardware}, {plural(len(self), 'problem')}, top_k={self.top_k})"
 
     def lookup(self, problem: Problem) -> list[Choice] | None:
         """The best measured choices of ``problem`` (fastest first), or None when it was not measured."""

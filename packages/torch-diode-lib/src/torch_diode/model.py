@@ -59,6 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from torch_diode._text import plural
 from torch_diode.errors import ModelFormatError
 from torch_diode.features import FEATURE_SPEC, N_PROBLEM_FEATURES, FeatureSpec, GpuConstants, featurize_split_indexed
 from torch_diode.hardware import valid_key
@@ -932,7 +933,7 @@ def _screen_mismatch(screen: Architecture, model: Architecture) -> str | None:
     """What keeps a network of ``screen`` from screening for a model of ``model`` (None: nothing):
     it must be one member of the model's inputs."""
     if screen.members != 1 or screen.input_dim != model.input_dim:
-        return f"has {screen.members} members of {screen.input_dim} inputs, not one of {model.input_dim}"
+        return f"has {plural(screen.members, 'member')} of {plural(screen.input_dim, 'input')}, not one of {model.input_dim}"
     return None
 
 

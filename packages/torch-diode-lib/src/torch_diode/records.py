@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal
 
+from torch_diode._text import plural
+
 #: Operations whose lowering goes through Inductor's GEMM template selection.
 OPS: tuple[str, ...] = ("mm", "addmm", "bmm", "baddbmm")
 BATCHED_OPS: frozenset[str] = frozenset({"bmm", "baddbmm"})
@@ -186,10 +188,10 @@ class Problem:
     def from_dict(cls, d: Mapping[str, Any]) -> Problem:
         unknown = set(d) - _PROBLEM_KEYS
         if unknown:
-            raise ValueError(f"problem: unknown field(s) {sorted(unknown)}")
+            raise ValueError(f"problem: {plural(len(unknown), 'unknown field')} {sorted(unknown)}")
         missing = {"op", "m", "n", "k"} - set(d)
         if missing:
-            raise ValueError(f"problem: missing field(s) {sorted(missing)}")
+            raise ValueError(f"problem: {plural(len(missing), 'missing field')} {sorted(missing)}")
         kw = dict(d)
         for name in ("stride_a", "stride_b", "stride_bias"):
             if kw.get(name) is not None:
@@ -418,7 +420,7 @@ class Provenance:
     def from_dict(cls, d: Mapping[str, Any]) -> Provenance:
         unknown = set(d) - _PROVENANCE_KEYS
         if unknown:
-            raise ValueError(f"provenance: unknown field(s) {sorted(unknown)}")
+            raise ValueError(f"provenance: {plural(len(unknown), 'unknown field')} {sorted(unknown)}")
         if "hardware" not in d:
             raise ValueError("provenance: missing field 'hardware'")
         kw = dict(d)

@@ -59,6 +59,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.errors import DiodeError, HandlerNotInstalledError, HardwareError, ModelFormatError, ModelNotFoundError
 from torch_diode.weights import MANIFEST_FILENAME, ManifestError, ModelEntry, read_manifest, verify_file
 
@@ -540,11 +541,11 @@ class PredictionStats:
         )
 
     def summary(self) -> str:
-        """One line, e.g. ``12 predictions, average confidence 0.91, 1 fallback(s) to autotune, 35.2 ms``."""
+        """One line, e.g. ``12 predictions, average confidence 0.91, 1 fallback to autotune, 35.2 ms``."""
         conf = "n/a" if self.average_confidence is None else f"{self.average_confidence:.2f}"
         return (
-            f"{self.total_predictions} predictions, average confidence {conf}, "
-            f"{self.fallbacks_to_autotune} fallback(s) to autotune, {self.time_spent_us / 1000:.1f} ms in torch-diode"
+            f"{plural(self.total_predictions, 'prediction')}, average confidence {conf}, "
+            f"{plural(self.fallbacks_to_autotune, 'fallback')} to autotune, {self.time_spent_us / 1000:.1f} ms in torch-diode"
         )
 
     def __repr__(self) -> str:

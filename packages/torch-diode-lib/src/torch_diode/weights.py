@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.errors import DiodeError
 
 MANIFEST_FILENAME = "manifest.json"
@@ -51,6 +52,11 @@ _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FIELDS = ("name", "hardware", "file", "size_bytes", "sha256", "metrics", "hub_repo", "hub_revision")
 _REGENERATE = "regenerate it with `python scripts/update_models_manifest.py`"
+
+
+def _fields(names: list[str], what: str) -> str:
+    """``2 missing fields ['a', 'b']``, ``0 unknown fields``: a count of fields and their names."""
+    return plural(len(names), f"{what} field") + (f" {names}" if names else "")
 
 
 class ManifestError(DiodeError, ValueError):
@@ -130,7 +136,7 @@ class ModelEntry:
         unknown = sorted(set(data) - set(_FIELDS))
         if missing or unknown:
             raise ManifestError(
-                f"{label}: missing field(s) {missing or 'none'}, unknown field(s) {unknown or 'none'}; "
+                f"{label}: {_fields(missing, 'missing')}, {_fields(unknown, 'unknown')}; "
                 f"an entry has exactly {', '.join(_FIELDS)}; {_REGENERATE}"
             )
 
@@ -210,7 +216,7 @@ def read_manifest(path: str | os.PathLike[str], *, source: str = "") -> list[Mod
     names = [e.name for e in entries]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ManifestError(f"{path}: model name(s) listed twice: {', '.join(duplicates)}")
+        raise ManifestError(f"{path}: {plural(len(duplicates), 'model name')} listed twice: {', '.join(duplicates)}")
     return entries
 
 

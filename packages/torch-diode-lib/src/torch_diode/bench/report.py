@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.bench.suite import DIODE_TOP_K, MODES
 
 log = logging.getLogger(__name__)
@@ -178,19 +179,32 @@ def _involved(m: Mapping[str, Any]) -> bool:
     return not isinstance(stats, Mapping) or int(stats.get("gemm_calls", 1)) > 0
 
 
+def _num(n: Any) -> str:
+    """A recorded count with thousands separators; a value not recorded (``?``, None) as it is."""
+    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else str(n)
+
+
+def _count(n: Any, noun: str) -> str:
+    """``plural(n, noun)`` for a recorded count; a value not recorded (``?``, None) with the plural noun."""
+    return plural(n, noun) if isinstance(n, int) and not isinstance(n, bool) else f"{n} {noun}s"
+
+
 def _why(m: Mapping[str, Any]) -> str:
     """What the handler did for a measurement, from its stats: the facts behind a loss."""
     st = m.get("diode")
     if not isinstance(st, Mapping):
         return "no handler statistics recorded"
-    parts = [f"kept {st.get('candidates_kept', '?')} of {st.get('candidates_seen', '?')} candidates to benchmark"]
+    parts = [
+        f"kept {_num(st.get('candidates_kept', '?'))} of {_count(st.get('candidates_seen', '?'), 'candidate')} "
+        "to benchmark"
+    ]
     if st.get("lut_hits"):
-        parts.append(f"{st['lut_hits']} lookup-table hit(s)")
+        parts.append(plural(st["lut_hits"], "lookup-table hit"))
     if st.get("low_confidence"):
-        parts.append(f"model unsure on {st['low_confidence']} call(s)")
+        parts.append(f"model unsure on {plural(st['low_confidence'], 'call')}")
     if st.get("fallbacks_total"):
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(dict(st.get("fallbacks") or {}).items()))
-        parts.append(f"{st['fallbacks_total']} fallback(s) to stock ({reasons})")
+        parts.append(f"{plural(st['fallbacks_total'], 'fallback')} to stock ({reasons})")
     return "; ".join(parts)
 
 
@@ -287,7 +301,9 @@ def goal_rows(checks: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     rows = [
         (
             f"per-GEMM cold compile, median <= {COMPILE_GOAL_S} s",
-            cells("compile_median_s", lambda c: _fmt(c["value"], ".2f", " s"), lambda b, c: f"{b['problems']} GEMMs"),
+            cells(
+                "compile_median_s", lambda c: _fmt(c["value"], ".2f", " s"), lambda b, c: plural(b["problems"], "GEMM")
+            ),
         )
     ]
     for ref, frac, label in (
@@ -302,7 +318,7 @@ def goal_rows(checks: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
                     lambda c: _fmt(c["value"], ".4f", "x"),
                     lambda b, c: (
                         f"{_fmt(c['diode_median_s'], '.2f')} s vs {_fmt(c['ref_median_s'], '.2f')} s, "
-                        f"{c['problems']} GEMMs"
+                        + plural(c["problems"], "GEMM")
                     ),
                 ),
             )
@@ -318,7 +334,7 @@ def goal_rows(checks: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
                 cells(
                     f"kernel_vs_{ref}",
                     lambda c: _fmt(c["value"], ".3f", "x"),
-                    lambda b, c: f"max {_fmt(c['max'], '.3f', 'x')}, {c['problems']} GEMMs",
+                    lambda b, c: f"max {_fmt(c['max'], '.3f', 'x')}, {plural(c['problems'], 'GEMM')}",
                 ),
             )
         )
@@ -413,8 +429,8 @@ def markdown_report(results: Mapping[str, Any], checks: Mapping[str, Any] | None
             "took longer after the process's first: README)"
         )
         + f", `{settings.get('compile_mode', '?')}` for every "
-        f"autotuning mode. Kernel (step) time: median over {settings.get('reps', '?')} replays of a CUDA graph "
-        f"of {settings.get('graph_iters', '?')} calls, in microseconds. EXHAUSTIVE runs on a subset of the GEMMs.\n"
+        f"autotuning mode. Kernel (step) time: median over {_count(settings.get('reps', '?'), 'replay')} of a CUDA "
+        f"graph of {_count(settings.get('graph_iters', '?'), 'call')}, in microseconds. EXHAUSTIVE runs on a subset of the GEMMs.\n"
         + (f"\n{_ptxas_note()}\n" if env.get("ptxas_mismatch") else "")
     )
     parts.append("## Goals\n")
@@ -535,7 +551,7 @@ def plot_results(results: Mapping[str, Any], out_dir: str | os.PathLike[str]) ->
     ax.set_xticks(range(len(MODES)), MODES)
     ax.set_yscale("log")
     ax.set_ylabel("cold compile (s)")
-    ax.set_title(f"per-GEMM cold compile ({len(gemms)} GEMMs)")
+    ax.set_title(f"per-GEMM cold compile ({plural(len(gemms), 'GEMM')})")
     ax.legend()
     ax = axes[1]
     width = 0.8 / len(MODES)
@@ -570,7 +586,7 @@ def plot_results(results: Mapping[str, Any], out_dir: str | os.PathLike[str]) ->
         ax.axhline(goal, color="grey", ls="--", lw=1, label=f"{(goal - 1) * 100:.0f}% slower")
         ax.set_xticks(range(len(names)), [_short(n) for n in names], rotation=90, fontsize=6)
         ax.set_ylabel("kernel time ratio")
-        ax.set_title(f"{title} ({len(names)} GEMMs)")
+        ax.set_title(f"{title} ({plural(len(names), 'GEMM')})")
         if names:
             ax.legend(fontsize=7)
     written.append(_save_figure(fig, f"torch-diode bench {key}: kernel time", out / KERNEL_PLOT))

@@ -27,8 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.bench import measure
-from torch_diode.bench.report import RESULTS_FILE, check_results, load_results, measured, new_results, save_results
+from torch_diode.bench.report import (
+    RESULTS_FILE,
+    _count,
+    _num,
+    check_results,
+    load_results,
+    measured,
+    new_results,
+    save_results,
+)
 from torch_diode.bench.suite import DIODE_TOP_K, MODES, SUITES, Case, exhaustive_names, suite
 
 log = logging.getLogger(__name__)
@@ -80,7 +90,8 @@ class BenchOptions:
         modes = tuple(self.modes)
         unknown = [m for m in modes if m not in MODES]
         if not modes or unknown:
-            raise ValueError(f"modes: unknown mode(s) {unknown or 'none given'}; known: {', '.join(MODES)}")
+            what = f"{plural(len(unknown), 'unknown mode')} {unknown}" if unknown else "none given"
+            raise ValueError(f"modes: {what}; known: {', '.join(MODES)}")
         object.__setattr__(self, "modes", tuple(m for m in MODES if m in modes))
         for name in ("graph_iters", "reps"):
             v = getattr(self, name)
@@ -113,7 +124,7 @@ class BenchRun:
     def line(self) -> str:
         later = f", {len(self.left_for_later)} left for a later run (time budget)" if self.left_for_later else ""
         return (
-            f"{self.measured} measurement(s) in {self.seconds:.0f} s ({self.failed} failed), "
+            f"{plural(self.measured, 'measurement')} in {self.seconds:.0f} s ({self.failed} failed), "
             f"{self.skipped_done} already in the results{later}"
         )
 
@@ -219,11 +230,11 @@ def run_bench(
         else:
             todo.append((case, mode))
     log.info(
-        "diode bench: %d case(s) of the %s suite, modes %s: %d measurement(s) to do, %d already in %s",
-        len(cases),
+        "diode bench: %s of the %s suite, modes %s: %s to do, %d already in %s",
+        plural(len(cases), "case"),
         options.problems,
         ", ".join(options.modes),
-        len(todo),
+        plural(len(todo), "measurement"),
         run.skipped_done,
         options.results_path,
     )
@@ -325,7 +336,7 @@ def _diode_note(entry: dict[str, Any]) -> str:
     d = entry.get("diode")
     if not d:
         return ""
-    note = f", torch-diode kept {d.get('candidates_kept')} of {d.get('candidates_seen')} choices"
+    note = f", torch-diode kept {_num(d.get('candidates_kept'))} of {_count(d.get('candidates_seen'), 'choice')}"
     if "hook_time_s" in d:
         note += (
             f" (hook {d['hook_time_s']:.3f} s: enumerating {d.get('widen_time_s', float('nan')):.3f} s, "

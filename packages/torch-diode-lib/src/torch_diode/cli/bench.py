@@ -173,6 +173,7 @@ def _report(out: Path) -> int:
 
 
 def _list(options: Any) -> int:
+    from torch_diode._text import plural
     from torch_diode.bench.run import planned
     from torch_diode.bench.suite import suite
 
@@ -181,7 +182,7 @@ def _list(options: Any) -> int:
     modes: dict[str, list[str]] = {}
     for case, mode in plan:
         modes.setdefault(case.name, []).append(mode)
-    print(f"{options.problems} suite: {len(cases)} cases, {len(plan)} measurements")
+    print(f"{options.problems} suite: {plural(len(cases), 'case')}, {plural(len(plan), 'measurement')}")
     for case in cases:
         source = getattr(case, "source", "")
         print(f"  {case.kind:<6} {case.name:<48} {source:<52} {','.join(modes.get(case.name, []))}")

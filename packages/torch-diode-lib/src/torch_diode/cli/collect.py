@@ -23,6 +23,7 @@ import logging
 import sys
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.cli import UsageError, check_format_agrees, check_output
 from torch_diode.errors import DatasetFormatError
 from torch_diode.records import OPS, Problem
@@ -504,7 +505,7 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
         overlap = sorted((p for p in held if _shape_key(p) in taken), key=str)
         if overlap:
             raise UsageError(
-                f"--output {out} already holds {len(overlap)} problem(s) whose shapes the training file(s) hold "
+                f"--output {out} already holds {plural(len(overlap), 'problem')} whose shapes the training file(s) hold "
                 f"too (e.g. {overlap[0]}): it is not a validation set for them; write the validation set to a new "
                 "file"
             )
@@ -521,9 +522,15 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
             excluded_are="training shapes (of --train, in any layout)",
             short_ok=True,
         )
-    log.info("validation: %d problem(s), disjoint from %d training problem(s)", len(problems), len(train_problems))
+    log.info(
+        "validation: %s, disjoint from %s",
+        plural(len(problems), "problem"),
+        plural(len(train_problems), "training problem"),
+    )
     if len(problems) < args.num_shapes:
-        log.warning("validation: %d problem(s), not the %d asked for: %s", len(problems), args.num_shapes, short)
+        log.warning(
+            "validation: %s, not the %d asked for: %s", plural(len(problems), "problem"), args.num_shapes, short
+        )
     return _run(args, problems, seed=None if args.shapeset else args.seed)  # a shape set's entries: not sampled
 
 
@@ -581,7 +588,7 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
     if args.output:
         _check_shapeset_output(args.output)
         save_shapeset(entries, args.output, description=description)
-        print(f"{args.output}: {len(entries)} shape(s)")
+        print(f"{args.output}: {plural(len(entries), 'shape')}")
     else:
         print(json.dumps([e.to_dict() for e in entries], indent=1))
     return 0

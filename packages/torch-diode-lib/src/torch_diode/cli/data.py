@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from torch_diode._text import plural
 from torch_diode.cli import UsageError, check_format_agrees, check_output, same_file
 from torch_diode.dataset import (
     FORMATS,
@@ -225,14 +226,16 @@ def _stats(args: argparse.Namespace) -> int:
         _out()
         return 0
     _out(
-        f"{', '.join(args.files)}: {len(ds)} records, {len(ds.failures)} failures, hardware {', '.join(ds.hardware_keys) or '-'}"
+        f"{', '.join(args.files)}: {plural(len(ds), 'record')}, {plural(len(ds.failures), 'failure')}, "
+        f"hardware {', '.join(ds.hardware_keys) or '-'}"
     )
     for hw, ops in stats.items():
         _out(f"{hw}:")
         for op, o in ops.items():
             _out(
-                f"  {op}: {o['problems']} problems, {o['configs']} configs, {o['records']} records, {o['failures']} failures, "
-                f"{o['failed_problems']} problems with failures only"
+                f"  {op}: {plural(o['problems'], 'problem')}, {plural(o['configs'], 'config')}, "
+                f"{plural(o['records'], 'record')}, {plural(o['failures'], 'failure')}, "
+                f"{plural(o['failed_problems'], 'problem')} with failures only"
             )
             width = max((len(b["problem"]) for b in o["best"]), default=0)
             for b in o["best"]:
@@ -273,7 +276,7 @@ def _convert(args: argparse.Namespace) -> int:
     _refuse_replacing(args.output, "converting")
     ds = read_dataset(args.input, format=args.input_format)
     out = write_dataset(ds, args.output, format=args.format, compress=_compress(args))
-    _out(f"wrote {out} ({format_for_path(out, args.format)}, {len(ds)} records, {out.stat().st_size} bytes)")
+    _out(f"wrote {out} ({format_for_path(out, args.format)}, {plural(len(ds), 'record')}, {out.stat().st_size} bytes)")
     return 0
 
 
@@ -292,8 +295,9 @@ def _merge(args: argparse.Namespace) -> int:
         out = write_dataset(ds, args.output, format=args.format, compress=_compress(args))
     total = sum(len(p) for p in parts)
     _out(
-        f"wrote {out}: {len(ds)} records from {len(parts)} file(s) ({total - len(ds)} duplicate(s) dropped), "
-        f"{len(ds.problems)} problems, hardware {', '.join(ds.hardware_keys)}"
+        f"wrote {out}: {plural(len(ds), 'record')} from {plural(len(parts), 'file')} "
+        f"({plural(total - len(ds), 'duplicate')} dropped), {plural(len(ds.problems), 'problem')}, "
+        f"hardware {', '.join(ds.hardware_keys)}"
     )
     return 0
 
@@ -319,7 +323,7 @@ def _lut(args: argparse.Namespace) -> int:
     ds = parts[0] if len(parts) == 1 else merge_datasets(parts)
     lut = KernelLUT.from_dataset(ds, top_k=args.top_k)
     lut.save(out)
-    _out(f"wrote {out}: {len(lut)} problems, top {lut.top_k} choices each, hardware {lut.hardware}")
+    _out(f"wrote {out}: {plural(len(lut), 'problem')}, top {plural(lut.top_k, 'choice')} each, hardware {lut.hardware}")
     return 0
 
 
@@ -338,15 +342,19 @@ def _recover(args: argparse.Namespace) -> int:
     n = len(res.dataset)
     if res.damaged:
         msg = (
-            f"{args.file} (left as is): damaged at byte {res.kept_bytes}: kept the {res.chunks} complete chunk(s) "
-            f"before it with {n} records; what follows it ({res.dropped_bytes} bytes, possibly complete chunks) was "
+            f"{args.file} (left as is): damaged at byte {res.kept_bytes}: kept the {plural(res.chunks, 'complete chunk')} "
+            f"before it with {plural(n, 'record')}; what follows it ({plural(res.dropped_bytes, 'byte')}, possibly "
+            "complete chunks) was "
             "not copied: keep the original"
         )
     elif res.dropped_bytes == 0:
-        msg = f"{args.file}: complete ({res.chunks} chunk(s), {n} records); nothing to recover"
+        msg = f"{args.file}: complete ({plural(res.chunks, 'chunk')}, {plural(n, 'record')}); nothing to recover"
     else:
         where = args.file + " (cut back in place)" if args.output is None else args.file + " (left as is)"
-        msg = f"{where}: kept {res.chunks} complete chunk(s) with {n} records, dropped a partial tail of {res.dropped_bytes} bytes"
+        msg = (
+            f"{where}: kept {plural(res.chunks, 'complete chunk')} with {plural(n, 'record')}, "
+            f"dropped a partial tail of {plural(res.dropped_bytes, 'byte')}"
+        )
     if args.output is not None:
         msg += f"; wrote {args.output}"
     _out(msg)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.records import Problem
 
 PLAN_FORMAT = "torch-diode-campaign-plan"
@@ -324,7 +325,9 @@ def stock_picks_from_full_space(dataset: Any, search_space: str = "DEFAULT") -> 
         cands = {it.choice for it in inductor_choices(pt.problem, search_space)}
         missing = cands - set(med) - failed.get(pt.problem, set())
         if missing:
-            notes.append(f"{pt.problem.key()}: {len(missing)} of {len(cands)} {search_space} candidates not measured")
+            notes.append(
+                f"{pt.problem.key()}: {len(missing):,} of {plural(len(cands), f'{search_space} candidate')} not measured"
+            )
             continue
         timed = [c for c in cands if c in med]
         if not timed:

@@ -35,6 +35,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.errors import CollectionError
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, Choice, FailureRecord, Problem, TimingRecord
 
@@ -469,7 +470,7 @@ class InductorCollector:
         benchmarked = counters["inductor"]["select_algorithm_autotune"] - benchmarks_before
         if benchmarked and self.recorder.calls == calls_before:
             raise CollectionError(
-                f"Inductor benchmarked {problem.key()} ({benchmarked} time(s)) but never called the feedback saver; "
+                f"Inductor benchmarked {problem.key()} ({plural(benchmarked, 'time')}) but never called the feedback saver; "
                 f"torch {torch.__version__} may call savers differently (an error in the call swallowed?)"
             )
         return self._convert(problem, self.recorder.take(), failed)
@@ -521,6 +522,6 @@ class InductorCollector:
                         )
                     )
         if not records:
-            _, failure = failed("no_valid_config", f"all {len(failures)} benchmarked choice(s) failed")
+            _, failure = failed("no_valid_config", f"all {plural(len(failures), 'benchmarked choice')} failed")
             return [], failures + failure
         return records, failures

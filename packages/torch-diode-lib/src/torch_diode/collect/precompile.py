@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.records import Choice, Problem
 
 log = logging.getLogger(__name__)
@@ -471,7 +472,7 @@ def precompile(
             summary.failed += failed
             summary.cpu_s += cpu
             say(
-                f"{problem.key()}: {len(entries)} kernels, {failed} failed, {cpu:.0f} CPU-s of compiling in "
+                f"{problem.key()}: {plural(len(entries), 'kernel')}, {failed} failed, {cpu:.0f} CPU-s of compiling in "
                 f"{time.perf_counter() - t0:.0f} s; pack ~{size / 2**20:.1f} MiB"
             )
     summary.problems = [p for p, _, _ in packed]

@@ -52,6 +52,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.collect.inductor import SEARCH_SPACES
 from torch_diode.collect.runner import exit_with_parent, interrupts_ignored
 from torch_diode.records import (
@@ -285,7 +286,9 @@ def launch_constexprs(problem: Problem, choice: Choice, revision: int, *, litera
         k for k, v in kw.items() if k not in _TEMPLATE_KWARGS and k not in _IGNORED_KWARGS and v is not None
     )
     if unknown:
-        raise ValueError(f"{choice.template}: the sweep kernels do not implement kwarg(s) {unknown} of {choice.key()}")
+        raise ValueError(
+            f"{choice.template}: the sweep kernels do not implement {plural(len(unknown), 'kwarg')} {unknown} of {choice.key()}"
+        )
     spec = kernel_spec(problem)
     if revision not in TEMPLATE_HASHES:
         raise ValueError(f"revision: unknown template revision {revision!r}; known: {sorted(TEMPLATE_HASHES)}")
@@ -977,7 +980,9 @@ class SweepCollector:
         known = set(SweepOptions.__dataclass_fields__)
         unknown = sorted(set(sweep_options) - known)
         if unknown:
-            raise ValueError(f"sweep options: unknown option(s) {unknown}; known: {', '.join(sorted(known))}")
+            raise ValueError(
+                f"sweep options: {plural(len(unknown), 'unknown option')} {unknown}; known: {', '.join(sorted(known))}"
+            )
         kw = {"search_space": getattr(options, "search_space", "EXHAUSTIVE"), **sweep_options}
         return cls(hardware, SweepOptions(**kw), device=device)
 
@@ -1302,8 +1307,8 @@ class SweepCollector:
                 if runners or failures:  # failed compiles are progress too: they are not retried
                     part = self._time_runners(problem, tensors, aten + runners, fail) if runners else []
                     log.info(
-                        "sweep %s: checkpoint of %d timed, %d failed; %d kernel(s) still compiling",
-                        problem.key(), len(part), len(failures), sum(len(v) for v in waiting.values()),
+                        "sweep %s: checkpoint of %d timed, %d failed; %s still compiling",
+                        problem.key(), len(part), len(failures), plural(sum(len(v) for v in waiting.values()), "kernel"),
                     )  # fmt: skip
                     on_part(part, failures[:])
                     self.stats.configs_timed += len(part)
@@ -1327,8 +1332,8 @@ class SweepCollector:
                 break
             if on_part is not None and time.perf_counter() - part_start >= part_s:
                 log.info(
-                    "sweep %s: checkpoint of %d timed, %d failed; %d compiled kernel(s) still to time",
-                    problem.key(), len(records), len(failures), len(runners),
+                    "sweep %s: checkpoint of %d timed, %d failed; %s still to time",
+                    problem.key(), len(records), len(failures), plural(len(runners), "compiled kernel"),
                 )  # fmt: skip
                 on_part(records, failures[:])
                 self.stats.configs_timed += len(records)
@@ -1344,11 +1349,11 @@ class SweepCollector:
         self._prefetched.discard(problem)
         s = self.stats
         log.info(
-            "sweep %s: %d timed, %d failed in %.2fs (compile wait %.2fs, load+check %.2fs, timing %.2fs, %d new kernels, "
+            "sweep %s: %d timed, %d failed in %.2fs (compile wait %.2fs, load+check %.2fs, timing %.2fs, %s, "
             "%d refused over shared memory before ptxas)",
             problem.key(), len(records), len(failures), time.perf_counter() - t_start,
             s.compile_wait_s - st0.compile_wait_s, s.load_s - st0.load_s, s.measure_s - st0.measure_s,
-            s.kernels_compiled - st0.kernels_compiled,
+            plural(s.kernels_compiled - st0.kernels_compiled, "new kernel"),
             s.refused_over_shared_memory - st0.refused_over_shared_memory,
         )  # fmt: skip
         return records, failures

@@ -70,6 +70,7 @@ import numpy as np
 from torch._inductor import config as inductor_config
 from torch._inductor.choices import InductorChoices
 
+from torch_diode._text import plural
 from torch_diode.config import DiodeOptions
 from torch_diode.config import config as diode_config
 from torch_diode.inductor import compat
@@ -1197,7 +1198,8 @@ class DiodeInductorChoices(InductorChoices):
             if log_t.shape != (len(unique),) or std.shape != (len(unique),):
                 raise HandlerError(
                     "model_error",
-                    f"model returned {log_t.shape[0]} predictions and {std.shape[0]} stds for {len(unique)} choices",
+                    f"model returned {plural(log_t.shape[0], 'prediction')} and {plural(std.shape[0], 'std')} for "
+                    f"{plural(len(unique), 'choice')}",
                 )
             distinct = len(unique) == len(choices)  # the usual case: unique is choices, in order
             if distinct and not self.options.cache_predictions:

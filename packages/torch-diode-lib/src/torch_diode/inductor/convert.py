@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, OPS, Choice, Problem, canonical_dtype
 
 #: Inductor op names that are a GEMM of ours under another name. ``"mm-ah"`` is the second hook
@@ -107,7 +108,9 @@ def problem_from_kernel_inputs(kernel_inputs: Any, op_name: str) -> Problem:
     stride_bias = None
     if op in BIAS_OPS:
         if kernel_inputs.count < 3:
-            raise ValueError(f"{op_name}: expected (bias, mat1, mat2) inputs, got {kernel_inputs.count} input(s)")
+            raise ValueError(
+                f"{op_name}: expected (bias, mat1, mat2) inputs, got {plural(kernel_inputs.count, 'input')}"
+            )
         out_shape = (*((batch,) if batched else ()), m, n)
         stride_bias = _broadcast_stride(shapes[0], strides[0], out_shape)
     return Problem(

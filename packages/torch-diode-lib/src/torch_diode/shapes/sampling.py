@@ -104,7 +104,9 @@ def fit_log_normal(entries: Iterable[ShapeEntry]) -> dict[str, LogNormalParams]:
     out = {}
     for fam, es in by_family.items():
         if len(es) < 4:
-            raise ValueError(f"fit: {len(es)} {fam}-family entries; need at least 4 to fit a log-normal")
+            raise ValueError(
+                f"fit: {plural(len(es), f'{fam}-family entry', f'{fam}-family entries')}; need at least 4 to fit a log-normal"
+            )
         x = np.log(np.array([[e.m, e.n, e.k] for e in es], dtype=np.float64))  # [E, 3]
         mean = x.mean(axis=0)
         cov = np.cov(x, rowvar=False)
@@ -292,7 +294,7 @@ class SamplingError(ValueError):
                 text += f"; widen the space ({widen})"
             if self.over_cap > self.space:
                 text += (
-                    f"; {self.over_cap:,} more problems of the size ranges have an operand over {name['cap']}, so "
+                    f"; {plural(self.over_cap, 'more problem')} of the size ranges have an operand over {name['cap']}, so "
                     f"larger sizes add few: lower {name['min_dim']} rather than raise {name['max_dim']}"
                 )
             return text
@@ -591,7 +593,7 @@ def sample_problems(
         shared = [lay for lay in layouts if not output_misaligned_layout(lay)]
         if shared:
             raise ValueError(
-                f"output_misaligned: in layout(s) {', '.join(shared)} an operand's rows are N long, as the output's "
+                f"output_misaligned: in {plural(len(shared), 'layout')} {', '.join(shared)} an operand's rows are N long, as the output's "
                 "are, so they are aligned or misaligned together; use row/col or col/col"
             )
     if one_misaligned:
@@ -600,7 +602,7 @@ def sample_problems(
         shared = [lay for lay in layouts if not one_misaligned_layout(lay)]
         if shared:
             raise ValueError(
-                f"one_misaligned: in layout(s) {', '.join(shared)} both operands' rows are K long, so they are "
+                f"one_misaligned: in {plural(len(shared), 'layout')} {', '.join(shared)} both operands' rows are K long, so they are "
                 "aligned or misaligned together; use row/row, col/row or col/col"
             )
     excluded = set(exclude)

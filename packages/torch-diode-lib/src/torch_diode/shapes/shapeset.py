@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch_diode._text import plural
 from torch_diode.records import BATCHED_OPS, BIAS_OPS, OPS, Problem, canonical_dtype
 
 FORMAT_NAME = "torch-diode-shapeset"
@@ -202,10 +203,12 @@ class ShapeEntry:
             raise ValueError(f"entry must be an object, got {type(d).__name__}")
         unknown = set(d) - _FIELDS
         if unknown:
-            raise ValueError(f"unknown field(s) {sorted(unknown)}; known: {', '.join(sorted(_FIELDS))}")
+            raise ValueError(
+                f"{plural(len(unknown), 'unknown field')} {sorted(unknown)}; known: {', '.join(sorted(_FIELDS))}"
+            )
         missing = {"op", "m", "n", "k"} - set(d)
         if missing:
-            raise ValueError(f"missing field(s) {sorted(missing)}")
+            raise ValueError(f"{plural(len(missing), 'missing field')} {sorted(missing)}")
         kw = dict(d)
         if "dtype" in kw:
             if "dtypes" in kw:
