@@ -365,7 +365,8 @@ def test_folders_left_by_killed_processes_are_deleted_by_the_next_run(probe: Pat
 
 def test_only_this_users_folders_of_processes_that_are_gone_are_deleted(probe: Path, tmp_path: Path) -> None:
     """What a work folder's name says, checked: a reused pid is not its owner (the start time in
-    the name differs), a pid of another pid namespace is not looked up here, and nothing but this
+    the name differs), a pid of another pid namespace or of another machine (boot id) sharing the
+    temporary directory is not looked up here, nor one of an unknown machine, and nothing but this
     user's folders of that name is touched (a link to a folder, a file, another user's folder, a
     folder of an older torch-diode's name)."""
 
@@ -375,12 +376,15 @@ def test_only_this_users_folders_of_processes_that_are_gone_are_deleted(probe: P
     if not Path("/proc/self/ns/pid").exists():
         pytest.skip("no /proc: folders are named without start times and namespaces")
     namespace = int("".join(c for c in os.readlink("/proc/self/ns/pid") if c.isdigit()))
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:12]
+    other_boot = f"{(int(boot, 16) + 1) % 16**12:012x}"
     gone = subprocess.Popen(["sleep", "60"])
     gone_start = start_time(gone.pid)
     gone.kill()
     gone.wait()
-    dead, me = f"{gone.pid}-{gone_start}-{namespace}", f"{os.getpid()}-{start_time(os.getpid())}-{namespace}"
-    reused = f"{os.getpid()}-{start_time(os.getpid()) + 1}-{namespace}"  # this pid, another process's start
+    dead = f"{gone.pid}-{gone_start}-{namespace}-{boot}"
+    me = f"{os.getpid()}-{start_time(os.getpid())}-{namespace}-{boot}"
+    reused = f"{os.getpid()}-{start_time(os.getpid()) + 1}-{namespace}-{boot}"  # this pid, another process's start
     tmp = Path(tempfile.gettempdir())
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -388,7 +392,9 @@ def test_only_this_users_folders_of_processes_that_are_gone_are_deleted(probe: P
     deleted = [tmp / f"diode-isolated-{dead}-deadpid0", tmp / f"diode-isolated-{reused}-reused00"]
     kept = [
         tmp / f"diode-isolated-{me}-mine0000",  # this process's
-        tmp / f"diode-isolated-{gone.pid}-{gone_start}-{namespace + 1}-otherns0",
+        tmp / f"diode-isolated-{gone.pid}-{gone_start}-{namespace + 1}-{boot}-otherns0",
+        tmp / f"diode-isolated-{gone.pid}-{gone_start}-{namespace}-{other_boot}-otherhst",  # another machine's
+        tmp / f"diode-isolated-{gone.pid}-{gone_start}-{namespace}-x-nobootid",
         tmp / "diode-isolated-abcd1234",  # an older torch-diode's (no owner in the name)
     ]
     if os.geteuid() == 0:  # only root can give a folder to another user
@@ -413,6 +419,23 @@ def test_only_this_users_folders_of_processes_that_are_gone_are_deleted(probe: P
             shutil.rmtree(d, ignore_errors=True)
         link.unlink(missing_ok=True)
         file.unlink(missing_ok=True)
+
+
+def test_a_process_that_sees_another_namespaces_proc_records_no_start_time() -> None:
+    """In a pid namespace of its own that still sees its parent's ``/proc`` (``unshare --pid``
+    without ``--mount-proc``), ``/proc/PID`` is another process: a start time read there would
+    make the folder's owner look gone once that other process ends. None is recorded (``x``), and
+    the pid alone is looked up."""
+    import shutil as sh
+
+    if sh.which("unshare") is None:
+        pytest.skip("no unshare(1)")
+    code = "import os; from torch_diode.bench.isolate import _folder_prefix; print(os.getpid(), _folder_prefix())"
+    r = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", code], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot make a pid namespace here: {r.stderr.strip()[-200:]}")
+    pid, prefix = r.stdout.split()
+    assert prefix.startswith(f"diode-isolated-{pid}-x-"), prefix
 
 
 def test_run_by_hand_the_process_deletes_nothing(probe: Path, tmp_path: Path) -> None:

@@ -32,8 +32,9 @@ from torch_diode.collect import (
     shard_path,
     stalled_problems,
 )
+from torch_diode.collect.runner import shard_files
 from torch_diode.dataset import Dataset, DatasetWriter, file_in_use, read_dataset, write_dataset
-from torch_diode.errors import CollectionError, FileInUseError
+from torch_diode.errors import CollectionError, DatasetFormatError, FileInUseError
 from torch_diode.evaluate import read_max_autotune_solution
 from torch_diode.records import Choice, FailureRecord, Problem, Provenance, TimingRecord
 from torch_diode.shapes.sampling import sample_problems
@@ -108,7 +109,7 @@ def test_nothing_collected_raises_and_exits_nonzero(tmp_path, capsys):
     decomposed = bmm(1, n=1)  # [2,1,16] @ [2,16,1]: pointwise on CPU, nothing benchmarked
     out = tmp_path / "none.json"
     with pytest.raises(
-        CollectionError, match=r"collected nothing: 1 problem\(s\) measured, 0 records \(no_valid_config x1\)"
+        CollectionError, match=r"collected nothing: 1 problem measured, 0 records \(no_valid_config x1\)"
     ):
         collect([decomposed], CollectOptions(**CPU), out)
     ds = read_dataset(out)
@@ -619,10 +620,51 @@ def test_a_shard_being_written_is_not_merged(tmp_path):
     with DatasetWriter(shard_path(out, 1), Provenance(hardware="cpu-test", collector="inductor")) as w:
         w.add(TimingRecord(problem=bmm(16), choice=aten, time_us=10.0, hardware="cpu-test"))
         w.flush()
-        with pytest.raises(FileInUseError, match=r"out\.rank1\.msgpack are being written by another process"):
+        with pytest.raises(FileInUseError, match=r"shard file out\.rank1\.msgpack is being written by another process"):
             collect([bmm(24)], CollectOptions(**CPU), out)
     assert shard_path(out, 1).exists() and not out.exists()
     assert read_dataset(shard_path(out, 1)).problems == [bmm(16)]
+
+
+def _write(path: Path, problems: list[Problem], *, chunks: int = 1) -> None:
+    """``path`` with one ATen timing of each of ``problems``, ``chunks`` chunks of them each."""
+    with DatasetWriter(path, Provenance(hardware="cpu-test", collector="inductor"), format="msgpack") as w:
+        for i in range(chunks):
+            for p in problems:
+                w.add(
+                    TimingRecord(problem=p, choice=Choice(template=f"aten::bmm{i}"), time_us=10.0, hardware="cpu-test")
+                )
+            w.flush()
+
+
+def test_a_damaged_checkpointed_part_keeps_no_shard_out_of_the_merge(tmp_path):
+    """The merge at the end of a multi-worker run (or of one stopped): a damaged ``OUT.partial``
+    beside it raises, after the shards' finished problems are merged into OUT (as before the read
+    of each file once), not with them left out."""
+    out = tmp_path / "out.msgpack"
+    _write(out, [bmm(16)])
+    _write(shard_path(out, 0), [bmm(24)])
+    _write(shard_path(out, 1), [bmm(32)])
+    part = partial_path(out)
+    _write(part, [bmm(40)], chunks=4)
+    damaged = bytearray(part.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    damaged[len(damaged) // 2 + 1] ^= 0xFF
+    part.write_bytes(bytes(damaged))
+    with pytest.raises(DatasetFormatError):
+        merge_shards(out, shard_files(out))
+    assert sorted(p.m for p in read_dataset(out).problems) == [16, 24, 32]
+    assert shard_files(out) == [] and part.read_bytes() == bytes(damaged)
+
+
+def test_shards_of_an_output_without_a_dataset_extension_merge_in_the_format_given(tmp_path):
+    """``--format`` alone may say an output's format (``data.bin``): its shards (``data.rank0.bin``)
+    and the output are read in it."""
+    out = tmp_path / "data.bin"
+    _write(shard_path(out, 0), [bmm(24)])
+    _write(shard_path(out, 1), [bmm(32)])
+    merge_shards(out, shard_files(out), format="msgpack")
+    assert sorted(p.m for p in read_dataset(out, format="msgpack").problems) == [24, 32]
 
 
 def _as_if_on_a_gpu(monkeypatch, name: str, sm_count: int) -> None:

@@ -441,7 +441,7 @@ def test_runner_top_up_reopens_only_problems_that_lack_sampled_configs(fake_cuda
     assert run(top_up=False) == 3
     with caplog.at_level(logging.INFO, logger="torch_diode.collect.runner"):
         assert run(top_up=True) == 2  # `full` and `failed`; `half` is reopened, `new` was never there
-    assert "1 problem already collected, short of sampled configs: topping them up" in caplog.text
+    assert "1 problem already collected, short of sampled configs: topping up" in caplog.text
 
 
 def test_settle_partials_completes_finished_problems_and_keeps_the_rest(tmp_path):

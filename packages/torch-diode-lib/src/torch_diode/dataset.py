@@ -1181,8 +1181,9 @@ def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iter
         yield
     finally:
         # Removed while still held: a run that opened it meanwhile sees it removed and opens anew.
-        if (not shared or _last_holder(fd)) and _names(path, fd):
-            with contextlib.suppress(OSError):
+        # One that cannot be looked up or removed is left (the next run takes it), never held on to.
+        with contextlib.suppress(OSError):
+            if (not shared or _last_holder(fd)) and _names(path, fd):
                 os.unlink(path)
         _unlock(fd)
         os.close(fd)

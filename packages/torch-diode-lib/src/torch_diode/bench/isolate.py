@@ -24,10 +24,13 @@ or one that runs past ``timeout_s`` comes back as ``{"error": ...}`` saying whic
 of the process's output; the process and everything it started (compile workers) are killed on a
 timeout or an interrupt, and the folders are deleted.
 
-The work folder's name says whose it is (``diode-isolated-PID-START-PIDNS-XXXXXXXX``: the pid, its
-start time and pid namespace from ``/proc``, ``x`` where unknown). Where a process ends with no
-chance to delete its folder (a SIGKILL of it before its child started, or of both: the OOM killer),
-the next :func:`run_in_new_process` on the machine deletes it (:func:`_remove_leaked_folders`).
+The work folder's name says whose it is (``diode-isolated-PID-START-PIDNS-BOOT-XXXXXXXX``: the pid,
+its start time, its pid namespace and the machine's boot id, from ``/proc``, ``x`` where unknown).
+Where a process ends with no chance to delete its folder (a SIGKILL of it before its child started,
+or of both: the OOM killer), the next :func:`run_in_new_process` of this user with the same
+temporary directory on the same machine, since the same boot, deletes it
+(:func:`_remove_leaked_folders`); a folder whose owner cannot be looked up from here (another
+machine sharing the temporary directory, another pid namespace, no ``/proc``) is left alone.
 """
 
 from __future__ import annotations
@@ -53,10 +56,10 @@ ERROR_TAIL_CHARS = 1500
 #: Set by :func:`run_in_new_process` for its child: its own pid, and the child's work folder.
 _PARENT_ENV = "TORCH_DIODE_ISOLATE_PARENT"
 _WORK_ENV = "TORCH_DIODE_ISOLATE_WORK"
-#: A work folder's name: its owner's pid, start time (clock ticks after boot) and pid namespace
-#: ("x": unknown, without /proc), then mkdtemp's random part.
+#: A work folder's name: its owner's pid, start time (clock ticks after boot), pid namespace and
+#: the machine's boot id (its first 12 hex digits) ("x": unknown), then mkdtemp's random part.
 _PREFIX = "diode-isolated-"
-_FOLDER = re.compile(re.escape(_PREFIX) + r"(\d+)-(\d+|x)-(\d+|x)-[a-z0-9_]{8}")
+_FOLDER = re.compile(re.escape(_PREFIX) + r"(\d+)-(\d+|x)-(\d+|x)-([0-9a-f]{12}|x)-[a-z0-9_]{8}")
 
 
 def run_in_new_process(
@@ -143,8 +146,29 @@ def run_in_new_process(
 
 
 def _folder_prefix() -> str:
-    """The start of this process's work folders' names: ``diode-isolated-PID-START-PIDNS-``."""
-    return f"{_PREFIX}{os.getpid()}-{_start_time(os.getpid()) or 'x'}-{_pid_namespace() or 'x'}-"
+    """The start of this process's work folders' names: ``diode-isolated-PID-START-PIDNS-BOOT-``."""
+    start = _start_time(os.getpid()) if _own_proc() else None
+    return f"{_PREFIX}{os.getpid()}-{start or 'x'}-{_pid_namespace() or 'x'}-{_boot_id() or 'x'}-"
+
+
+def _own_proc() -> bool:
+    """Whether ``/proc`` shows this process's pid namespace: a process in a pid namespace of its
+    own that still sees its parent's ``/proc`` (``unshare --pid`` without ``--mount-proc``) finds
+    another process under its pid there."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
+def _boot_id() -> str | None:
+    """This machine's boot (the first 12 hex digits of ``/proc/sys/kernel/random/boot_id``): pids
+    and start times are a boot's own, and machines sharing a temporary directory differ in it."""
+    try:
+        digits = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "").lower()
+    except OSError:
+        return None
+    return digits[:12] if re.fullmatch(r"[0-9a-f]{32}", digits) else None
 
 
 def _start_time(pid: int) -> str | None:
@@ -166,14 +190,15 @@ def _pid_namespace() -> str | None:
         return None
 
 
-def _owner_gone(pid: int, start: str, namespace: str) -> bool:
+def _owner_gone(pid: int, start: str, namespace: str, boot: str) -> bool:
     """Whether the process a work folder's name says made it is gone: for certain only, so that a
-    live process's folder is never taken. A pid of another namespace, or one recorded without its
-    namespace where this process knows its own, is never gone (it cannot be looked up here)."""
-    if namespace != (_pid_namespace() or "x"):
+    live process's folder is never taken. One of another boot or machine (or of an unknown one), or
+    of another pid namespace (or one recorded without its namespace where this process knows its
+    own), is never gone: it cannot be looked up here."""
+    if boot == "x" or boot != _boot_id() or namespace != (_pid_namespace() or "x"):
         return False
     if start != "x":  # this pid's start time then: gone, or its pid is another process's now
-        return _start_time(pid) != start
+        return _own_proc() and _start_time(pid) != start
     try:  # without /proc: the pid alone (a reused pid keeps the folder)
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -198,7 +223,7 @@ def _remove_leaked_folders() -> None:
                     continue
             except OSError:
                 continue
-            if _owner_gone(int(m[1]), m[2], m[3]):
+            if _owner_gone(int(m[1]), m[2], m[3], m[4]):
                 shutil.rmtree(e.path, ignore_errors=True)
                 if not os.path.lexists(e.path):
                     log.info("deleted %s, left by process %s, which is gone", e.path, m[1])

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from torch_diode._text import plural
+from torch_diode._text import plural, recorded_count, recorded_number
 from torch_diode.bench.suite import DIODE_TOP_K, MODES
 
 log = logging.getLogger(__name__)
@@ -179,23 +179,13 @@ def _involved(m: Mapping[str, Any]) -> bool:
     return not isinstance(stats, Mapping) or int(stats.get("gemm_calls", 1)) > 0
 
 
-def _num(n: Any) -> str:
-    """A recorded count with thousands separators; a value not recorded (``?``, None) as it is."""
-    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else str(n)
-
-
-def _count(n: Any, noun: str) -> str:
-    """``plural(n, noun)`` for a recorded count; a value not recorded (``?``, None) with the plural noun."""
-    return plural(n, noun) if isinstance(n, int) and not isinstance(n, bool) else f"{n} {noun}s"
-
-
 def _why(m: Mapping[str, Any]) -> str:
     """What the handler did for a measurement, from its stats: the facts behind a loss."""
     st = m.get("diode")
     if not isinstance(st, Mapping):
         return "no handler statistics recorded"
     parts = [
-        f"kept {_num(st.get('candidates_kept', '?'))} of {_count(st.get('candidates_seen', '?'), 'candidate')} "
+        f"kept {recorded_number(st.get('candidates_kept', '?'))} of {recorded_count(st.get('candidates_seen', '?'), 'candidate')} "
         "to benchmark"
     ]
     if st.get("lut_hits"):
@@ -429,8 +419,8 @@ def markdown_report(results: Mapping[str, Any], checks: Mapping[str, Any] | None
             "took longer after the process's first: README)"
         )
         + f", `{settings.get('compile_mode', '?')}` for every "
-        f"autotuning mode. Kernel (step) time: median over {_count(settings.get('reps', '?'), 'replay')} of a CUDA "
-        f"graph of {_count(settings.get('graph_iters', '?'), 'call')}, in microseconds. EXHAUSTIVE runs on a subset of the GEMMs.\n"
+        f"autotuning mode. Kernel (step) time: median over {recorded_count(settings.get('reps', '?'), 'replay')} of a CUDA "
+        f"graph of {recorded_count(settings.get('graph_iters', '?'), 'call')}, in microseconds. EXHAUSTIVE runs on a subset of the GEMMs.\n"
         + (f"\n{_ptxas_note()}\n" if env.get("ptxas_mismatch") else "")
     )
     parts.append("## Goals\n")

@@ -27,12 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch_diode._text import plural
+from torch_diode._text import plural, recorded_count, recorded_number
 from torch_diode.bench import measure
 from torch_diode.bench.report import (
     RESULTS_FILE,
-    _count,
-    _num,
     check_results,
     load_results,
     measured,
@@ -336,7 +334,7 @@ def _diode_note(entry: dict[str, Any]) -> str:
     d = entry.get("diode")
     if not d:
         return ""
-    note = f", torch-diode kept {_num(d.get('candidates_kept'))} of {_count(d.get('candidates_seen'), 'choice')}"
+    note = f", torch-diode kept {recorded_number(d.get('candidates_kept'))} of {recorded_count(d.get('candidates_seen'), 'choice')}"
     if "hook_time_s" in d:
         note += (
             f" (hook {d['hook_time_s']:.3f} s: enumerating {d.get('widen_time_s', float('nan')):.3f} s, "

@@ -522,6 +522,11 @@ class InductorCollector:
                         )
                     )
         if not records:
-            _, failure = failed("no_valid_config", f"all {plural(len(failures), 'benchmarked choice')} failed")
+            _, failure = failed(
+                "no_valid_config",
+                "the one benchmarked choice failed"
+                if len(failures) == 1
+                else f"all {len(failures):,} benchmarked choices failed",
+            )
             return [], failures + failure
         return records, failures

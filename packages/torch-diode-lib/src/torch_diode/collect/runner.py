@@ -258,7 +258,8 @@ def merge_shards(
     are deleted once the merged file is written. With ``settings`` (a run's settings, as its
     sources record them: :data:`~torch_diode.dataset.RUN_SETTINGS`), each file is checked as it is
     read, the shards first, then the checkpointed parts, then ``output``, and one collected with
-    other settings is refused before anything is written.
+    other settings (or a damaged one) is refused before anything is written; without, the parts are
+    read after the merge (a damaged one raises with the shards merged).
 
     Raises:
         FileInUseError: a writer (a rank still running) is appending to one of the shards.
@@ -277,10 +278,12 @@ def merge_shards(
     if not here and not found:
         raise CollectionError(f"{out}: no shard files to merge ({', '.join(map(str, shards))} do not exist)")
     fmt = format_for_path(out, format)
-    # Every file read once, all of them before anything is written.
-    ranks = [_read_checked(s, None, settings) for s in found]
-    partials = _read_partials(out, fmt, settings)
-    main = [_read_checked(out, None, settings)] if here else []
+    # Every file read once. With settings, all of them before anything is written (a file of other
+    # settings refused first); without, the checkpointed parts after the merge, so that a damaged
+    # one does not keep the shards' finished problems out of OUT.
+    ranks = [_read_checked(s, fmt, settings) for s in found]
+    partials = _read_partials(out, fmt, settings) if settings is not None else None
+    main = [_read_checked(out, fmt, settings)] if here else []
     merged = merge_datasets([*main, *ranks])
     del main, ranks  # the merge holds what is kept
     write_dataset(merged, out, format=format)
@@ -288,6 +291,8 @@ def merge_shards(
         for s in shards:
             if Path(s).exists() and Path(s) != out:
                 Path(s).unlink()
+    if settings is None:
+        partials = _read_partials(out, fmt, None)
     if partials is not None:
         _settle(out, fmt, merged, *partials)
     return out
@@ -368,7 +373,7 @@ def _settle(out: Path, fmt: str, main: Dataset | None, files: Sequence[Path], pa
         if f != side and f.exists():
             f.unlink()
     if finished:
-        log.info("%s: %s completed from their checkpointed parts", out, plural(len(finished), "problem"))
+        log.info("%s: %s completed from checkpointed parts", out, plural(len(finished), "problem"))
     return len(finished)
 
 
@@ -447,7 +452,7 @@ def _deferred(problems: list[Problem], late: Mapping[Problem, str], output: str 
     if not later:
         return problems
     log.info(
-        "%s: %s stalled by the compile time limit or unfinished after a resumed run go last: %s",
+        "%s: to measure last, %s stalled by the compile time limit or unfinished after a resumed run: %s",
         output,
         plural(len(later), "problem"),
         "; ".join(f"{p.key()} ({late[p]})" for p in later),
@@ -686,7 +691,7 @@ def _run_rank(
             again = {p for p in problems if p in skip and p in have and collector.needs_top_up(p)}
             if again:
                 log.info(
-                    "%s: %s already collected, short of sampled configs: topping them up",
+                    "%s: %s already collected, short of sampled configs: topping up",
                     path,
                     plural(len(again), "problem"),
                 )
