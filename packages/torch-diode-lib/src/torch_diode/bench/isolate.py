@@ -199,7 +199,7 @@ def _owner_gone(pid: int, start: str, namespace: str, boot: str) -> bool:
         return False
     if start != "x":  # this pid's start time then: gone, or its pid is another process's now
         return _own_proc() and _start_time(pid) != start
-    try:  # without /proc: the pid alone (a reused pid keeps the folder)
+    try:  # no start time recorded (its /proc was another pid namespace's): the pid alone (a reused pid keeps it)
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
