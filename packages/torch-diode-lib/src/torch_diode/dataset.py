@@ -1135,32 +1135,29 @@ def _last_holder(fd: int) -> bool:
 
 
 def _take_output_lock(output: str | os.PathLike[str], path: Path, shared: bool) -> int:
-    """``path`` (``OUT.lock``) opened, created when missing, and locked (:func:`_try_lock`) while
-    it is still the file of that name: its descriptor. A file removed or replaced meanwhile (by the
-    holder before us, as it left) is let go and the new one opened; one locked by another holder
-    is asked for again for :data:`_LOCK_GRACE_S` (a holder that leaves holds it exclusively for a
-    moment) before it is refused."""
+    """``path`` (``OUT.lock``) opened and locked (:func:`_locked_fd`) while it is still the file of
+    that name: its descriptor. A file removed or replaced meanwhile (by the holder before us, as it
+    left) is let go and the new one opened; one locked by another holder is asked for again for
+    :data:`_LOCK_GRACE_S` (a holder that leaves holds it exclusively for a moment) before it is
+    refused."""
     deadline = time.monotonic() + _LOCK_GRACE_S
-    for _ in range(5):
-        fd = os.open(path, _RW | os.O_CREAT, 0o666)
-        try:
-            while True:
-                locked = _try_lock(fd, shared=shared)
-                if not _names(path, fd):
-                    break  # removed or replaced: open the file that bears the name now
-                if locked:
-                    return fd
-                if time.monotonic() >= deadline:
-                    raise FileInUseError(
-                        f"{output}: another collection (or merge) is writing it now ({path.name} is locked); wait for "
-                        "it to end, or write to another output"
-                    )
-                time.sleep(0.01)
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-    raise FileInUseError(f"{output}: could not take {path.name} (other runs keep replacing it); try again")
+    replaced = 0
+    while True:
+        fd = _locked_fd(path, shared=shared)
+        if fd is not None:
+            if _names(path, fd):
+                return fd
+            os.close(fd)  # removed or replaced: open the file that bears the name now
+            replaced += 1
+            if replaced == 5:
+                raise FileInUseError(f"{output}: could not take {path.name} (other runs keep replacing it); try again")
+        elif time.monotonic() >= deadline:
+            raise FileInUseError(
+                f"{output}: another collection (or merge) is writing it now ({path.name} is locked); wait for it "
+                "to end, or write to another output"
+            )
+        else:
+            time.sleep(0.01)
 
 
 @contextlib.contextmanager
@@ -1193,8 +1190,7 @@ def output_lock(output: str | os.PathLike[str], *, shared: bool = False) -> Iter
 #: collector (each times kernels its own way), Inductor's search and the sweep's kernels, which
 #: ``diode collect`` records in a source's ``extra``. A file resumed by a run of other settings
 #: would mix two kinds of timings. The one list of their names: a run's values are built from it
-#: (``torch_diode.collect.runner._settings_of``, whose module refuses to load without a way to give
-#: each of them).
+#: (``torch_diode.collect.runner._settings_of``).
 RUN_SETTINGS = ("collector", "search_space", "search_mode", "via_linear", "sweep_kernels")
 
 

@@ -190,15 +190,12 @@ def _pid_namespace() -> str | None:
         return None
 
 
-def _owner_gone(pid: int, start: str, namespace: str, boot: str) -> bool:
-    """Whether the process a work folder's name says made it is gone: for certain only, so that a
-    live process's folder is never taken. One of another boot or machine (or of an unknown one), or
-    of another pid namespace (or one recorded without its namespace where this process knows its
-    own), is never gone: it cannot be looked up here."""
-    if boot == "x" or boot != _boot_id() or namespace != (_pid_namespace() or "x"):
-        return False
+def _owner_gone(pid: int, start: str, own_proc: bool) -> bool:
+    """Whether process ``pid`` of this boot and pid namespace, whose name recorded its start time
+    ``start`` ("x": none), is gone: for certain only, so that a live process's folder is never
+    taken (``own_proc``: :func:`_own_proc`, whether ``/proc`` can tell)."""
     if start != "x":  # this pid's start time then: gone, or its pid is another process's now
-        return _own_proc() and _start_time(pid) != start
+        return own_proc and _start_time(pid) != start
     try:  # no start time recorded (its /proc was another pid namespace's): the pid alone (a reused pid keeps it)
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -211,19 +208,27 @@ def _owner_gone(pid: int, start: str, namespace: str, boot: str) -> bool:
 def _remove_leaked_folders() -> None:
     """Delete the work folders, in the temporary directory, of processes that are gone: this
     user's directories whose names are :func:`run_in_new_process`'s only (nothing else, and no
-    link, is touched). Another process deleting the same folder meanwhile is fine; a failure is
-    logged, never raised (a measurement does not depend on it)."""
+    link, is touched), of this machine's boot and this pid namespace (another's owner, or an unknown
+    one's, cannot be looked up here). Another process deleting the same folder meanwhile is fine; a
+    failure is logged, never raised (a measurement does not depend on it)."""
     try:
+        boot, namespace, own_proc = _boot_id(), _pid_namespace() or "x", _own_proc()
+        if boot is None:  # no folder's machine can be told
+            return
         uid = os.getuid()
         with os.scandir(tempfile.gettempdir()) as entries:
-            found = [(e, m) for e in entries if (m := _FOLDER.fullmatch(e.name)) is not None]
+            found = [
+                (e, m)
+                for e in entries
+                if (m := _FOLDER.fullmatch(e.name)) is not None and m[4] == boot and m[3] == namespace
+            ]
         for e, m in found:
             try:  # gone meanwhile (another process deleted it): OSError, nothing to do
                 if not e.is_dir(follow_symlinks=False) or e.stat(follow_symlinks=False).st_uid != uid:
                     continue
             except OSError:
                 continue
-            if _owner_gone(int(m[1]), m[2], m[3], m[4]):
+            if _owner_gone(int(m[1]), m[2], own_proc):
                 shutil.rmtree(e.path, ignore_errors=True)
                 if not os.path.lexists(e.path):
                     log.info("deleted %s, left by process %s, which is gone", e.path, m[1])

@@ -533,7 +533,7 @@ def _sweep_kernels(options: CollectOptions) -> str:
 
 
 #: How a run's options give each of :data:`~torch_diode.dataset.RUN_SETTINGS` ("": the run has
-#: no such setting, and records none).
+#: no such setting, and records none). :func:`_settings_of` looks each of those names up here.
 _SETTING_OF: dict[str, Callable[[CollectOptions], str]] = {
     "collector": lambda o: o.collector,
     "search_space": lambda o: o.search_space,
@@ -541,30 +541,6 @@ _SETTING_OF: dict[str, Callable[[CollectOptions], str]] = {
     "via_linear": lambda o: str(o.via_linear),
     "sweep_kernels": _sweep_kernels,
 }
-
-
-def _check_setting_table() -> None:
-    """Refuse to load with :data:`_SETTING_OF` and :data:`~torch_diode.dataset.RUN_SETTINGS` out of
-    step: a setting recorded but never compared would let files of two values mix; one compared but
-    never given would never be recorded."""
-    uncompared = sorted(set(_SETTING_OF) - set(RUN_SETTINGS))
-    unrecorded = sorted(set(RUN_SETTINGS) - set(_SETTING_OF))
-    problems = []
-    if uncompared:
-        problems.append(
-            f"{', '.join(uncompared)} recorded by a run (torch_diode.collect.runner._SETTING_OF) but not compared "
-            "on resume (torch_diode.dataset.RUN_SETTINGS)"
-        )
-    if unrecorded:
-        problems.append(
-            f"{', '.join(unrecorded)} compared on resume (torch_diode.dataset.RUN_SETTINGS) but given no value by "
-            "a run (torch_diode.collect.runner._SETTING_OF)"
-        )
-    if problems:
-        raise RuntimeError("run settings out of step: " + "; ".join(problems) + "; name each setting in both")
-
-
-_check_setting_table()
 
 
 def _settings_of(options: CollectOptions) -> dict[str, str]:
