@@ -10,6 +10,18 @@ of them (session 65: two calls, 545 s stopped and 349 s), more than one device c
     python3 scripts/run_gpu_tests_parallel.py tests/test_sweep_gpu.py --deadline-s 480
     python3 scripts/run_gpu_tests_parallel.py --dry-run   # print the split, run nothing (no GPU needed)
 
+One device call (10 minutes) holds about a third of them on one GPU: ``--part K/N`` runs the K-th of
+N parts of about equal recorded time (``scripts/gpu_test_durations.json``, the times of the last
+runs; a test not recorded there counts ``DEFAULT_ESTIMATE_S``), the multi-GPU tests in the last
+part. ``--wheels DIR`` installs the wheels in DIR (``nox -s build``'s ``dist/``) into a temporary
+folder put after the sources on ``PYTHONPATH``, so the meta-wheel's plugin is active in every test
+process. After the calls, ``--record LOG...`` adds the durations in their logs (plain or gzipped)
+to the durations file:
+
+    python3 scripts/run_gpu_tests_parallel.py --part 1/3 --wheels dist --deadline-s 540
+    python3 scripts/run_gpu_tests_parallel.py --part 2/3 --dry-run
+    python3 scripts/run_gpu_tests_parallel.py --record results/*/gpu0.log.gz
+
 Results go to ``$OUT`` (the device tool's output folder) or ``./gpu-test-results``: ``env.txt``,
 ``gpu{i}.log`` per GPU and ``multi.log``, few files on purpose (the device tool returns at most
 eight, so at most six GPUs are used). Each log holds pytest's full report (``-rA``, every test's
@@ -22,6 +34,8 @@ without a GPU.
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
 import re
 import signal
@@ -33,6 +47,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_PROCESSES = 6  # env.txt + six logs + multi.log: the device tool's eight files
+DURATIONS = ROOT / "scripts" / "gpu_test_durations.json"
+DEFAULT_ESTIMATE_S = 30.0  # a test with no recorded time (about the median of the recorded ones)
 
 
 def _env() -> dict[str, str]:
@@ -63,6 +79,95 @@ def deal(ids: list[str], n: int) -> list[list[str]]:
     return [ids[i::n] for i in range(n)]
 
 
+def parse_part(text: str) -> tuple[int, int]:
+    """``"K/N"`` as (K, N), 1 <= K <= N."""
+    k, sep, n = text.partition("/")
+    try:
+        part, parts = int(k), int(n)
+    except ValueError:
+        part = parts = 0
+    if not sep or not 1 <= part <= parts:
+        raise argparse.ArgumentTypeError(f"--part {text!r}: give K/N with 1 <= K <= N, e.g. 1/3")
+    return part, parts
+
+
+def split(ids: list[str], n: int, seconds: dict[str, float]) -> list[list[str]]:
+    """``ids`` in ``n`` parts of about equal time (``seconds`` per test, ``DEFAULT_ESTIMATE_S`` for
+    one not in it): the longest first, each to the part with the least so far; each part in
+    collection order. The same ids and times give the same parts."""
+    parts: list[list[str]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    order = {t: i for i, t in enumerate(ids)}
+    for t in sorted(ids, key=lambda t: (-seconds.get(t, DEFAULT_ESTIMATE_S), order[t])):
+        i = min(range(n), key=lambda i: (load[i], i))
+        parts[i].append(t)
+        load[i] += seconds.get(t, DEFAULT_ESTIMATE_S)
+    return [sorted(p, key=order.__getitem__) for p in parts]
+
+
+_DURATION = re.compile(r"^([0-9.]+)s (setup|call|teardown) +(\S.*?)\s*$")
+_OUTCOME = re.compile(r"^(?:PASSED|FAILED|ERROR) (\S.*?)(?: - .*)?$")  # -rA's summary lines
+
+
+def durations_in(log: Path) -> dict[str, float]:
+    """Seconds per test (setup, call and teardown summed) in a pytest log written with
+    ``--durations=0`` (this script's logs; gzipped or not); 0 for a test that ran and took less
+    than pytest shows (logs without ``--durations-min=0``)."""
+    raw = log.read_bytes()
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode(errors="replace")
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _DURATION.match(line)
+        if m:
+            found[m.group(3)] = found.get(m.group(3), 0.0) + float(m.group(1))
+    for line in text.splitlines():
+        m = _OUTCOME.match(line)
+        if m and "::" in m.group(1):
+            found.setdefault(m.group(1), 0.0)
+    return found
+
+
+def read_durations(path: Path) -> dict[str, float]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {str(k): float(v) for k, v in data["seconds"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        sys.exit(f"run_gpu_tests_parallel: {path} is not a durations file ({e}); restore it from git or delete it")
+
+
+def record(logs: list[Path], path: Path) -> int:
+    """Add the durations in ``logs`` to the durations file at ``path`` (a test's newest time replaces its older one)."""
+    seconds = read_durations(path)
+    new: dict[str, float] = {}
+    for log in logs:
+        found = durations_in(log)
+        if not found:
+            sys.exit(f"run_gpu_tests_parallel: {log} holds no test durations (not a log of this script's runs?)")
+        new.update(found)
+    seconds.update(new)
+    data = {
+        "about": "seconds per gpu test (setup + call + teardown) in the runs of scripts/run_gpu_tests_parallel.py "
+        "whose logs were recorded with --record; --part splits by them",
+        "seconds": {k: round(v, 2) for k, v in sorted(seconds.items())},
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"{path}: {len(new)} test time(s) recorded, {len(seconds)} in all")
+    return 0
+
+
+def _install(wheels: Path) -> str:
+    """The wheels in ``wheels`` installed (no dependencies, no index) into a new temporary folder; its path."""
+    files = sorted(str(w) for w in wheels.glob("*.whl"))
+    if not files:
+        sys.exit(f"run_gpu_tests_parallel: no wheels in {wheels} (build them with `nox -s build`)")
+    site = tempfile.mkdtemp(prefix="gpu-tests-site-")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir"]
+    subprocess.run([*pip, "--target", site, *files], check=True)
+    return site
+
+
 def _gpu_count(env: dict[str, str]) -> int:
     code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -75,7 +180,20 @@ def _gpu_count(env: dict[str, str]) -> int:
 def _start(ids: list[str], log: Path, env: dict[str, str], devices: str) -> tuple[subprocess.Popen, object]:
     run_env = dict(env, CUDA_VISIBLE_DEVICES=devices, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="inductor-"))
     fh = open(log, "w")  # closed by _wait
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q", "-rA", "--durations=0", *ids]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rA",
+        "--durations=0",
+        "--durations-min=0",
+        *ids,
+    ]
     fh.write(f"# CUDA_VISIBLE_DEVICES={devices}: {len(ids)} test(s)\n")
     fh.flush()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=run_env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
@@ -113,11 +231,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline-s", type=float, help="stop every run this many seconds after the start")
     ap.add_argument("--multi-s", type=float, default=60.0, help="seconds kept for the multi-GPU tests (default 60)")
     ap.add_argument("--dry-run", action="store_true", help="print the split and run nothing")
+    ap.add_argument(
+        "--part", type=parse_part, metavar="K/N", help="run the K-th of N parts of about equal recorded time"
+    )
+    ap.add_argument(
+        "--durations", type=Path, default=DURATIONS, help=f"recorded test times (default {DURATIONS.relative_to(ROOT)})"
+    )
+    ap.add_argument(
+        "--wheels", type=Path, metavar="DIR", help="install the wheels in DIR and test them (sources first)"
+    )
+    ap.add_argument(
+        "--record",
+        type=Path,
+        nargs="+",
+        metavar="LOG",
+        help="add the durations in these logs to --durations, run nothing",
+    )
     args = ap.parse_args(argv)
+    if args.record:
+        return record(args.record, args.durations)
     start = time.monotonic()
     env = _env()
     single = _collect(args.paths, "gpu and not multi_gpu", env)
     multi = _collect(args.paths, "gpu and multi_gpu", env)
+    if args.part:
+        k, n_parts = args.part
+        seconds = read_durations(args.durations)
+        single = split(single, n_parts, seconds)[k - 1]
+        multi = multi if k == n_parts else []
+        known = sum(seconds.get(t, DEFAULT_ESTIMATE_S) for t in single)
+        guessed = sum(t not in seconds for t in single)
+        print(
+            f"part {k}/{n_parts}: {len(single)} test(s), about {known:.0f} s recorded"
+            + (f" ({guessed} not recorded, {DEFAULT_ESTIMATE_S:.0f} s each assumed)" if guessed else "")
+        )
+    if args.wheels and not args.dry_run:
+        site = _install(args.wheels)
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], site])
     gpus = _gpu_count(env)
     n = max(1, min(gpus or 2, MAX_PROCESSES))  # a dry run without a GPU shows a two-GPU split
     if args.dry_run:
