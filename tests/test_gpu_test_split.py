@@ -134,3 +134,16 @@ def test_the_parts_hold_every_gpu_test_once_and_the_multi_gpu_ones_last():
         multi = [line.strip() for line in lines[multi_at + 1 :]]
         assert multi == (_collect("gpu and multi_gpu") if k == 3 else [])
     assert sorted(dealt) == sorted(_collect("gpu and not multi_gpu")) and len(set(dealt)) == len(dealt)
+
+
+def test_a_logs_summary_is_pytests_last_outcome_line(tmp_path):
+    summary = _script()._summary
+    log = tmp_path / "multi.log"
+    log.write_text(
+        "s   [100%]\nSKIPPED [1] tests/test_collect_gpu.py:123: needs 2 GPUs\n======= 1 skipped in 16.48s =======\n"
+    )
+    assert summary(log) == "1 skipped in 16.48s"
+    log.write_text("..F\n== 1 failed, 2 passed in 3.00s ==\n")
+    assert summary(log) == "1 failed, 2 passed in 3.00s"
+    log.write_text("# CUDA_VISIBLE_DEVICES=0: 3 test(s)\n..\n")
+    assert summary(log) == "no summary (stopped before pytest reported)"
