@@ -212,7 +212,7 @@ def test_stock_picks_of_none_of_the_datasets_problems_are_refused() -> None:
     model = _tiny_model()
     with pytest.raises(
         ValueError,
-        match=r"no problem of the max-autotune solution is in the dataset \(solution: 1 problem, dataset: 2\)",
+        match=r"no problem of the max-autotune solution is in the dataset \(solution: 1 problem, dataset: 2 measured problems\)",
     ):
         evaluate_model(model, ds, stock={probs[2]: StockPick(tri(16), 5.0)})
     report, _ = evaluate_model(model, ds, stock={probs[1]: StockPick(tri(16), 5.0), probs[2]: StockPick(tri(16), 5.0)})

@@ -472,7 +472,7 @@ def evaluate_model(
     if stock is not None and picks_of_other_problems(dataset, stock):
         raise ValueError(
             f"no problem of the max-autotune solution is in the dataset (solution: {plural(len(stock), 'problem')}, "
-            f"dataset: {len(dataset.measured_problems())}): its picks are of another dataset's problems; pass stock's picks of this "
+            f"dataset: {plural(len(dataset.measured_problems()), 'measured problem')}): its picks are of another dataset's problems; pass stock's picks of this "
             "dataset's (`diode collect-problems --from <this dataset>` on the GPU, or scripts/campaign.py stock)"
         )
     evals = problem_evals(
