@@ -443,6 +443,16 @@ def test_cli_refuses_to_measure_without_a_gpu(run_diode, tmp_path: Path) -> None
     assert not (tmp_path / RESULTS_FILE).exists()
 
 
+@pytest.mark.parametrize("key", ["NVIDIA-H100", "NVIDIA-H200"])
+def test_committed_reports_are_what_their_results_give(key: str) -> None:
+    """benchmarks/results/<GPU>/results.md is markdown_report of the results.json beside it (a report
+    left behind a change of the report's wording fails here: regenerate it with `diode bench
+    --report-only --out benchmarks/results/<GPU>`)."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / key
+    results = load_results(folder / RESULTS_FILE)
+    assert markdown_report(results) == (folder / "results.md").read_text()
+
+
 def test_cli_report_only_and_list(run_diode, tmp_path: Path) -> None:
     save_results(make_results(), tmp_path / RESULTS_FILE)
     r = run_diode("bench", "--report-only", "--out", str(tmp_path), env=ENV, check=True)
