@@ -13,7 +13,7 @@
     python scripts/campaign.py status --hardware NVIDIA-H100
     python scripts/campaign.py plot --hardware NVIDIA-H100
 
-    # anywhere, once val.msgpack has problems: stock max-autotune's pick per validation problem
+    # anywhere with triton, once val.msgpack has problems: stock max-autotune's pick per validation problem
     # (Inductor's DEFAULT candidates looked up in the full-space timings) -> val-stock-picks.json;
     # picked in the timings they are scored in, these favour stock (the val-stock split does not)
     python scripts/campaign.py stock --hardware NVIDIA-H100
@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from torch_diode._text import plural
+from torch_diode._text import NO_MATPLOTLIB, plural
 from torch_diode.collect import CollectOptions
 from torch_diode.collect.campaign import (
     PLAN_GROUPS,
@@ -93,6 +93,17 @@ def _load_plan(args: argparse.Namespace) -> CampaignPlan:
 def _fail(args: argparse.Namespace, message: str) -> NoReturn:
     print(f"campaign.py {args.cmd}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def _need_triton(args: argparse.Namespace) -> None:
+    """End the command with one line (exit 2) when triton is not installed
+    (:func:`torch_diode.inductor.compat.triton_missing`). Not for ``precompile``: it checks for
+    itself, and names the GPU machine's version."""
+    from torch_diode.inductor.compat import triton_missing
+
+    missing = triton_missing()
+    if missing is not None:
+        _fail(args, missing)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -225,6 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from torch_diode.collect import collect, partial_path
     from torch_diode.errors import Terminated
 
+    _need_triton(args)
     plan, problems = _start(args)
     if problems is None:
         return 2
@@ -281,6 +293,7 @@ def cmd_target(args: argparse.Namespace) -> int:
     """On the GPU machine: what its Triton puts into the sweep kernels' cache keys -> triton-target.json."""
     from torch_diode.collect.precompile import capture_target
 
+    _need_triton(args)
     t = capture_target(args.hardware)
     path = t.save(args.output or _dir(args) / "triton-target.json")
     print(
@@ -438,6 +451,7 @@ def cmd_stock(args: argparse.Namespace) -> int:
     from torch_diode.collect.campaign import stock_picks_from_full_space
     from torch_diode.evaluate import write_max_autotune_solution
 
+    _need_triton(args)
     ds = read_dataset(_dir(args) / "val.msgpack")
     picks, notes = stock_picks_from_full_space(ds)
     for line in notes:
@@ -453,10 +467,13 @@ def cmd_stock(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """The plan's problem distribution (and what is collected so far) as a PNG, for the data card."""
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        _fail(args, NO_MATPLOTLIB)
 
     from torch_diode.collect.campaign import size_bucket
 
@@ -507,8 +524,7 @@ def cmd_unpack(args: argparse.Namespace) -> int:
     try:
         written, removed = unpack_chunk(args.pack, args.data_dir, args.hardware)
     except ValueError as e:
-        print(f"unpack: {e}", file=sys.stderr)
-        return 2
+        _fail(args, str(e))
     for f in removed:
         print(f"removed {f} (settled by the chunk)")
     print(f"{args.pack}: {plural(len(written), 'file')} written under {_dir(args)}")
@@ -647,7 +663,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--hardware", required=True)
     s.set_defaults(func=cmd_status)
     k = sub.add_parser(
-        "stock", help="stock max-autotune's picks of the validation problems, from val.msgpack (no GPU needed)"
+        "stock",
+        help="stock max-autotune's picks of the validation problems, from val.msgpack (no GPU needed; triton is)",
     )
     k.add_argument("--hardware", required=True)
     k.set_defaults(func=cmd_stock)

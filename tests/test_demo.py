@@ -22,7 +22,18 @@ import pytest
 import torch_diode
 from torch_diode.config import config
 from torch_diode.dataset import read_dataset, write_dataset
-from torch_diode.demo import DemoOptions, best_measured_us, evaluate_for_demo, handler_keeps, run_demo, shipped_models
+from torch_diode.demo import (
+    STOCK_FILES,
+    DemoOptions,
+    best_measured_us,
+    cwd_data_dir,
+    default_data_dir,
+    evaluate_for_demo,
+    handler_keeps,
+    repo_data_dir,
+    run_demo,
+    shipped_models,
+)
 from torch_diode.evaluate import evaluate_model, read_max_autotune_solution
 from torch_diode.model import load_model, save_model
 from torch_diode.train import TrainOptions, split_problems, train
@@ -45,6 +56,8 @@ FAST = dict(
     forest_trees=8,
 )
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: The demo's lines about stock max-autotune's picks.
+STOCK_LINES = ("  against stock max-autotune:", "  stock's picks", "  what a compile gets:")
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +142,20 @@ def test_demo_with_model_and_dataset(run_diode, h200_model: Path, tmp_path: Path
     assert 0 <= int(m[7]) <= int(m[6]) <= 100
     # Benchmarking more choices never gives a slower best one; both are at least the winner.
     assert 1.0 <= float(m[9]) <= float(m[8])
-    assert lines[4] == f"  plot: {tmp_path / 'plots' / 'NVIDIA-H200-tiny.png'}"
+    # data/NVIDIA-H200/val-stock.msgpack sits beside the dataset: stock's picks are compared too
+    assert re.fullmatch(
+        rf"  against stock max-autotune: .*\(geomean over {n} problems\), no slower on \d+% of them", lines[4]
+    )
+    assert (
+        lines[5] == "  stock's picks (val-stock.msgpack): made in a benchmark run of their own, scored in these timings"
+    )
+    assert (
+        lines[6].startswith("  what a compile gets: stock max-autotune's pick is ")
+        and f"over {n} problems)" in lines[6]
+    )
+    assert lines[7] == f"  plot: {tmp_path / 'plots' / 'NVIDIA-H200-tiny.png'}"
     assert (tmp_path / "plots" / "NVIDIA-H200-tiny.png").read_bytes().startswith(PNG_MAGIC)
-    assert len(lines) == 5
+    assert len(lines) == 8
 
 
 def test_demo_numbers_match_the_evaluation(h200_model: Path, h200_val_small: Path) -> None:
@@ -219,6 +243,88 @@ def test_demo_prefers_stock_picks_made_in_a_run_of_their_own(
     assert (
         source == "  stock's picks (val-stock.msgpack): made in a benchmark run of their own, scored in these timings"
     )
+
+
+def test_demo_with_a_dataset_reads_stock_picks_beside_it(
+    h200_model: Path, h200_val_small: Path, tmp_path: Path
+) -> None:
+    # --dataset F: stock's picks are looked for beside F under the data directory's names, in its order.
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    dataset = shutil.copy(h200_val_small, here / "val.msgpack")
+    for f in STOCK_FILES:
+        shutil.copy(H200_VAL.with_name(f), here / f)
+    options = DemoOptions(model=str(h200_model), dataset=dataset, plot_dir=tmp_path, gpu=False)
+    lines: list[str] = []
+    run_demo(options, lines.append)
+    stock = [ln for ln in lines if ln.startswith("  against stock max-autotune:")]
+    assert len(stock) == 1 and "(geomean over 5 problems)" in stock[0], lines
+    source = lines[lines.index(stock[0]) + 1]
+    assert (
+        source == "  stock's picks (val-stock.msgpack): made in a benchmark run of their own, scored in these timings"
+    )
+    assert sum(ln.startswith("  what a compile gets:") for ln in lines) == 1, lines
+    # Found by name, not asked for: picks of none of the dataset's problems are noted and not compared.
+    real = read_dataset(H200_VAL.with_name("val-stock.msgpack"))
+    shown = set(read_dataset(dataset).problems)
+    write_dataset(real.select_problems([p for p in real.problems if p not in shown]), here / "val-stock.msgpack")
+    lines = []
+    run_demo(options, lines.append)
+    assert (
+        f"note: {here / 'val-stock.msgpack'} holds stock's picks of none of {dataset}'s problems (another "
+        "collection's?); not compared"
+    ) in lines
+    assert not any(ln.startswith(STOCK_LINES) for ln in lines), lines
+    # A dataset named like a stock file is not its own stock.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    lines = []
+    run_demo(
+        DemoOptions(model=str(h200_model), dataset=shutil.copy(h200_val_small, alone / "val-stock.msgpack"),
+                    plot_dir=tmp_path, gpu=False),
+        lines.append,
+    )  # fmt: skip
+    assert lines[0].startswith("NVIDIA-H200-tiny (NVIDIA-H200): 5 held-out problems"), lines
+    assert not any(ln.startswith(STOCK_LINES) for ln in lines), lines
+
+
+def test_demo_of_installed_packages_reads_data_in_the_current_directory(
+    run_diode, h200_model: Path, h200_val_small: Path, tmp_path: Path
+) -> None:
+    """In a clone of the repository with the packages installed from wheels (torch_diode, copied as a
+    wheel lays it out, outside any source checkout), the demo reads ./data."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(torch_diode.__file__).parent, site / "torch_diode", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = {"PYTHONPATH": str(site)}
+    args = ("demo", "--model", str(h200_model), "--plot-dir", "plots", "--cpu-only")
+    data = tmp_path.resolve() / "data"  # the CLI runs in tmp_path
+    (data / "NVIDIA-H200").mkdir(parents=True)  # without <KEY>/val.msgpack, ./data is not a data directory
+    err = _one_line_error(run_diode(*args, env=env))
+    assert err == (
+        "diode demo: error: no validation data for any model: NVIDIA-H200-tiny: no data directory found: "
+        f"torch_diode is installed, not run from a source checkout, and {data} holds no <hardware key>/val.msgpack "
+        "(pass --data-dir DIR holding NVIDIA-H200/val.msgpack). Pass --data-dir DIR or --dataset FILE"
+    )
+    shutil.copy(h200_val_small, data / "NVIDIA-H200" / "val.msgpack")
+    out = run_diode(*args, env=env, check=True).stdout.splitlines()
+    n = len(read_dataset(h200_val_small))
+    assert (
+        out[0]
+        == f"NVIDIA-H200-tiny (NVIDIA-H200): 5 held-out problems, {n:,} timings ({data / 'NVIDIA-H200' / 'val.msgpack'})"
+    )
+    assert (tmp_path / "plots" / "NVIDIA-H200-tiny.png").is_file()
+
+
+def test_a_source_checkout_reads_its_own_data_first(h200_val_small: Path, tmp_path: Path, monkeypatch) -> None:
+    if repo_data_dir() is None:
+        pytest.skip("torch_diode is not imported from a source checkout here")
+    (tmp_path / "data" / "NVIDIA-H200").mkdir(parents=True)
+    shutil.copy(h200_val_small, tmp_path / "data" / "NVIDIA-H200" / "val.msgpack")
+    monkeypatch.chdir(tmp_path)
+    assert cwd_data_dir() == Path.cwd() / "data"
+    assert default_data_dir() == REPO / "data"
 
 
 def _install_models_package(site: Path, models: list[Path]) -> None:

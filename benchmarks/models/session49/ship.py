@@ -26,13 +26,19 @@ trained memory stays (steps 2-3 skipped: session 41's ``ship.py`` with options, 
 
     python benchmarks/models/session49/ship.py --hw NVIDIA-H100 --seed 0 --set hidden=64 ensemble_size=3 \
         screen_hidden=32 --out packages/torch-diode-models/src/torch_diode_models/NVIDIA-H100-matmul.safetensors
+
+Progress goes to stderr: each stage as it starts and how long it took, the trainer's own log lines
+and every 10th epoch of the network; stdout and the file written are as they were without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,6 +48,19 @@ sys.path.insert(0, str(ROOT / "benchmarks/models/session49"))
 from cv_jobs import job_data, train_options  # noqa: E402
 from memswap import job_memory  # noqa: E402
 from set_scoring import measure  # noqa: E402
+
+log = logging.getLogger("ship")
+#: The network's epochs are logged every EPOCH_EVERY-th (and the last).
+EPOCH_EVERY = 10
+
+
+@contextmanager
+def stage(what: str):
+    """Log ``what`` on stderr as it starts, and how long it took."""
+    log.info("%s ...", what)
+    t0 = time.perf_counter()
+    yield
+    log.info("%s: done in %.0f s", what, time.perf_counter() - t0)
 
 
 def main() -> None:
@@ -65,21 +84,52 @@ def main() -> None:
     if a.memory_add is not None and not set(a.memory_add) <= set(a.add):
         ap.error(f"--memory-add must be a subset of --add; not in it: {sorted(set(a.memory_add) - set(a.add))}")
 
+    # Progress on stderr: these stages, and the trainer's own INFO lines (screening network,
+    # ranking forest). Not TrainOptions.progress: the options are stored in the file's metadata.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    t_start = time.perf_counter()
     from torch_diode.config import DiodeOptions
     from torch_diode.model import load_model, save_model
     from torch_diode.train import dataset_hash, train
 
     job = {"hw": a.hw, "part": "val", "seed": a.seed, "extras": "output", "add": a.add, "set": options}
-    trained_on, held_out, _ = job_data(job)
-    model, report = train(
-        trained_on, train_options(job), held_out=held_out, held_out_max_compile_cost=DiodeOptions().max_compile_cost
-    )
+    with stage(f"reading {a.hw}'s training and held-out data"):
+        trained_on, held_out, _ = job_data(job)
+    opts = train_options(job)
+    t_train = time.perf_counter()
+
+    def on_epoch(entry: dict) -> None:
+        epoch = int(entry["epoch"])
+        if epoch % EPOCH_EVERY == 0 or epoch == opts.num_epochs:
+            log.info(
+                "network: epoch %d/%d, loss %.4f (%.0f s)",
+                epoch,
+                opts.num_epochs,
+                entry["loss"],
+                time.perf_counter() - t_train,
+            )
+
+    with stage(
+        "training the network, "
+        + ("the screening network, " if opts.screen_hidden is not None else "")
+        + ("the ranking forest, " if opts.forest_options() is not None else "")
+        + "then the held-out metrics"
+    ):
+        model, report = train(
+            trained_on,
+            opts,
+            on_epoch=on_epoch,
+            held_out=held_out,
+            held_out_max_compile_cost=DiodeOptions().max_compile_cost,
+        )
     before = model.metadata["held_out_metrics"]
     figures = [("memory of every training file", before)]
     if a.memory_add is not None:
         p_before = len(model.memory.problems)
-        model.memory, memory_data, _, _ = job_memory(a.hw, a.seed, a.memory_add)
-        after = measure(model, held_out)
+        with stage("building the neighbour memory of --memory-add"):
+            model.memory, memory_data, _, _ = job_memory(a.hw, a.seed, a.memory_add)
+        with stage("re-measuring the held-out metrics with that memory"):
+            after = measure(model, held_out)
         training = dict(model.metadata["training"])
         training["held_out_metrics_are_from"] += (
             "; re-measured with the neighbour memory of `training.memory` (benchmarks/models/session49/ship.py)"
@@ -92,8 +142,9 @@ def main() -> None:
         )
         model.update_metadata({"held_out_metrics": after, "training": training})
         figures.append(("memory of --memory-add", after))
-    path = save_model(model, a.out)
-    assert len(load_model(path).memory.problems) == len(model.memory.problems)
+    with stage(f"writing {a.out}"):
+        path = save_model(model, a.out)
+        assert len(load_model(path).memory.problems) == len(model.memory.problems)
     for name, m in figures:
         o = m["overall"]
         print(
@@ -103,6 +154,7 @@ def main() -> None:
     print(
         f"wrote {path}: {report.train_problems} training problems, {report.epochs_run} epochs in {report.seconds:.0f} s"
     )
+    log.info("finished in %.0f s", time.perf_counter() - t_start)
 
 
 if __name__ == "__main__":

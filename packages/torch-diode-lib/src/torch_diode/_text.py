@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+NO_MATPLOTLIB = "matplotlib is not installed, so no plot was written; pip install 'torch-diode-lib[plot]'"
+"""What every plotting caller says when matplotlib is missing (an optional dependency: the ``plot`` extra)."""
+
 
 def plural(n: int, noun: str, plural_noun: str | None = None) -> str:
     """``n`` (with thousands separators) and ``noun``, in the plural unless ``n`` is 1:

@@ -11,10 +11,11 @@ selection rule, :func:`torch_diode.inductor.choices.select`, with ``top_k_config
 Triton configs plus ATen) against the size of the exhaustive space measured per problem, and how
 fast the best of those choices is. Like the handler, the model ranks only the Triton configs the
 handler would consider (``max_compile_cost``, from :mod:`torch_diode.config`), while regret is
-measured against the winner of the whole measured space. When ``<hardware key>/val-stock.msgpack``
-(stock's candidates of the same problems timed in a run of their own) or ``val-stock-picks.json``
-(stock's picks made in ``val.msgpack``'s own timings, which favours stock: :mod:`torch_diode.evaluate`)
-exists, the first of them in that order, the top-1 pick is also compared with stock max-autotune's
+measured against the winner of the whole measured space. When ``val-stock.msgpack`` (stock's
+candidates of the same problems timed in a run of their own) or ``val-stock-picks.json`` (stock's
+picks made in ``val.msgpack``'s own timings, which favours stock: :mod:`torch_diode.evaluate`)
+sits beside the validation dataset (in ``<hardware key>/``, or in ``--dataset``'s folder), the
+first of them in that order, the top-1 pick is also compared with stock max-autotune's
 pick, and so is what a compile gets (stock's pick against the fastest of what the handler has
 Inductor benchmark); a line says which file the picks came from and how they were made. One PNG
 per model shows the regret distribution and the choices benchmarked per problem.
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from torch_diode._text import plural
+from torch_diode._text import NO_MATPLOTLIB, plural
 from torch_diode.errors import DiodeError, MeasurementError, ModelNotFoundError
 
 if TYPE_CHECKING:
@@ -68,9 +69,43 @@ MLP_TOKENS, MLP_HIDDEN, MLP_INTERMEDIATE = 512, 2048, 8192
 def repo_data_dir() -> Path | None:
     """The repository's ``data/`` when this module runs from a source checkout (editable install or
     PYTHONPATH): ``packages/torch-diode-lib/src/torch_diode/demo.py`` -> ``<repo>/data``."""
-    here = Path(__file__).resolve()
-    data = here.parents[4] / "data" if len(here.parents) > 4 else None
+    data = _checkout_data_candidate()
     return data if data is not None and data.is_dir() else None
+
+
+def _checkout_data_candidate() -> Path | None:
+    """``<repo>/data`` when this module's path is ``<repo>/packages/<dist>/src/torch_diode/demo.py``
+    (a source checkout), whether or not it exists; None for an installed wheel."""
+    here = Path(__file__).resolve()
+    if len(here.parents) > 4 and here.parents[1].name == "src" and here.parents[3].name == "packages":
+        return here.parents[4] / "data"
+    return None
+
+
+def cwd_data_dir() -> Path | None:
+    """``./data`` of the current directory (absolute) when it holds the layout the demo reads: at
+    least one ``<hardware key>/val.msgpack`` (a clone of the repository, with the packages
+    installed from wheels)."""
+    data = Path.cwd() / "data"
+    return data if data.is_dir() and any(data.glob(f"*/{VAL_FILE}")) else None
+
+
+def default_data_dir() -> Path | None:
+    """The data directory without ``--data-dir``: the source checkout's ``data/``
+    (:func:`repo_data_dir`), else ``./data`` when it holds ``<hardware key>/val.msgpack``
+    (:func:`cwd_data_dir`); None when neither (:func:`_no_data_dir` says where it looked)."""
+    return repo_data_dir() or cwd_data_dir()
+
+
+def _no_data_dir() -> str:
+    """Where :func:`default_data_dir` looked, for the message when it found nothing."""
+    checkout = _checkout_data_candidate()
+    looked = (
+        f"the source checkout's {checkout} is not a directory"
+        if checkout is not None
+        else "torch_diode is installed, not run from a source checkout"
+    )
+    return f"no data directory found: {looked}, and {Path.cwd() / 'data'} holds no <hardware key>/{VAL_FILE}"
 
 
 def shipped_models() -> list[ModelEntry]:
@@ -336,7 +371,7 @@ def plot_demo(demo: ModelDemo, path: str | os.PathLike[str]) -> Path | None:
         import matplotlib.pyplot as plt
         import matplotlib.ticker
     except ImportError:
-        log.warning("matplotlib is not installed, so no plot was written; pip install 'torch-diode-lib[plot]'")
+        log.warning(NO_MATPLOTLIB)
         return None
     from torch_diode.evaluate import ratio_axis
 
@@ -488,7 +523,7 @@ class DemoOptions:
     Attributes:
         model: a model file or registered name; None: every shipped model.
         dataset: the validation dataset of ``model`` (default: ``<data_dir>/<its key>/val.msgpack``).
-        data_dir: holds ``<hardware key>/val.msgpack`` (default: :func:`repo_data_dir`).
+        data_dir: holds ``<hardware key>/val.msgpack`` (default: :func:`default_data_dir`).
         plot_dir: where the PNGs go (created when missing).
         gpu: also run the GPU part when a CUDA GPU is present.
         train_previews: train a preview per GPU of ``data_dir`` (:func:`train_previews`) and show it
@@ -575,7 +610,7 @@ def _targets(
     if options.train_previews:
         raise ModelNotFoundError(
             f"--train-previews: no <hardware key>/{TRAIN_FILE} with a {VAL_FILE} beside it in "
-            f"{data_dir if data_dir is not None else 'the data directory (none found: pass --data-dir DIR)'}"
+            + (str(data_dir) if data_dir is not None else f"the data directory ({_no_data_dir()}; pass --data-dir DIR)")
         )
     if not entries:
         raise ModelNotFoundError(
@@ -610,7 +645,7 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
     from torch_diode.hardware import detect
     from torch_diode.model import load_model
 
-    data_dir = options.data_dir or repo_data_dir()
+    data_dir = options.data_dir or default_data_dir()
     targets = _targets(options, data_dir, emit)
     models = {name: load_model(path) for name, path in targets}
     gpu_key = detect().key if options.gpu and torch.cuda.is_available() else None
@@ -619,13 +654,16 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
     missing: list[str] = []
     for name, model in models.items():
         if options.dataset is not None:
-            path, stock_path = options.dataset, None
+            path = options.dataset
         elif data_dir is None:
-            missing.append(f"{name}: no data directory (pass --data-dir DIR holding {model.hardware}/{VAL_FILE})")
+            missing.append(f"{name}: {_no_data_dir()} (pass --data-dir DIR holding {model.hardware}/{VAL_FILE})")
             continue
         else:
             path = data_dir / model.hardware / VAL_FILE
-            stock_path = next((p for f in STOCK_FILES if (p := data_dir / model.hardware / f).is_file()), None)
+        # stock's picks beside the dataset, by name (never the dataset itself: a --dataset val-stock.msgpack)
+        stock_path = next(
+            (p for f in STOCK_FILES if (p := path.parent / f).is_file() and p.resolve() != path.resolve()), None
+        )
         if not path.is_file():
             missing.append(f"{name}: no validation data at {path}")
             continue

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from torch_diode._text import plural
+from torch_diode._text import NO_MATPLOTLIB, plural
 from torch_diode.ranking import (
     CLIFF_GUARD,
     DIVERSITY,
@@ -734,7 +734,7 @@ def plot_report(evals: Sequence[ProblemEval], path: str | os.PathLike[str], *, t
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log.warning("matplotlib is not installed, so no PNG was written; pip install 'torch-diode-lib[plot]'")
+        log.warning(NO_MATPLOTLIB)
         return None
     rng = np.random.default_rng(0)
     meas = np.concatenate([e.measured_us for e in evals]) if evals else np.zeros(0)

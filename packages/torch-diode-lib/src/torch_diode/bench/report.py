@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from torch_diode._text import plural, recorded_count, recorded_number
+from torch_diode._text import NO_MATPLOTLIB, plural, recorded_count, recorded_number
 from torch_diode.bench.suite import DIODE_TOP_K, MODES
 
 log = logging.getLogger(__name__)
@@ -520,7 +520,7 @@ def plot_results(results: Mapping[str, Any], out_dir: str | os.PathLike[str]) ->
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log.warning("matplotlib is not installed, so no plot was written; pip install 'torch-diode-lib[plot]'")
+        log.warning(NO_MATPLOTLIB)
         return []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ compile with and without torch-diode (:mod:`torch_diode.demo`).
 
 Examples::
 
-    diode demo                                   # every shipped model, data from the checkout's data/
+    diode demo                                   # every shipped model, data from the checkout's data/ or ./data
     diode demo --data-dir data --plot-dir out/   # explicit data and plot directories
     diode demo --model h200.safetensors --dataset data/NVIDIA-H200/val.msgpack
 """
@@ -28,12 +28,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", metavar="FILE", help="a model file or registered name (default: every shipped model)")
     p.add_argument(
-        "--dataset", metavar="FILE", help="validation dataset of --model (default: <data-dir>/<its key>/val.msgpack)"
+        "--dataset",
+        metavar="FILE",
+        help="validation dataset of --model (default: <data-dir>/<its key>/val.msgpack); stock max-autotune's picks "
+        "are read from val-stock.msgpack, else val-stock-picks.json, beside it when there",
     )
     p.add_argument(
         "--data-dir",
         metavar="DIR",
-        help="directory holding <hardware key>/val.msgpack (default: the repository's data/ in a source checkout)",
+        help="directory holding <hardware key>/val.msgpack (default: the repository's data/ when torch_diode runs "
+        "from a source checkout, else ./data when it holds <hardware key>/val.msgpack)",
     )
     p.add_argument("--plot-dir", metavar="DIR", default="diode-demo", help="where the PNGs go (default: diode-demo/)")
     p.add_argument("--cpu-only", action="store_true", help="skip the GPU compile even when a GPU is present")

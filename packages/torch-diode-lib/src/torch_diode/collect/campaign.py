@@ -350,23 +350,34 @@ def unpack_chunk(
     destination that the pack does not hold is removed: the chunk settled it (plain ``tar x``
     leaves it behind, and a stale sidecar duplicates parts the file already holds).
     """
+    import lzma
     import shutil
     import tarfile
     import tempfile
+    import zlib
 
     from torch_diode.dataset import read_dataset
 
     prefix = f"data/{hardware}"
     pack = Path(pack)
     dest = Path(data_dir) / hardware
+    want = f"pass the chunk's pack, $OUT/{hardware}-data.tgz of scripts/campaign_gpu.sh"
+    if not pack.is_file():
+        raise ValueError(f"{pack}: {'a directory' if pack.is_dir() else 'no such file'}, not a campaign pack; {want}")
     try:
         tar = tarfile.open(pack, "r:*")
-    except (OSError, tarfile.TarError) as e:
-        raise ValueError(
-            f"{pack}: not a readable tar archive ({e}); pass the chunk's $OUT/{hardware}-data.tgz"
-        ) from None
+    except tarfile.ReadError:  # its message lists every compression tried, one line each
+        raise ValueError(f"{pack}: not a campaign pack: not a tar archive (plain, gzip, bzip2 or xz); {want}") from None
+    except OSError as e:
+        raise ValueError(f"{pack}: cannot be read ({e.strerror or e}); {want}") from None
     with tar:
-        members = tar.getmembers()
+        try:
+            members = tar.getmembers()  # to the end of the archive: a truncated one fails here, before any copy
+        except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as e:
+            detail = " ".join(str(e).split()) or type(e).__name__
+            raise ValueError(
+                f"{pack}: a truncated or damaged tar archive ({detail}); copy the chunk's pack again. Nothing was copied"
+            ) from None
         for m in members:
             name = os.path.normpath(m.name)
             if not (name == prefix or name.startswith(prefix + "/")) or not (m.isfile() or m.isdir()):

@@ -373,6 +373,11 @@ def inductor_choices(problem: Problem, search_space: str = "EXHAUSTIVE") -> list
     """
     if search_space not in SEARCH_SPACES:
         raise ValueError(f"search_space: must be one of {', '.join(SEARCH_SPACES)}, got {search_space!r}")
+    from torch_diode.inductor import compat
+
+    missing = compat.triton_missing()
+    if missing is not None:
+        raise ModuleNotFoundError(f"inductor_choices {missing}", name="triton")
     import torch
     from torch._inductor import config as inductor_config
     from torch._inductor import ir
@@ -383,7 +388,6 @@ def inductor_choices(problem: Problem, search_space: str = "EXHAUSTIVE") -> list
     from torch._inductor.kernel_inputs import MMKernelInputs
     from torch._inductor.virtualized import V
 
-    from torch_diode.inductor import compat
     from torch_diode.inductor.convert import choice_from_ktc, problem_from_kernel_inputs
 
     p = problem

@@ -56,6 +56,28 @@ def unsupported_reason(version: tuple[int, int] | None = None) -> str | None:
     return None
 
 
+def triton_missing() -> str | None:
+    """Why Inductor's Triton configs cannot be made here (triton is not installed: the CPU torch
+    wheel ships none, and without it the configs are placeholders whose first use is a
+    ``TypeError`` deep in Inductor), or ``None`` when triton is installed."""
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        if importlib.util.find_spec("triton") is not None:
+            return None
+    except (ImportError, ValueError):  # a broken installation, or a module without a spec
+        pass
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "installed here"
+    return (
+        "needs triton (Inductor's Triton configs), which is not installed: "
+        f"pip install triton, the version that matches torch {torch_version}"
+    )
+
+
 def config_is_thread_local(version: tuple[int, int] | None = None) -> bool:
     """From 2.12, Inductor config overrides live in a ContextVar: other threads do not see them."""
     return (torch_version() if version is None else version) >= (2, 12)
