@@ -269,7 +269,10 @@ def test_unpack_chunk_refuses_a_bad_pack_and_writes_nothing(tmp_path: Path) -> N
         unpack_chunk(_pack(foreign, tmp_path / "d.tgz"), data, "NVIDIA-H200")
     # not a tar archive
     (tmp_path / "c.tgz").write_bytes(b"not a tar")
-    with pytest.raises(ValueError, match=r"c.tgz: not a campaign pack: not a tar archive \(plain, gzip, bzip2 or xz\); pass the chunk's pack"):
+    with pytest.raises(
+        ValueError,
+        match=r"c.tgz: not a campaign pack: not a tar archive \(plain, gzip, bzip2 or xz\); pass the chunk's pack",
+    ):
         unpack_chunk(tmp_path / "c.tgz", data, "NVIDIA-H200")
     assert train.read_bytes() == before and stale.exists()
     assert not list(data.glob(".unpack-*"))

@@ -243,7 +243,7 @@ def test_cli_hardware_env(run_diode) -> None:
     assert d["key"] == "NVIDIA-H100" and d["source"] == "env" and d["has_spec"] is True
     assert d["models"] == ["NVIDIA-H100-matmul"]  # torch-diode-models' (installed in the tests session)
     proc = run_diode("hardware", env={ENV_VAR: "NVIDIA-H200"}, check=True)
-    assert "models:             NVIDIA-H200-matmul (best first" in proc.stdout
+    assert "models:             NVIDIA-H200-matmul (weights on disk) (best first" in proc.stdout
     proc = run_diode("hardware", env={ENV_VAR: "custom:ACME-X1"}, check=True)
     assert "ACME-X1" in proc.stdout and "custom key" in proc.stdout
     assert "models:             none installed for ACME-X1" in proc.stdout

@@ -480,12 +480,55 @@ def test_refuses_a_header_over_the_cap_as_such(tmp_path: Path) -> None:
         load_model(huge)
 
 
-@pytest.mark.parametrize("keep", [0, 5, 100, -100], ids=["empty", "5-bytes", "inside-header", "inside-data"])
-def test_refuses_truncated_files(model_file: Path, tmp_path: Path, keep: int) -> None:
+@pytest.mark.parametrize(
+    ("keep", "why"),
+    [
+        (0, "file is 0 bytes, too short"),
+        (5, "file is 5 bytes, too short"),
+        (100, "file is truncated inside its header (or the header's length is damaged): 100 bytes where the header alone takes"),
+        (-100, "file is truncated: {cut:,} bytes where its header describes {size:,}; re-download"),
+    ],
+    ids=["empty", "5-bytes", "inside-header", "inside-data"],
+)  # fmt: skip
+def test_refuses_truncated_files(model_file: Path, tmp_path: Path, keep: int, why: str) -> None:
+    """A cut file is called truncated, with its size and the size its header describes (not a
+    checksum mismatch, which the tensor data's sha256 would also be); it is never loaded."""
+    data = model_file.read_bytes()
     bad = tmp_path / "t.safetensors"
-    bad.write_bytes(model_file.read_bytes()[:keep])
-    with pytest.raises(ModelFormatError):
+    bad.write_bytes(data[:keep])
+    with pytest.raises(ModelFormatError, match=re.escape(why.format(cut=len(data[:keep]), size=len(data)))):
         load_model(bad)
+
+
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        (
+            b'{"format": "torch-diode-dataset", "schema_version": 1}\n',
+            ": it is a torch-diode dataset file (timings), not a model",
+        ),
+        (
+            b"\x83\xa6format\xb3torch-diode-dataset\xaeschema_version\x02",
+            ": it is a torch-diode dataset file (timings), not a model",
+        ),
+        (b'{"some": "json", "that is": "long enough"}', ": it is JSON text"),
+        (b"PK\x03\x04" + b"\x00" * 60, ": it is a zip archive (a torch.save checkpoint?)"),
+        (b"hello, world: some text that is no model\n", ""),
+    ],
+    ids=["json-dataset", "msgpack-dataset", "json", "zip", "text"],
+)
+def test_a_file_that_is_no_safetensors_file_is_called_so(tmp_path: Path, content: bytes, what: str) -> None:
+    """Its first 8 bytes, read as a header length, are absurd (past the file's end or the 100 MB
+    cap) and the next byte opens no JSON object: "not a .safetensors model file", and what it
+    looks like, not the header size those bytes would make."""
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(ModelFormatError, match=re.escape(f"{path}: not a .safetensors model file{what}") + "$"):
+        load_model(path)
+    named = tmp_path / "x.msgpack"
+    named.write_bytes(b"\x81\xa1a\x01" + b"\x00" * 20)  # some other msgpack file
+    with pytest.raises(ModelFormatError, match=re.escape("not a .safetensors model file: by its name (.msgpack)")):
+        load_model(named)
 
 
 def test_refuses_foreign_safetensors_pickles_and_missing_files(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def trained(ds):
         ({"regression_expectile": 1.0}, "regression_expectile"),
         ({"regression_expectile": 0}, "regression_expectile"),
         ({"network_shortlist": -1}, "network_shortlist"),
-        ({"screen_hidden": 0}, "screen_hidden"),
+        ({"screen_hidden": -1}, "screen_hidden"),
         ({"init_from": ""}, "init_from"),
         ({"init_forest": True}, "give init_from too"),
         ({"init_from": "m.safetensors", "init_forest": True, "forest_trees": 0}, "forest_trees >= 1"),
@@ -321,11 +321,15 @@ def test_init_from_refuses_other_architectures_and_bad_files(ds, tmp_path: Path)
 
     opts = TrainOptions(seed=3, hidden=16, screen_hidden=8, **FAST | {"num_epochs": 1, "forest_trees": 0})
     path = save_model(train(ds, opts)[0], tmp_path / "src.safetensors")
-    with pytest.raises(ValueError, match="--model-type deep --hidden 16 --depth 2 --ensemble-size 2"):
+    # the advice names every architecture flag the file needs, its screen's included
+    flags = "--model-type deep --hidden 16 --depth 2 --ensemble-size 2 --screen-hidden 8"
+    with pytest.raises(ValueError, match=re.escape(f"with a screening network 8 wide; this training's a deep MLP of 2 members, width 32, depth 2: train with {flags} to start from it (or with --screen-hidden 0, without a screen)")):  # fmt: skip
         train(ds, dataclasses.replace(opts, hidden=32, init_from=str(path)))
     with pytest.raises(ValueError, match="--ensemble-size 2"):
         train(ds, dataclasses.replace(opts, ensemble_size=3, init_from=str(path)))
-    with pytest.raises(ValueError, match=r"screening network is 8 wide.*--screen-hidden 8"):
+    with pytest.raises(
+        ValueError, match=re.escape(f"screening network is 8 wide, this training's 4: train with {flags}")
+    ):
         train(ds, dataclasses.replace(opts, screen_hidden=4, init_from=str(path)))
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         train(ds, dataclasses.replace(opts, init_from=str(tmp_path / "missing.safetensors")))
@@ -337,6 +341,39 @@ def test_init_from_refuses_other_architectures_and_bad_files(ds, tmp_path: Path)
     bad.write_bytes(bytes(data))
     with pytest.raises(ModelFormatError, match="corrupt"):
         train(ds, dataclasses.replace(opts, init_from=str(bad)))
+
+
+def test_init_from_never_drops_the_files_screen_unasked(ds, tmp_path: Path, caplog) -> None:
+    """A file with a screening network, started from without ``screen_hidden`` (no --screen-hidden,
+    as the old advice said), was trained into a model without a screen, silently. It is refused,
+    naming every flag the file needs; ``screen_hidden=0`` (--screen-hidden 0) drops the screen on
+    purpose, which is logged and recorded. A screen of another depth than the ensemble's (no
+    training makes one) cannot be continued: only 0 is offered."""
+    import logging
+
+    import torch
+
+    from torch_diode.model import init_network
+
+    opts = TrainOptions(seed=3, hidden=16, screen_hidden=8, **FAST | {"num_epochs": 1, "forest_trees": 0})
+    src, _ = train(ds, opts)
+    path = save_model(src, tmp_path / "src.safetensors")
+    no_screen = dataclasses.replace(opts, screen_hidden=None, init_from=str(path), learning_rate=1e-6)
+    flags = "--model-type deep --hidden 16 --depth 2 --ensemble-size 2 --screen-hidden 8"
+    with pytest.raises(ValueError, match=re.escape(f"has a screening network 8 wide, which this training (no --screen-hidden) would drop: train with {flags} to start from it (or with --screen-hidden 0, without a screen)")):  # fmt: skip
+        train(ds, no_screen)
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        dropped, _ = train(ds, dataclasses.replace(no_screen, screen_hidden=0))
+    assert dropped.screen is None and dropped.metadata["training"]["init_from"]["networks"] == ["ensemble"]
+    assert dropped.metadata["training"]["options"]["screen_hidden"] == 0
+    assert "not starting from" in caplog.text and "screening network (--screen-hidden 0)" in caplog.text
+    assert torch.allclose(dropped.net.w_in, src.net.w_in, rtol=0, atol=1e-3)
+    odd = load_model(path)
+    odd.screen = init_network(dataclasses.replace(odd.arch, hidden=8, depth=1, members=1), seed=1)
+    odd_path = save_model(odd, tmp_path / "odd.safetensors")
+    with pytest.raises(ValueError, match=re.escape("screening network is a deep MLP of depth 1, not of its ensemble's type and depth") + ".*--screen-hidden 0 to start from the ensemble alone"):  # fmt: skip
+        train(ds, dataclasses.replace(opts, init_from=str(odd_path)))
+    assert train(ds, dataclasses.replace(opts, screen_hidden=0, init_from=str(odd_path)))[0].screen is None
 
 
 def test_trained_model_ranks_better_than_chance(ds, trained) -> None:
@@ -396,7 +433,7 @@ def test_cli_train_validate_and_compare_with_max_autotune(ds, run_diode, tmp_pat
     )  # fmt: skip
     assert r.returncode != 0 and "give one" in r.stderr
     r = run_diode("train", *base_args, "--model", str(tmp_path / "no.safetensors"), "--init-from", str(model), env=ENV)
-    assert r.returncode != 0 and "--ensemble-size 2 to start from it" in r.stderr
+    assert r.returncode != 0 and "--ensemble-size 2 --screen-hidden 8 to start from it" in r.stderr
     assert not (tmp_path / "no.safetensors").exists()
 
     r = run_diode(

@@ -111,7 +111,7 @@ def main() -> None:
 
     with stage(
         "training the network, "
-        + ("the screening network, " if opts.screen_hidden is not None else "")
+        + ("the screening network, " if opts.screen_hidden else "")
         + ("the ranking forest, " if opts.forest_options() is not None else "")
         + "then the held-out metrics"
     ):

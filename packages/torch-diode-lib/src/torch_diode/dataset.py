@@ -84,8 +84,11 @@ def format_for_path(path: str | os.PathLike[str], fmt: str | None = None) -> For
     """The file format named by ``fmt`` or, when it is None, by the path's extension.
 
     Raises:
+        DatasetFormatError: the path is a directory (whose name says nothing of a format).
         ValueError: neither says json or msgpack.
     """
+    if fmt is None and Path(path).is_dir():  # its empty "extension" is not what is wrong with it
+        raise DatasetFormatError(_is_a_directory(path))
     if fmt is not None:
         if fmt not in FORMATS:
             raise ValueError(f"format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -100,6 +103,12 @@ def format_for_path(path: str | os.PathLike[str], fmt: str | None = None) -> For
     # No flag is named here: not every command that reads or writes a dataset has a --format (the
     # CLI adds it where the command has one).
     raise ValueError(f"{path}: cannot tell the format from the extension {suffix!r}; name the file .json or .msgpack")
+
+
+def _is_a_directory(path: str | os.PathLike[str]) -> str:
+    """What is said of a directory given as a dataset file, to read or to write (a command with a
+    directory option, such as ``--data-dir``, adds it)."""
+    return f"{path}: is a directory, not a dataset file; name the dataset file(s) instead (.json or .msgpack)"
 
 
 @dataclass(frozen=True)
@@ -854,7 +863,7 @@ def _read_state(path: Path, fmt: Format, *, recover: bool, salvage: bool = False
     except FileNotFoundError:
         raise DatasetFormatError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise DatasetFormatError(f"{path}: is a directory, not a dataset file") from None
+        raise DatasetFormatError(_is_a_directory(path)) from None
     except OSError as e:
         raise DatasetFormatError(f"{path}: cannot read: {e.strerror or e}") from None
     st = _ReadState(_Tables(), {}, {}, {}, _empty_columns(), [])

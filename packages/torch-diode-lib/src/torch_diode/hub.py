@@ -98,6 +98,19 @@ def default_timeout_s() -> float:
     return value
 
 
+def cached_model_file(entry: ModelEntry) -> Path | None:
+    """``entry``'s file in the Hugging Face cache at its pinned revision, or None (not cached, or no
+    Hub repository in the manifest). Neither downloads nor verifies: :func:`fetch_model_file` does."""
+    if entry.hub_repo is None or entry.hub_revision is None:
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(
+        entry.hub_repo, entry.file, cache_dir=str(hub_cache_dir()), revision=entry.hub_revision
+    )
+    return Path(found) if isinstance(found, str) else None
+
+
 def fetch_model_file(
     entry: ModelEntry, *, local_files_only: bool | None = None, timeout_s: float | None = None
 ) -> Path:

@@ -750,15 +750,38 @@ def _bad(path: object, what: str) -> ModelFormatError:
     return ModelFormatError(f"{path}: {what}")
 
 
+def _looks_like(path: object, data: bytes) -> str:
+    """What a file that is no safetensors file seems to be, as a clause of an error (or nothing)."""
+    from torch_diode.dataset import FORMAT_NAME as DATASET_FORMAT
+
+    if DATASET_FORMAT.encode() in data[:64]:  # the header both dataset formats begin with
+        return ": it is a torch-diode dataset file (timings), not a model"
+    if data[:4] == b"PK\x03\x04":
+        return ": it is a zip archive (a torch.save checkpoint?)"
+    if data.lstrip()[:1] in (b"{", b"["):
+        return ": it is JSON text"
+    suffix = Path(str(path)).suffix.lower()
+    if suffix in (".msgpack", ".mpk", ".msgp"):
+        return f": by its name ({suffix}) a dataset file?"
+    return ""
+
+
 def _read_header(path: object, data: bytes) -> dict[str, Any]:
     if len(data) < 8:
         raise _bad(path, f"file is {len(data)} bytes, too short for a safetensors model (truncated or not a model)")
     (n,) = struct.unpack("<Q", data[:8])
+    # A safetensors file is an 8-byte header length, then the header's JSON object: a file whose
+    # length field points past its end (or past any model header's size) and whose next byte does
+    # not open an object is some other kind of file, not a damaged model.
+    if (n > 100_000_000 or n > len(data) - 8) and data[8:9] != b"{":
+        raise _bad(path, f"not a .safetensors model file{_looks_like(path, data)}")
     if n > 100_000_000:
         raise _bad(path, f"header claims {n:,} bytes, over the 100 MB a model header may have (corrupt or not a model)")
     if n > len(data) - 8:
         raise _bad(
-            path, f"header claims {n} bytes but the file has {len(data) - 8} after it (truncated or not a model)"
+            path,
+            f"file is truncated inside its header (or the header's length is damaged): {len(data):,} bytes where "
+            f"the header alone takes {8 + n:,}; re-download or re-save it",
         )
     try:
         header = json.loads(data[8 : 8 + n].decode("utf-8"))
@@ -769,12 +792,32 @@ def _read_header(path: object, data: bytes) -> dict[str, Any]:
     return header
 
 
+def _tensor_bytes(header: Mapping[str, Any]) -> int:
+    """How many bytes of tensor data a safetensors header describes (the largest end offset; 0 for
+    entries without well-formed offsets, which the safetensors reader refuses later)."""
+    ends = [
+        off[1]
+        for name, spec in header.items()
+        if name != "__metadata__" and isinstance(spec, dict)
+        for off in [spec.get("data_offsets")]
+        if isinstance(off, list) and len(off) == 2 and isinstance(off[1], int) and not isinstance(off[1], bool)
+    ]
+    return max(ends, default=0)
+
+
 def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     """Load a model from the bytes of a model file (see :func:`load_model`)."""
     from safetensors import SafetensorError
     from safetensors.torch import load as st_load
 
     header = _read_header(source, data)
+    described = 8 + struct.unpack("<Q", data[:8])[0] + _tensor_bytes(header)
+    if len(data) < described:  # a cut download or copy: said before any checksum would differ
+        raise _bad(
+            source,
+            f"file is truncated: {len(data):,} bytes where its header describes {described:,}; re-download or "
+            "re-save it",
+        )
     meta_raw = header.get("__metadata__")
     if not isinstance(meta_raw, dict) or meta_raw.get("format") != FORMAT_NAME:
         raise _bad(source, f'not a torch-diode model (safetensors metadata has no "format": "{FORMAT_NAME}")')

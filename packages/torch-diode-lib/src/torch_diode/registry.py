@@ -230,6 +230,23 @@ def models_for_hardware(key: str) -> list[ModelEntry]:
     return sorted((e for e in _get_catalog().models.values() if e.hardware == key), key=rank)
 
 
+def local_weights(entry: ModelEntry) -> tuple[Path | None, str]:
+    """Where ``entry``'s weights are on this machine, without touching the network or reading them:
+    ``(path, "package")`` (the models wheel carries them), ``(path, "cache")`` (the Hugging Face
+    cache holds them at the manifest's pinned revision), or ``(None, "hub")`` (not on disk: the
+    first registration fetches them) or ``(None, "missing")`` (not on disk, and the manifest names
+    no Hub repository). A file found is checked against the manifest when it is used, not here."""
+    packaged = entry.packaged_path
+    if packaged is not None and packaged.is_file():
+        return packaged, "package"
+    if not entry.on_hub:
+        return None, "missing"
+    from torch_diode.hub import cached_model_file
+
+    cached = cached_model_file(entry)
+    return (cached, "cache") if cached is not None else (None, "hub")
+
+
 # ---------------------------------------------------------------------------------------------
 # Resolution
 # ---------------------------------------------------------------------------------------------

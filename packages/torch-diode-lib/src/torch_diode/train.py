@@ -138,7 +138,9 @@ class TrainOptions:
             the same split, rows, normalisation and seed: what ``ensemble_size=1,
             hidden=screen_hidden`` trains) as the model's screen: it scores every candidate of
             the cascade and the ensemble its shortlist, so a wider ensemble costs little more
-            scoring time (``DiodeModel.screen``); None: the ensemble's first member screens.
+            scoring time (``DiodeModel.screen``); None or 0: the ensemble's first member screens
+            (0 says so explicitly: with an ``init_from`` file that has a screen, None is refused,
+            so that the file's screen is never dropped unasked).
         init_from: a model file (``.safetensors``), or a registered model's name
             (``NVIDIA-H200-matmul``: resolved and checked as :func:`torch_diode.registry.resolve`
             does), whose networks this training starts from
@@ -146,7 +148,7 @@ class TrainOptions:
             of another GPU's shipped model on this GPU's timings (usually with a lower
             ``learning_rate``). Its ensemble must be of this training's architecture
             (``model_type``, ``hidden``, ``depth``, ``ensemble_size``); its screen, when it has
-            one and ``screen_hidden`` asks for one, of ``screen_hidden`` (a file without one: the
+            one, of ``screen_hidden`` (0: the file's screen is left out; a file without one: the
             screen starts fresh). Only the networks come from it: the neighbour memory, ATen head
             and ranking forest are built from the training data as always (the forest continues
             the file's with ``init_forest``). The file is recorded
@@ -227,10 +229,13 @@ class TrainOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: must be a positive integer, got {v!r}")
-        for name in ("hidden", "depth", "num_threads", "screen_hidden"):
+        for name in ("hidden", "depth", "num_threads"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"{name}: must be a positive integer or None, got {v!r}")
+        v = self.screen_hidden
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"screen_hidden: must be a non-negative integer (0: no screen) or None, got {v!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed: must be an integer, got {self.seed!r}")
         if not 0 <= self.seed < 2**63:
@@ -331,8 +336,8 @@ class TrainOptions:
 
     def screen_architecture(self) -> Architecture:
         """The screening network's architecture (``screen_hidden`` must be set)."""
-        if self.screen_hidden is None:
-            raise ValueError("screen_architecture: screen_hidden is None (no screening network)")
+        if not self.screen_hidden:
+            raise ValueError(f"screen_architecture: screen_hidden is {self.screen_hidden} (no screening network)")
         return replace(self.architecture(), hidden=self.screen_hidden, members=1)
 
 
@@ -738,7 +743,7 @@ def _train(
     fit = _fit_network(arch, opts, data, on_epoch, "train", start.net if start is not None else None)
     net, history, best_epoch, epoch = fit.net, fit.history, fit.best_epoch, fit.epochs_run
     screen_fit = None
-    if opts.screen_hidden is not None:  # what `train(hidden=screen_hidden, ensemble_size=1)` trains
+    if opts.screen_hidden:  # what `train(hidden=screen_hidden, ensemble_size=1)` trains
         t_screen = time.perf_counter()
         screen_start = start.screen if start is not None else None
         screen_fit = _fit_network(opts.screen_architecture(), opts, data, None, "screen", screen_start)
@@ -865,22 +870,43 @@ def _start_of(opts: TrainOptions) -> _Start | None:
 
     src = load_model(resolve(opts.init_from))
     arch = opts.architecture()
+    a, s = src.arch, (src.screen.arch if src.screen is not None else None)
+    # A screen this trainer can continue: one member of the ensemble's type and depth.
+    continuable = s is not None and s == replace(a, hidden=s.hidden, members=1)
+    # Every architecture flag the file needs: following the advice starts all its networks.
+    flags = f"--model-type {a.model_type} --hidden {a.hidden} --depth {a.depth} --ensemble-size {a.members}"
+    if s is not None and continuable:
+        flags += f" --screen-hidden {s.hidden}"
+    drop = " (or with --screen-hidden 0, without a screen)" if continuable else ""
     if src.arch != arch:
-        a = src.arch
         raise ValueError(
             f"init_from: {opts.init_from}'s network is a {a.model_type} MLP of {plural(a.members, 'member')}, "
-            f"width {a.hidden}, depth {a.depth}; this training's a {arch.model_type} MLP of "
-            f"{plural(arch.members, 'member')}, width {arch.hidden}, depth {arch.depth}: train with --model-type "
-            f"{a.model_type} --hidden {a.hidden} --depth {a.depth} --ensemble-size {a.members} to start from it"
+            f"width {a.hidden}, depth {a.depth}"
+            + (f", with a screening network {s.hidden} wide" if s is not None else "")
+            + f"; this training's a {arch.model_type} MLP of {plural(arch.members, 'member')}, width {arch.hidden}, "
+            f"depth {arch.depth}: train with {flags} to start from it{drop}"
         )
     screen = None
-    if opts.screen_hidden is not None and src.screen is not None:
-        if src.screen.arch != opts.screen_architecture():
+    if s is not None and opts.screen_hidden != 0:  # dropping the file's screen is asked for, never silent
+        if not continuable:
             raise ValueError(
-                f"init_from: {opts.init_from}'s screening network is {src.screen.arch.hidden} wide, this "
-                f"training's {opts.screen_hidden}: train with --screen-hidden {src.screen.arch.hidden} to start from it"
+                f"init_from: {opts.init_from}'s screening network is a {s.model_type} MLP of depth {s.depth}, not of "
+                "its ensemble's type and depth as a screen this trainer trains: no training starts from it; train "
+                "with --screen-hidden 0 to start from the ensemble alone"
+            )
+        if opts.screen_hidden is None:
+            raise ValueError(
+                f"init_from: {opts.init_from} has a screening network {s.hidden} wide, which this training (no "
+                f"--screen-hidden) would drop: train with {flags} to start from it{drop}"
+            )
+        if s != opts.screen_architecture():
+            raise ValueError(
+                f"init_from: {opts.init_from}'s screening network is {s.hidden} wide, this training's "
+                f"{opts.screen_hidden}: train with {flags} to start from it{drop}"
             )
         screen = src.screen
+    elif s is not None:
+        log.info("init_from: not starting from %s's screening network (--screen-hidden 0)", opts.init_from)
     forest = _forest_to_continue(src, opts.init_from, opts, "init_forest") if opts.init_forest else None
     networks = ["ensemble", *(["screen"] if screen is not None else [])]
     record = {

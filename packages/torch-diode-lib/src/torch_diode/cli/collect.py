@@ -47,7 +47,7 @@ def _add_collect_args(p: argparse.ArgumentParser, *, default_space: str = "DEFAU
         "--collector",
         choices=COLLECTORS,
         default="inductor",
-        help="inductor (max-autotune's own timings) or sweep (fast)",
+        help="inductor (max-autotune's own timings; the default) or sweep (fast)",
     )
     p.add_argument(
         "--search-space",
@@ -219,7 +219,10 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--batch", type=int, default=1, help="sequences/images per forward (default 1)")
     p.add_argument(
-        "--tokens", type=int, default=128, help="tokens per sequence (1 = decode; 0 = the model's own for ViT)"
+        "--tokens",
+        type=int,
+        default=128,
+        help="tokens per sequence (1 = decode; 0 = the model's own for ViT; default 128)",
     )
     p.add_argument("--past", type=int, default=0, help="decoders: KV-cache length for decode")
     p.add_argument("--dtypes", default="bfloat16", help="dtypes the entries list (default bfloat16)")
@@ -323,6 +326,8 @@ def _run(args: argparse.Namespace, problems: list[Problem], *, seed: int | None)
 
     try:
         format_for_path(args.output, args.format)
+    except DatasetFormatError as e:  # a directory: naming a format would not help
+        raise UsageError(f"--output {e}") from None
     except ValueError as e:  # the lib's message names no flag: these commands have --format
         raise UsageError(f"--output {e}, or pass --format json|msgpack") from None
     check_format_agrees(args.output, args.format)

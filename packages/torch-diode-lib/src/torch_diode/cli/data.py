@@ -23,7 +23,7 @@ from torch_diode.dataset import (
     recover_dataset,
     write_dataset,
 )
-from torch_diode.errors import SchemaVersionError, TruncatedFileError
+from torch_diode.errors import DatasetFormatError, SchemaVersionError, TruncatedFileError
 from torch_diode.lut import KernelLUT, best_choices
 from torch_diode.records import Problem
 
@@ -113,6 +113,8 @@ def _check_format(path: str, fmt: str | None = None, flag: str | None = None) ->
     command that gives the format of ``path`` (None where there is none), named in the advice."""
     try:
         format_for_path(path, fmt)
+    except DatasetFormatError:  # a directory: naming a format would not help
+        raise
     except ValueError as e:
         raise UsageError(f"{e}, or pass {flag} json|msgpack" if flag else str(e)) from None
 

@@ -146,7 +146,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="H",
         help="also train a one-member network of width H that scores every candidate in the --network-shortlist "
         "cascade instead of the first member, so that every member scores only its shortlist: a wider ensemble "
-        "(--hidden) for little more scoring time (default: none)",
+        "(--hidden) for little more scoring time (default: none; 0: none, and with --init-from M, leave M's "
+        "screen out)",
     )
     t.add_argument(
         "--init-from",
@@ -155,7 +156,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "name, e.g. NVIDIA-H200-matmul) instead of a fresh initialisation "
         "(e.g. a shipped model of a similar GPU, trained further on this GPU's data; usually with a lower "
         "--learning-rate). M's network must be of this training's --model-type, --hidden, --depth and "
-        "--ensemble-size (and its screen of --screen-hidden); the memory and ATen head are built from the data as "
+        "--ensemble-size, and its screen, if it has one, of --screen-hidden (0: train without it; the refusal names the "
+        "flags M needs); the memory and ATen head are built from the data as "
         "always, and the ranking forest too unless --init-forest",
     )
     t.add_argument(
@@ -180,7 +182,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="keep the best validation epoch and stop after --patience epochs without improvement; with "
         "--no-early-stopping, train --num-epochs and keep the last (the validation problems only measure)",
     )
-    t.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda[:N]")
+    t.add_argument("--device", default="auto", help="auto (CUDA when available; the default), cpu or cuda[:N]")
     t.add_argument(
         "--threads",
         type=int,
@@ -338,6 +340,12 @@ def _dataset_files(args: argparse.Namespace) -> list[Path]:
     from torch_diode.dataset import find_dataset_files
 
     if args.dataset:
+        for f in args.dataset:
+            if Path(f).is_dir():
+                raise UsageError(
+                    f"--dataset {f}: is a directory, not a dataset file; pass --data-dir {f} to read every dataset "
+                    "file below it, or name the files"
+                )
         return [Path(f) for f in args.dataset]
     d = Path(args.data_dir)
     if not d.is_dir():
