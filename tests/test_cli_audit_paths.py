@@ -1,4 +1,4 @@
-"""What the CLI says about the wrong kind of input (session 80's audit): a directory given as a
+"""What the CLI says about the wrong kind of input (session 81's audit): a directory given as a
 dataset file, a file that is not a model given as one, a truncated model file; whether `diode
 hardware` says where a model's weights are; and that every option's help shows its default."""
 
@@ -9,23 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from test_cli_train_validate import diode
 from test_registry import add_dist, model_bytes, site  # noqa: F401 (site: a fixture)
 
-from torch_diode.cli import build_parser, main
+from torch_diode.cli import build_parser
 from torch_diode.dataset import read_dataset, write_dataset
 
 DATA = Path(__file__).parent / "data" / "small_synthetic.msgpack"  # NVIDIA-H100 timings
 SHIPPED = Path(__file__).resolve().parents[1] / "packages/torch-diode-models/src/torch_diode_models"
-
-
-def diode(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``diode ARGS`` in this process: (exit status, stdout, stderr)."""
-    try:
-        rc = main(list(args))
-    except SystemExit as e:  # argparse (--help, usage errors)
-        rc = int(e.code or 0)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def one_line_error(rc: int, err: str, *parts: str) -> str:
