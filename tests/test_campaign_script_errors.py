@@ -104,10 +104,12 @@ def test_unpack_of_what_is_not_a_pack_is_one_line(tmp_path: Path) -> None:
     with tarfile.open(whole, "w:gz") as tar:
         tar.add(src, arcname="data/NVIDIA-H100")
     (tmp_path / "cut.tgz").write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    (tmp_path / "cut-early.tgz").write_bytes(whole.read_bytes()[:100])  # inside the first tar header
     data = tmp_path / "data"
     for pack, expect in (
         ("notes.txt", "not a campaign pack: not a tar archive"),
         ("cut.tgz", "a truncated or damaged tar archive"),
+        ("cut-early.tgz", "a truncated or damaged tar archive"),
         ("missing.tgz", "no such file, not a campaign pack"),
         ("chunk", "a directory, not a campaign pack"),
     ):

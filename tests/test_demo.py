@@ -275,6 +275,13 @@ def test_demo_with_a_dataset_reads_stock_picks_beside_it(
         "collection's?); not compared"
     ) in lines
     assert not any(ln.startswith(STOCK_LINES) for ln in lines), lines
+    # A damaged one is noted and left out too (the demo is not stopped by a file it was not asked to read).
+    (here / "val-stock.msgpack").unlink()
+    (here / "val-stock-picks.json").write_text("{bad")
+    lines = []
+    run_demo(options, lines.append)
+    assert any(ln.startswith(f"note: {here / 'val-stock-picks.json'} is unreadable (") for ln in lines), lines
+    assert not any(ln.startswith(STOCK_LINES) for ln in lines), lines
     # A dataset named like a stock file is not its own stock.
     alone = tmp_path / "alone"
     alone.mkdir()

@@ -485,10 +485,11 @@ def test_refuses_a_header_over_the_cap_as_such(tmp_path: Path) -> None:
     [
         (0, "file is 0 bytes, too short"),
         (5, "file is 5 bytes, too short"),
+        (8, "file is truncated inside its header (or the header's length is damaged): 8 bytes where the header alone takes"),
         (100, "file is truncated inside its header (or the header's length is damaged): 100 bytes where the header alone takes"),
         (-100, "file is truncated: {cut:,} bytes where its header describes {size:,}; re-download"),
     ],
-    ids=["empty", "5-bytes", "inside-header", "inside-data"],
+    ids=["empty", "5-bytes", "length-only", "inside-header", "inside-data"],
 )  # fmt: skip
 def test_refuses_truncated_files(model_file: Path, tmp_path: Path, keep: int, why: str) -> None:
     """A cut file is called truncated, with its size and the size its header describes (not a

@@ -374,6 +374,9 @@ def test_init_from_never_drops_the_files_screen_unasked(ds, tmp_path: Path, capl
     with pytest.raises(ValueError, match=re.escape("screening network is a deep MLP of depth 1, not of its ensemble's type and depth") + ".*--screen-hidden 0 to start from the ensemble alone"):  # fmt: skip
         train(ds, dataclasses.replace(opts, init_from=str(odd_path)))
     assert train(ds, dataclasses.replace(opts, screen_hidden=0, init_from=str(odd_path)))[0].screen is None
+    # Another architecture too: the advice is one step, with the screen left out on purpose.
+    with pytest.raises(ValueError, match=r"--ensemble-size \d+ --screen-hidden 0 to start from it$"):
+        train(ds, dataclasses.replace(opts, hidden=odd.arch.hidden + 8, init_from=str(odd_path)))
 
 
 def test_trained_model_ranks_better_than_chance(ds, trained) -> None:

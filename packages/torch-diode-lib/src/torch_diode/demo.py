@@ -667,7 +667,13 @@ def run_demo(options: DemoOptions, emit: Callable[[str], None]) -> list[ModelDem
         if not path.is_file():
             missing.append(f"{name}: no validation data at {path}")
             continue
-        stock = read_max_autotune_solution(stock_path) if stock_path is not None else None
+        stock = None
+        if stock_path is not None:
+            try:
+                stock = read_max_autotune_solution(stock_path)
+            except (DiodeError, ValueError, OSError) as e:  # found by name, not asked for: noted, left out
+                emit(f"note: {stock_path} is unreadable ({e}); not compared")
+                stock_path = None
         dataset = read_dataset(path)
         if stock is not None and picks_of_other_problems(dataset, stock):
             # found beside the data by name, not asked for: a stale file leaves its comparison out

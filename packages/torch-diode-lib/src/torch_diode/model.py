@@ -773,7 +773,7 @@ def _read_header(path: object, data: bytes) -> dict[str, Any]:
     # A safetensors file is an 8-byte header length, then the header's JSON object: a file whose
     # length field points past its end (or past any model header's size) and whose next byte does
     # not open an object is some other kind of file, not a damaged model.
-    if (n > 100_000_000 or n > len(data) - 8) and data[8:9] != b"{":
+    if (n > 100_000_000 or n > len(data) - 8) and data[8:9] not in (b"{", b""):  # b"": cut after the length
         raise _bad(path, f"not a .safetensors model file{_looks_like(path, data)}")
     if n > 100_000_000:
         raise _bad(path, f"header claims {n:,} bytes, over the 100 MB a model header may have (corrupt or not a model)")

@@ -875,8 +875,8 @@ def _start_of(opts: TrainOptions) -> _Start | None:
     continuable = s is not None and s == replace(a, hidden=s.hidden, members=1)
     # Every architecture flag the file needs: following the advice starts all its networks.
     flags = f"--model-type {a.model_type} --hidden {a.hidden} --depth {a.depth} --ensemble-size {a.members}"
-    if s is not None and continuable:
-        flags += f" --screen-hidden {s.hidden}"
+    if s is not None:  # a screen this trainer cannot continue is left out on purpose
+        flags += f" --screen-hidden {s.hidden if continuable else 0}"
     drop = " (or with --screen-hidden 0, without a screen)" if continuable else ""
     if src.arch != arch:
         raise ValueError(

@@ -364,20 +364,27 @@ def unpack_chunk(
     want = f"pass the chunk's pack, $OUT/{hardware}-data.tgz of scripts/campaign_gpu.sh"
     if not pack.is_file():
         raise ValueError(f"{pack}: {'a directory' if pack.is_dir() else 'no such file'}, not a campaign pack; {want}")
+    damaged = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError)  # a stream cut or garbled
+
+    def _damaged(e: BaseException) -> ValueError:
+        detail = " ".join(str(e).split()) or type(e).__name__
+        return ValueError(
+            f"{pack}: a truncated or damaged tar archive ({detail}); copy the chunk's pack again. Nothing was copied"
+        )
+
     try:
         tar = tarfile.open(pack, "r:*")
     except tarfile.ReadError:  # its message lists every compression tried, one line each
         raise ValueError(f"{pack}: not a campaign pack: not a tar archive (plain, gzip, bzip2 or xz); {want}") from None
+    except (EOFError, zlib.error, lzma.LZMAError) as e:  # a compressed stream cut inside its first tar header
+        raise _damaged(e) from None
     except OSError as e:
         raise ValueError(f"{pack}: cannot be read ({e.strerror or e}); {want}") from None
     with tar:
         try:
             members = tar.getmembers()  # to the end of the archive: a truncated one fails here, before any copy
-        except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as e:
-            detail = " ".join(str(e).split()) or type(e).__name__
-            raise ValueError(
-                f"{pack}: a truncated or damaged tar archive ({detail}); copy the chunk's pack again. Nothing was copied"
-            ) from None
+        except damaged as e:
+            raise _damaged(e) from None
         for m in members:
             name = os.path.normpath(m.name)
             if not (name == prefix or name.startswith(prefix + "/")) or not (m.isfile() or m.isdir()):
