@@ -789,6 +789,13 @@ def _read_header(path: object, data: bytes) -> dict[str, Any]:
         raise _bad(path, f"safetensors header is not valid JSON ({e}); the file is corrupt or not a model") from None
     if not isinstance(header, dict):
         raise _bad(path, "safetensors header is not an object; the file is corrupt or not a model")
+    described = 8 + n + _tensor_bytes(header)
+    if len(data) < described:  # a cut download or copy: said before any checksum would differ
+        raise _bad(
+            path,
+            f"file is truncated: {len(data):,} bytes where its header describes {described:,}; re-download or "
+            "re-save it",
+        )
     return header
 
 
@@ -810,14 +817,7 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
     from safetensors import SafetensorError
     from safetensors.torch import load as st_load
 
-    header = _read_header(source, data)
-    described = 8 + struct.unpack("<Q", data[:8])[0] + _tensor_bytes(header)
-    if len(data) < described:  # a cut download or copy: said before any checksum would differ
-        raise _bad(
-            source,
-            f"file is truncated: {len(data):,} bytes where its header describes {described:,}; re-download or "
-            "re-save it",
-        )
+    header = _read_header(source, data)  # its framing too: a truncated file is refused here
     meta_raw = header.get("__metadata__")
     if not isinstance(meta_raw, dict) or meta_raw.get("format") != FORMAT_NAME:
         raise _bad(source, f'not a torch-diode model (safetensors metadata has no "format": "{FORMAT_NAME}")')
