@@ -149,16 +149,45 @@ def _parsers(parser: argparse.ArgumentParser, name: str = "diode") -> dict[str, 
     return out
 
 
+def _written_forms(v: object) -> set[str]:
+    """The ways a help text may write the value ``v``: 1000 as "1000" or "1,000", 0.001 as "0.001"
+    or "1e-3", 0.05 also as "5%", a list joined by commas or spaces."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, list, tuple)):
+        return {str(v)}
+    if isinstance(v, int):
+        return {str(v), f"{v:,}"}
+    if isinstance(v, float):
+        mantissa, exponent = f"{v:e}".split("e")
+        forms = {repr(v), f"{v:g}", f"{v:,}", f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"}
+        return forms | ({f"{v * 100:g}%"} if 0 < v < 1 else set())
+    return {",".join(map(str, v)), " ".join(map(str, v)), ", ".join(map(str, v)), str(v)}
+
+
+def _shows_default(a: argparse.Action) -> bool:
+    """Whether ``a``'s help, as ``--help`` prints it, writes its default's value."""
+    text = (a.help or "") % {**vars(a), "default": a.default}
+    return any(form in text for form in _written_forms(a.default))
+
+
 def test_every_option_with_a_default_shows_it_in_its_help() -> None:
     """`diode collect --help` did not show --collector's default (inductor) while the other options
-    showed theirs; nor did `diode shapes --tokens` nor `diode train --device`."""
+    showed theirs; nor did `diode shapes --tokens` nor `diode train --device`. Each help, as
+    ``--help`` prints it, writes the default's value itself, so a changed default with a stale help
+    text is caught too."""
     missing = []
     for name, parser in _parsers(build_parser()).items():
         for a in parser._actions:
             if not a.option_strings or a.default in (None, False, argparse.SUPPRESS) or a.nargs == 0:
                 continue
-            text = a.help or ""
-            named = not isinstance(a.default, str) or a.default in text  # numbers are written as people do
-            if "%(default)" not in text and not ("default" in text and named):
-                missing.append(f"{name} {a.option_strings[0]} (default {a.default!r}): {text!r}")
+            if not _shows_default(a):
+                missing.append(f"{name} {a.option_strings[0]} (default {a.default!r}): {a.help!r}")
     assert not missing, "\n".join(missing)
+
+
+def test_a_default_written_wrong_in_a_help_is_caught() -> None:
+    """The check above compares values, not the word "default"."""
+    parser = argparse.ArgumentParser()
+    right = parser.add_argument("--lr", type=float, default=0.001, help="learning rate (default: 1e-3)")
+    wrong = parser.add_argument("--epochs", type=int, default=100, help="epochs (default: 50)")
+    shown = parser.add_argument("--tokens", type=int, default=4096, help="tokens (default: %(default)s)")
+    assert [_shows_default(a) for a in (right, wrong, shown)] == [True, False, True]
