@@ -108,16 +108,23 @@ def _compile_sweep(
     return _compile(kern, sig, cx, target, opts)
 
 
-def ptx_profile(ptx: str) -> dict[str, Any]:
-    """The instruction facts that decide a GEMM kernel's speed."""
+def count_ops(ptx: str, pattern: re.Pattern[str] = _DIRECTIVE) -> collections.Counter[str]:
+    """How often each instruction of ``ptx`` occurs (its name: ``pattern``'s first group on each
+    line that is no comment, directive, brace or label)."""
     ops: collections.Counter[str] = collections.Counter()
     for line in ptx.splitlines():
         s = line.strip()
         if not s or s.startswith(("//", ".", "{", "}", "$")) or s.endswith(":"):
             continue
-        m = _DIRECTIVE.match(s)
+        m = pattern.match(s)
         if m:
             ops[m.group(1)] += 1
+    return ops
+
+
+def ptx_profile(ptx: str) -> dict[str, Any]:
+    """The instruction facts that decide a GEMM kernel's speed."""
+    ops = count_ops(ptx)
     mem = {
         k: v
         for k, v in ops.items()

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "packages/torch-diode-lib/src"))
 
-from sweep_ptx_compare import _compile_sweep  # noqa: E402
+from sweep_fidelity import spearman as fidelity_spearman  # noqa: E402
+from sweep_ptx_compare import _compile_sweep, count_ops  # noqa: E402
 from sweep_register_compare import ptxas_stats  # noqa: E402
 
 from torch_diode.dataset import read_dataset  # noqa: E402
@@ -82,14 +83,7 @@ def select(rows: list[tuple[Choice, float]], n: int, n_end: int, must: list[str]
 
 
 def ptx_counts(ptx: str) -> dict[str, Any]:
-    ops: collections.Counter[str] = collections.Counter()
-    for line in ptx.splitlines():
-        s = line.strip()
-        if not s or s.startswith(("//", ".", "{", "}", "$")) or s.endswith(":"):
-            continue
-        m = _OP.match(s)
-        if m:
-            ops[m.group(1)] += 1
+    ops = count_ops(ptx, _OP)  # _OP also takes negated predicates (@!%p) and ':' in names
     cp_sizes = collections.Counter()
     for line in ptx.splitlines():
         if "cp.async.c" in line and "shared.global" in line:
@@ -103,8 +97,11 @@ def ptx_counts(ptx: str) -> dict[str, Any]:
         bits = (int(vec.group(1)) if vec else 1) * (int(elt.group(1)) if elt else 0)
         width[f"{bits}b"] += v
     return {
-        "cp_async": sum(v for k, v in ops.items() if k.startswith("cp.async") and not k.startswith("cp.async.bulk")
-                        and "commit" not in k and "wait" not in k),
+        "cp_async": sum(
+            v
+            for k, v in ops.items()
+            if k.startswith("cp.async") and not k.startswith("cp.async.bulk") and "commit" not in k and "wait" not in k
+        ),
         "cp_async_sizes": dict(cp_sizes),
         "cp_async_bulk": sum(v for k, v in ops.items() if k.startswith("cp.async.bulk")),
         "ld_global": sum(gl.values()),
@@ -146,27 +143,11 @@ def compile_row(p: Problem, c: Choice, t: float | None, best: float | None) -> d
 
 
 def spearman(x: list[float], y: list[float]) -> float | None:
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for q in range(i, j + 1):
-                r[order[q]] = (i + j) / 2
-            i = j + 1
-        return r
-
+    """``sweep_fidelity.spearman``, None for fewer than 3 pairs or a constant side (JSON null)."""
     if len(x) < 3:
         return None
-    rx, ry = ranks(x), ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    vx = math.sqrt(sum((a - mx) ** 2 for a in rx))
-    vy = math.sqrt(sum((b - my) ** 2 for b in ry))
-    return cov / (vx * vy) if vx and vy else None
+    r = fidelity_spearman(x, y)
+    return None if math.isnan(r) else r
 
 
 def correlations(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -175,8 +156,7 @@ def correlations(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out = {"n": len(ok)}
     for f in ("spill_store_bytes", "spill_load_bytes", "registers", "cp_async", "ld_global", "shared_bytes"):
         out[f"spearman_logtime_{f}"] = spearman(lt, [float(r[f]) for r in ok])
-    out["spearman_logtime_spills_plus_regs"] = spearman(
-        lt, [r["registers"] + r["spill_store_bytes"] for r in ok])
+    out["spearman_logtime_spills_plus_regs"] = spearman(lt, [r["registers"] + r["spill_store_bytes"] for r in ok])
     return out
 
 
@@ -215,8 +195,11 @@ def full(p: Problem, d: dict[str, tuple[Choice, float]], tag: str) -> dict[str, 
         for k in ("ld_global_ops", "cp_async_sizes"):
             r.pop(k, None)
         urows.append(r)
-        print(f"{tag} {r['config']:16s} {cs[0][1]:9.1f}us regs {r.get('registers')} spill {r.get('spill_store_bytes')} "
-              f"cp.async {r.get('cp_async')} ldg {r.get('ld_global_by_width')} {r.get('error', '')}", flush=True)
+        print(
+            f"{tag} {r['config']:16s} {cs[0][1]:9.1f}us regs {r.get('registers')} spill {r.get('spill_store_bytes')} "
+            f"cp.async {r.get('cp_async')} ldg {r.get('ld_global_by_width')} {r.get('error', '')}",
+            flush=True,
+        )
         for c, t in cs:
             allrows.append({**r, "time_us": t, "time_over_best": t / best, "num_stages": c.num_stages})
     return {"problem": p.key(), "n_configs": len(allrows), "n_kernels": len(urows), "best_us": best,
@@ -225,9 +208,12 @@ def full(p: Problem, d: dict[str, tuple[Choice, float]], tag: str) -> dict[str, 
 
 
 def print_row(name: str, r: dict[str, Any], t: float) -> None:
-    print(f"{name:7s} {r['config']:20s} {t:9.1f}us regs {r.get('registers')} spill {r.get('spill_store_bytes')}/"
-          f"{r.get('spill_load_bytes')} cp.async {r.get('cp_async')} {r.get('cp_async_sizes')} ldg "
-          f"{r.get('ld_global_by_width')} {r.get('error', '')} [{r['compile_s']}s]", flush=True)
+    print(
+        f"{name:7s} {r['config']:20s} {t:9.1f}us regs {r.get('registers')} spill {r.get('spill_store_bytes')}/"
+        f"{r.get('spill_load_bytes')} cp.async {r.get('cp_async')} {r.get('cp_async_sizes')} ldg "
+        f"{r.get('ld_global_by_width')} {r.get('error', '')} [{r['compile_s']}s]",
+        flush=True,
+    )
 
 
 def tables(result: dict[str, Any]) -> str:
@@ -245,17 +231,31 @@ def tables(result: dict[str, Any]) -> str:
                      f"{fmt_w(a['ld_global_by_width'])} |")  # fmt: skip
     if "extra" in result["problems"]:
         x = result["problems"]["extra"]
-        lines += ["", f"### {x['problem']} (train), strides (6077, 1) / (1, 6077)", "",
-                  "| config | us | t/best | regs | spill st/ld B | cp.async | ld.global by width |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"### {x['problem']} (train), strides (6077, 1) / (1, 6077)",
+            "",
+            "| config | us | t/best | regs | spill st/ld B | cp.async | ld.global by width |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in sorted(x["rows"], key=lambda r: r["time_us"]):
-            lines.append(f"| {r['config']} | {r['time_us']:.1f} | {r['time_over_best']:.2f} | {r['registers']} | "
-                         f"{r['spill_store_bytes']}/{r['spill_load_bytes']} | {r['cp_async']} | {fmt_w(r['ld_global_by_width'])} |")
+            lines.append(
+                f"| {r['config']} | {r['time_us']:.1f} | {r['time_over_best']:.2f} | {r['registers']} | "
+                f"{r['spill_store_bytes']}/{r['spill_load_bytes']} | {r['cp_async']} | {fmt_w(r['ld_global_by_width'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 EXTRA = Problem(op="mm", m=727, n=6875, k=6077, dtype="bfloat16", stride_a=(6077, 1), stride_b=(1, 6077))
-MUST = ["128x128x32 s5 w8", "128x128x32 s1 w4", "128x128x64 s3 w4", "64x128x64 s5 w4", "128x64x64 s4 w4",
-        "64x128x32 s4 w4", "64x64x32 s1 w4"]
+MUST = [
+    "128x128x32 s5 w8",
+    "128x128x32 s1 w4",
+    "128x128x64 s3 w4",
+    "64x128x64 s5 w4",
+    "128x64x64 s4 w4",
+    "64x128x32 s4 w4",
+    "64x64x32 s1 w4",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--n3", type=int, default=25, help="configs for the extra odd problem (train set); 0 skips it")
     ap.add_argument("--tables", type=Path, help="only print the markdown tables of an existing --out JSON to this file")
-    ap.add_argument("--no-full", action="store_true", help="skip compiling every measured (tile, warps) of the odd problems")
+    ap.add_argument(
+        "--no-full", action="store_true", help="skip compiling every measured (tile, warps) of the odd problems"
+    )
     args = ap.parse_args(argv)
     if args.tables:
         args.tables.write_text(tables(json.loads(args.out.read_text())))
