@@ -573,3 +573,35 @@ def test_a_model_whose_hardware_and_figures_differ_is_not_built_or_saved(tmp_pat
     assert not (tmp_path / "m.safetensors").exists()
     m.gpu = gpu_constants("NVIDIA-H200")
     assert load_model(save_model(m, tmp_path / "m.safetensors")).hardware == "NVIDIA-H200"
+
+
+def test_training_shapes_are_checked_at_load(model_file: Path, tmp_path: Path) -> None:
+    """A file's list of training shapes (``training_shapes``, what ``--exclude-trained`` reads) is
+    read as it is written, and a malformed one refuses the whole file."""
+    from torch_diode.model import TrainedShapes
+    from torch_diode.records import Problem
+
+    assert load_model(model_file).trained_shapes is None  # a file that lists none
+    p = Problem(op="mm", m=64, n=128, k=256, dtype="bfloat16", stride_a=(256, 1), stride_b=(128, 1))
+    flipped = Problem(op="mm", m=64, n=128, k=256, dtype="bfloat16", stride_a=(256, 1), stride_b=(1, 256))
+    other = Problem(op="mm", m=64, n=128, k=256, dtype="float16", stride_a=(256, 1), stride_b=(128, 1))
+    good = TrainedShapes(frozenset({p.shape_digest()}), complete=False).to_dict()
+    shapes = load_model(
+        _rewrite(model_file, tmp_path / "ok.safetensors", meta={"training_shapes": good})
+    ).trained_shapes
+    assert shapes == TrainedShapes(frozenset({p.shape_digest()}), complete=False)
+    assert p in shapes and flipped in shapes and other not in shapes and len(shapes) == 1
+    bad_values = {
+        "1 shape not 12 lowercase hex digits .e.g. 'zz0123456789'": good | {"shapes": ["zz0123456789"]},
+        "1 shape not 12 lowercase hex digits .e.g. '0123'": good | {"shapes": ["0123"]},
+        "2 shapes not 12 lowercase hex digits .e.g. '0123456789AB'": good | {"shapes": ["0123456789AB", 7]},
+        "1 shape not 12 lowercase hex digits .e.g. '-0123456789a'": good | {"shapes": ["-0123456789a"]},
+        "not sorted and distinct": good | {"shapes": [p.shape_digest()] * 2},
+        "this torch-diode reads": good | {"digest": "md5"},
+        "complete must be true or false": good | {"complete": "yes"},
+        "not an object of digest, complete and shapes": {"shapes": []},
+    }
+    for i, (why, value) in enumerate(bad_values.items()):
+        bad = _rewrite(model_file, tmp_path / f"bad{i}.safetensors", meta={"training_shapes": value})
+        with pytest.raises(ModelFormatError, match=f"training_shapes metadata is malformed .*{why}"):
+            load_model(bad)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import torch_diode
-from torch_diode.dataset import read_dataset
+from torch_diode.dataset import Dataset, read_dataset, write_dataset
 from torch_diode.evaluate import (
     StockPick,
     max_autotune_solution_from_dataset,
@@ -682,7 +682,7 @@ def test_a_problems_aten_rows_are_always_in_its_sample() -> None:
 def test_a_separate_held_out_set_measures_the_finished_model(tmp_path: Path, run_diode) -> None:
     """``held_out=`` (``diode train --held-out-dataset``): its metrics, on the model in the file,
     become the model's ``held_out_metrics`` (what the models manifest publishes); the split's go to
-    ``training.split_metrics``; a set sharing problems with training, or of another GPU, is refused."""
+    ``training.split_metrics``; a set sharing shapes (in any layout) with training, or of another GPU, is refused."""
     from torch_diode.evaluate import summarize
     from torch_diode.train import check_held_out
 
@@ -702,8 +702,15 @@ def test_a_separate_held_out_set_measures_the_finished_model(tmp_path: Path, run
     assert "separate held-out dataset of 8 problems" in meta["training"]["held_out_metrics_are_from"]
     assert meta["training"]["split_metrics"]["overall"]["problems"] == report.val_problems == 8  # 20% of 40
     # refused: problems shared with the training data, another GPU, no records
-    with pytest.raises(ValueError, match=r"held-out dataset: it shares 1 problem with the training data \(e\.g\. "):
+    with pytest.raises(ValueError, match=r"held-out dataset: 1 problem has the shape of a training problem .*e\.g\. "):
         check_held_out(tr, real.select_problems(train_probs[:1]))
+    # the same shape in another layout is not held out either
+    p = train_probs[0]
+    flipped = dataclasses.replace(p, stride_b=(*p.stride_b[:-2], 1, p.k))  # B column-major
+    assert flipped != p and flipped.shape == p.shape
+    recs = [dataclasses.replace(r, problem=flipped) for r in real.select_problems([p]).records()]
+    with pytest.raises(ValueError, match=rf"1 problem has the shape .*e\.g\. {re.escape(flipped.key())}\)"):
+        check_held_out(tr, Dataset.from_records(recs, real.sources))
     other = read_dataset(DATA)  # synthetic H100 timings
     with pytest.raises(ValueError, match="same GPU"):
         check_held_out(tr, other)
@@ -719,4 +726,90 @@ def test_a_separate_held_out_set_measures_the_finished_model(tmp_path: Path, run
         str(tmp_path / "x.safetensors"),
         env=ENV,
     )
-    assert r.returncode == 2 and "with the training data" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (
+        r.returncode == 2 and "the shape of a training problem" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    )
+
+
+def test_model_files_list_their_training_shapes_and_validation_checks_them(ds, run_diode, tmp_path: Path) -> None:
+    """A model file lists the shape of every problem it was trained on; ``validate-model`` and
+    ``validate-max-autotune`` warn about the dataset's problems of those shapes, say so in their
+    reports, and leave them out with ``--exclude-trained``."""
+    probs = sorted(ds.measured_problems(), key=str)
+    seen, unseen = probs[:20], probs[20:]
+    model, _ = train(ds.select_problems(seen), TrainOptions(seed=2, **FAST | {"num_epochs": 1}))
+    path = save_model(model, tmp_path / "m.safetensors")
+    shapes = load_model(path).trained_shapes
+    assert shapes.complete and shapes.digests == {p.shape_digest() for p in seen} and len(shapes) == 20
+    assert not any(p in shapes for p in unseen)
+
+    r = run_diode("validate-model", "--model", str(path), "--dataset", str(DATA), "--json", check=True, env=ENV)
+    assert r.stderr.startswith("warning: 20 problems of the dataset (e.g. ") and "not held out" in r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["trained_shapes"] == {"listed": True, "complete": True, "problems": 20}
+    assert rep["dataset"]["problems"] == 26
+    r = run_diode("validate-model", "--model", str(path), "--dataset", str(DATA), "--exclude-trained", "--json", check=True, env=ENV)  # fmt: skip
+    rep = json.loads(r.stdout)
+    assert "warning" not in r.stderr and rep["dataset"]["problems"] == 6
+    assert rep["trained_shapes"] == {"listed": True, "complete": True, "problems": 0, "excluded": 20}
+
+    out = tmp_path / "report.json"
+    r = run_diode("validate-max-autotune", "--model", str(path), "--dataset", str(DATA), "--output", str(out), check=True, env=ENV)  # fmt: skip
+    assert "20 problems of the dataset have the shape of a problem the model was trained on" in r.stdout
+    assert "20 problems of the dataset have the shape" in out.with_suffix(".md").read_text()
+    assert json.loads(out.read_text())["trained_shapes"]["problems"] == 20
+    r = run_diode("validate-max-autotune", "--model", str(path), "--dataset", str(DATA), "--exclude-trained", "--output", str(tmp_path / "ex.json"), check=True, env=ENV)  # fmt: skip
+    rep = json.loads((tmp_path / "ex.json").read_text())
+    assert rep["overall"]["problems"] == 6 and rep["trained_shapes"]["excluded"] == 20
+    assert "20 problems of the dataset with the shape of a problem the model was trained on were left out" in r.stdout
+
+    # nothing left to score, and a file that lists no shapes: refused, saying why
+    only_seen = tmp_path / "seen.msgpack"
+    write_dataset(ds.select_problems(seen), only_seen)
+    r = run_diode("validate-model", "--model", str(path), "--dataset", str(only_seen), "--exclude-trained", env=ENV)
+    assert r.returncode == 2 and "each of the dataset's 20 problems has the shape of a problem" in r.stderr
+    model.metadata.pop("training_shapes")
+    model.update_metadata({})
+    unlisted = save_model(model, tmp_path / "unlisted.safetensors")
+    r = run_diode("validate-model", "--model", str(unlisted), "--dataset", str(DATA), "--json", check=True, env=ENV)
+    assert json.loads(r.stdout)["trained_shapes"] == {"listed": False} and r.stderr == ""
+    r = run_diode("validate-max-autotune", "--model", str(unlisted), "--dataset", str(DATA), "--exclude-trained", env=ENV)  # fmt: skip
+    assert r.returncode == 2 and "does not list the shapes it was trained on" in r.stderr
+
+
+def test_a_model_started_from_another_lists_that_ones_shapes_too(ds, tmp_path: Path) -> None:
+    """``init_from`` / ``init_forest_from``: the new file lists the start file's training shapes
+    with its own, and marks the list incomplete when the start file lists none."""
+    probs = sorted(ds.measured_problems(), key=str)
+    first, _ = train(ds.select_problems(probs[:10]), TrainOptions(seed=2, **FAST | {"num_epochs": 1}))
+    a = save_model(first, tmp_path / "a.safetensors")
+    opts = TrainOptions(seed=2, init_from=str(a), **FAST | {"num_epochs": 1})
+    second, _ = train(ds.select_problems(probs[10:15]), opts)
+    assert second.trained_shapes.complete
+    assert second.trained_shapes.digests == {p.shape_digest() for p in probs[:15]}
+    third, _ = train(ds.select_problems(probs[15:]), dataclasses.replace(opts, init_from=None, init_forest_from=str(a)))
+    assert third.trained_shapes.digests == {p.shape_digest() for p in probs[:10] + probs[15:]}
+    first.metadata.pop("training_shapes")
+    first.update_metadata({})
+    b = save_model(first, tmp_path / "b.safetensors")
+    fourth, _ = train(ds.select_problems(probs[10:15]), dataclasses.replace(opts, init_from=str(b)))
+    assert not fourth.trained_shapes.complete
+    assert fourth.trained_shapes.digests == {p.shape_digest() for p in probs[10:15]}
+
+
+def test_split_keeps_each_shape_on_one_side() -> None:
+    """The layouts of one shape fall on one side of the split (a validation problem of a training
+    problem's shape is not held out), and the fraction counts shapes."""
+    from torch_diode.records import Problem
+
+    probs = []
+    for i in range(20):
+        m, n, k = 64 + i, 128, 256
+        probs.append(Problem(op="mm", m=m, n=n, k=k, dtype="float16", stride_a=(k, 1), stride_b=(n, 1)))
+        if i % 2:
+            probs.append(Problem(op="mm", m=m, n=n, k=k, dtype="float16", stride_a=(k, 1), stride_b=(1, k)))
+    for seed in range(5):
+        tr, va = split_problems(probs, 0.25, seed)
+        assert sorted(tr + va) == list(range(len(probs)))
+        assert {probs[i].shape for i in tr}.isdisjoint({probs[i].shape for i in va})
+        assert len({probs[i].shape for i in va}) == 5  # a quarter of the 20 shapes

@@ -32,25 +32,25 @@ def campaign_cost() -> float | None:
 
 def new_problems(key: str, n: int, seed: int, skip_shapes: frozenset = frozenset()) -> list:
     """The first ``n`` problems of the pool in ``seed``'s order, one layout per shape, none of a
-    shape (``_shape_key``) of the plan's problems or of ``skip_shapes`` (left out after the
+    shape (``Problem.shape``) of the plan's problems or of ``skip_shapes`` (left out after the
     shuffle, so the other problems keep their order)."""
-    from torch_diode.collect.campaign import CampaignPlan, _shape_key
+    from torch_diode.collect.campaign import CampaignPlan
     from torch_diode.shapes.shapeset import load_shapeset
 
     plan = CampaignPlan.load(ROOT / "data" / key / "plan.json")
     ss = load_shapeset(ROOT / "data" / "shapesets" / "real_models.json")
-    taken = {_shape_key(p) for p in plan.train + plan.val}
+    taken = {p.shape for p in plan.train + plan.val}
     drawn = ss.problems(split="train", ops=plan.options.ops, dtypes=plan.options.dtypes)
-    pool = [p for p in dict.fromkeys(drawn) if _shape_key(p) not in taken]
+    pool = [p for p in dict.fromkeys(drawn) if p.shape not in taken]
     # one layout per shape, so N problems are N shapes
     seen: set = set()
     rng = random.Random(seed)
     rng.shuffle(pool)
     out = []
     for p in pool:
-        if _shape_key(p) not in seen:
-            seen.add(_shape_key(p))
-            if _shape_key(p) not in skip_shapes:
+        if p.shape not in seen:
+            seen.add(p.shape)
+            if p.shape not in skip_shapes:
                 out.append(p)
     return out[:n]
 
@@ -117,7 +117,6 @@ def config_list(
 
 
 def cmd_select(a: argparse.Namespace) -> int:
-    from torch_diode.collect.campaign import _shape_key
     from torch_diode.collect.sweep import write_choice_lists
     from torch_diode.dataset import read_dataset
     from torch_diode.model import load_model
@@ -125,7 +124,7 @@ def cmd_select(a: argparse.Namespace) -> int:
     model = load_model(
         a.model or ROOT / f"packages/torch-diode-models/src/torch_diode_models/{a.key}-matmul.safetensors"
     )
-    skip = frozenset(_shape_key(p) for f in a.skip for p in read_dataset(f).collected_problems())
+    skip = frozenset(p.shape for f in a.skip for p in read_dataset(f).collected_problems())
     cost = campaign_cost()
     lists = {}
     t0 = time.perf_counter()

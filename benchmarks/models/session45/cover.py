@@ -70,12 +70,12 @@ class Coverage:
 
 
 def pool_problems(key: str, seed: int, n_lognormal: int, skip: set) -> list:
-    from torch_diode.collect.campaign import CampaignPlan, _shape_key
+    from torch_diode.collect.campaign import CampaignPlan
     from torch_diode.shapes.sampling import sample_problems
 
     plan = CampaignPlan.load(ROOT / "data" / key / "plan.json")
     o = plan.options
-    taken = {_shape_key(p) for p in plan.train + plan.val} | {_shape_key(p) for p in skip}
+    taken = {p.shape for p in plan.train + plan.val} | {p.shape for p in skip}
     drawn = new_problems(key, 10**6, seed) + sample_problems(
         n_lognormal,
         seed=seed,
@@ -87,8 +87,8 @@ def pool_problems(key: str, seed: int, n_lognormal: int, skip: set) -> list:
     )
     out, seen = [], set()
     for p in drawn:
-        if _shape_key(p) not in taken and _shape_key(p) not in seen:
-            seen.add(_shape_key(p))
+        if p.shape not in taken and p.shape not in seen:
+            seen.add(p.shape)
             out.append(p)
     return out
 

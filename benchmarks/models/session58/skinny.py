@@ -66,15 +66,15 @@ def long_side(p) -> int:
 def skinny_problems(key: str, n: int, seed: int, skip: list[str], other: tuple[int, int] | None = None) -> list:
     """``n`` new problems (module docstring), in draw order. With ``other`` (session 59), the other
     output side is drawn too (:func:`other_side`) and no operand may exceed 2**28 elements."""
-    from torch_diode.collect.campaign import CampaignPlan, _shape_key
+    from torch_diode.collect.campaign import CampaignPlan
     from torch_diode.dataset import read_dataset
     from torch_diode.records import Problem
     from torch_diode.shapes.sampling import sample_problems
     from torch_diode.shapes.shapeset import strides_for
 
     plan = CampaignPlan.load(ROOT / "data" / key / "plan.json")
-    taken = {_shape_key(p) for p in plan.train + plan.val}
-    taken |= {_shape_key(p) for f in skip for p in read_dataset(f).collected_problems()}
+    taken = {p.shape for p in plan.train + plan.val}
+    taken |= {p.shape for f in skip for p in read_dataset(f).collected_problems()}
     rng = random.Random(seed)
     base = sample_problems(
         40 * n,
@@ -103,9 +103,9 @@ def skinny_problems(key: str, n: int, seed: int, skip: list[str], other: tuple[i
             continue
         sa, sb = strides_for(p.op, m, nn, p.k, layout)
         q = Problem(op=p.op, m=m, n=nn, k=p.k, batch=p.batch, dtype=p.dtype, stride_a=sa, stride_b=sb)
-        if _shape_key(q) in taken:  # the chosen ones' shapes too
+        if q.shape in taken:  # the chosen ones' shapes too
             continue
-        taken.add(_shape_key(q))
+        taken.add(q.shape)
         out[q] = None
         if len(out) == n:
             break

@@ -506,7 +506,8 @@ def picks_of_other_problems(dataset: Dataset, stock: Mapping[Problem, StockPick]
 def report_identity(model: DiodeModel, dataset: Dataset, *, problems: int) -> dict[str, Any]:
     """What a report measured, under the same keys in every report (``validate-max-autotune``'s
     and ``validate-model``'s): ``hardware`` (the model's GPU key), ``model`` (its file's sha256 and
-    its architecture) and ``dataset`` (its records, the ``problems`` evaluated, its hardware keys)."""
+    its architecture), ``dataset`` (its records, the ``problems`` evaluated, its hardware keys) and
+    ``trained_shapes`` (:func:`trained_shapes_in`)."""
     return {
         "hardware": model.hardware,
         "model": {
@@ -515,7 +516,48 @@ def report_identity(model: DiodeModel, dataset: Dataset, *, problems: int) -> di
             **({"screen": model.screen.arch.to_dict()} if model.screen is not None else {}),
         },
         "dataset": {"records": len(dataset), "problems": problems, "hardware": dataset.hardware_keys},
+        "trained_shapes": trained_shapes_in(model, dataset)[1],
     }
+
+
+def trained_shapes_in(model: DiodeModel, dataset: Dataset) -> tuple[list[Problem], dict[str, Any]]:
+    """The measured problems of ``dataset`` that have the shape of a problem ``model`` was trained
+    on (op, sizes and dtype, in any layout: figures over them are not held out), sorted, and the
+    reports' ``trained_shapes`` block: ``listed`` (whether the model's file lists its training
+    shapes; files written before session 83 do not, and then nothing else is known), ``complete``
+    (False: it started from a file that lists none, so a problem not found may still be trained)
+    and ``problems`` (how many were found)."""
+    shapes = model.trained_shapes
+    if shapes is None:
+        return [], {"listed": False}
+    trained = sorted((p for p in dataset.measured_problems() if p in shapes), key=str)
+    return trained, {"listed": True, "complete": shapes.complete, "problems": len(trained)}
+
+
+def trained_shapes_note(block: Mapping[str, Any] | None) -> str:
+    """What a report's ``trained_shapes`` block means for its figures, as a line (or "")."""
+    if not block:
+        return ""
+    if not block.get("listed"):
+        return "The model file does not list the shapes it was trained on: whether these problems are held out is not checked.\n"
+    excluded = block.get("excluded", 0)
+    if block["problems"]:
+        return (
+            f"{plural(block['problems'], 'problem')} of the dataset {'has' if block['problems'] == 1 else 'have'} the "
+            "shape of a problem the model was trained on (op, sizes and dtype, in any layout): these figures are not "
+            "held out (--exclude-trained scores the rest).\n"
+        )
+    if excluded:
+        return (
+            f"{plural(excluded, 'problem')} of the dataset with the shape of a problem the model was trained on were "
+            "left out (--exclude-trained).\n"
+        )
+    if not block.get("complete", True):
+        return (
+            "None of these problems has a shape the model's file lists, but it lists only part of its training shapes "
+            "(it started from a file that lists none).\n"
+        )
+    return ""
 
 
 @dataclass(frozen=True)
@@ -624,6 +666,8 @@ def markdown_table(report: Mapping[str, Any]) -> str:
             f"\nmin_num_warps={warps}: Triton configs of fewer than {warps} warps were not ranked; regret is "
             "against the best of every measured choice.\n"
         )
+    held = trained_shapes_note(report.get("trained_shapes"))
+    note += f"\n{held}" if held else ""
     return title + head + "\n".join(rows) + "\n" + note + _stock_time_note(o["vs_max_autotune"])
 
 

@@ -414,6 +414,47 @@ class _Part(Generic[_T]):
         obj._changed()
 
 
+_SHAPE_DIGEST = "sha256 of '<op> <dtype> <batch> <m> <n> <k>', first 12 hex digits"
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class TrainedShapes:
+    """The shapes (:attr:`Problem.shape`: op, sizes, dtype; any layout) of the problems a model
+    was trained on, as its file lists them (``training_shapes`` metadata) so that a validation
+    set can be checked against them. ``complete`` is False when a file it started from
+    (``--init-from``, ``--init-forest-from``) did not list its own."""
+
+    digests: frozenset[str]
+    complete: bool
+
+    def __contains__(self, problem: object) -> bool:
+        return isinstance(problem, Problem) and problem.shape_digest() in self.digests
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"digest": _SHAPE_DIGEST, "complete": self.complete, "shapes": sorted(self.digests)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TrainedShapes:
+        """Raises ``ValueError`` saying what does not fit."""
+        if not isinstance(d, Mapping) or set(d) != {"digest", "complete", "shapes"}:
+            raise ValueError("not an object of digest, complete and shapes")
+        if d["digest"] != _SHAPE_DIGEST:
+            raise ValueError(f"digest {d['digest']!r}: this torch-diode reads {_SHAPE_DIGEST!r}")
+        shapes = d["shapes"]
+        if not isinstance(d["complete"], bool) or not isinstance(shapes, list):
+            raise ValueError("complete must be true or false and shapes a list")
+        bad = [s for s in shapes if not (isinstance(s, str) and len(s) == 12 and set(s) <= _HEX_DIGITS)]
+        if bad:
+            raise ValueError(f"{plural(len(bad), 'shape')} not 12 lowercase hex digits (e.g. {bad[0]!r})")
+        if shapes != sorted(set(shapes)):
+            raise ValueError("shapes are not sorted and distinct")
+        return cls(frozenset(shapes), d["complete"])
+
+
 class DiodeModel:
     """A trained kernel-time model for one GPU.
 
@@ -433,6 +474,8 @@ class DiodeModel:
         scoring: how :meth:`predict` runs the network (:class:`ScoringOptions`; a new model gets
             the defaults, a file without ``scoring`` metadata, written before session 48, no
             cascade, as it was validated).
+        trained_shapes: the shapes of its training problems (:class:`TrainedShapes`; None: the
+            file does not list them, as files written before session 83 do not).
     """
 
     def __init__(
@@ -469,6 +512,11 @@ class DiodeModel:
         self.metadata: dict[str, Any] = dict(metadata)
         self._bytes: bytes | None = None
         self._hash: str | None = None
+
+    @property
+    def trained_shapes(self) -> TrainedShapes | None:
+        raw = self.metadata.get("training_shapes")
+        return None if raw is None else TrainedShapes.from_dict(raw)
 
     def update_metadata(self, values: Mapping[str, Any]) -> None:
         """Add or replace metadata entries (JSON-serialisable values); ``model_hash`` follows."""
@@ -853,6 +901,11 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> DiodeModel:
             f"metadata {', '.join(mistyped)} is not what a model file records (text hashes and versions, an object of "
             "held-out metrics); the file is corrupt",
         )
+    if "training_shapes" in meta:
+        try:
+            TrainedShapes.from_dict(meta["training_shapes"])
+        except ValueError as e:
+            raise _bad(source, f"training_shapes metadata is malformed ({e}); the file is corrupt") from None
     try:
         spec = FeatureSpec.from_dict(meta["feature_spec"])
     except (KeyError, TypeError, ValueError) as e:

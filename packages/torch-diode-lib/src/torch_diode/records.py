@@ -8,6 +8,7 @@ Times are always microseconds (``time_us``).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -162,6 +163,19 @@ class Problem:
     def flops(self) -> int:
         """Multiply-add count times two (the usual GEMM FLOP count)."""
         return 2 * self.batch * self.m * self.n * self.k
+
+    @property
+    def shape(self) -> tuple[str, int, int, int, int, str]:
+        """``(op, m, n, k, batch, dtype)``: what the problem is in every layout. Training and
+        validation problems are kept apart by it: a validation problem of a training problem's
+        shape in another layout is not held out."""
+        return (self.op, self.m, self.n, self.k, self.batch, self.dtype)
+
+    def shape_digest(self) -> str:
+        """The first 12 hex digits of the sha256 of :attr:`shape` (``"<op> <dtype> <batch> <m>
+        <n> <k>"``), as model files list the shapes they were trained on."""
+        op, m, n, k, batch, dtype = self.shape
+        return hashlib.sha256(f"{op} {dtype} {batch} {m} {n} {k}".encode()).hexdigest()[:12]
 
     def key(self) -> str:
         """A short human-readable id, e.g. ``mm float16 128x6144x4096 row/row``."""

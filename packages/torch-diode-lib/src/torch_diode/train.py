@@ -67,6 +67,7 @@ from torch_diode.model import (
     EnsembleMLP,
     Normalization,
     ScoringOptions,
+    TrainedShapes,
     init_network,
     load_model,
     torch_threads,
@@ -91,8 +92,9 @@ class TrainOptions:
         learning_rate: AdamW learning rate (cosine-annealed to 1/10 over ``num_epochs``).
         weight_decay: AdamW weight decay.
         seed: seeds the split, the initialisation and the sampling.
-        val_fraction: share of problems held out: their metrics go into the model's metadata (and
-            drive early stopping when it is on); 0: none.
+        val_fraction: share of shapes held out (:func:`split_problems`: each with all its layouts):
+            their problems' metrics go into the model's metadata (and drive early stopping when it
+            is on); 0: none.
         patience: with ``early_stopping``, epochs without validation improvement before stopping.
         ranking_weight: weight of the listwise ranking term.
         ranking_temperature: softmax temperature of the ranking term, in natural-log time units;
@@ -513,15 +515,21 @@ def coverage(dataset: Dataset) -> dict[str, list[Any]]:
 
 
 def split_problems(problems: list[Any], val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """Indices of training and validation problems. The split depends only on the problems
-    themselves (ordered by their JSON) and the seed, not on the order the dataset lists them."""
+    """Indices of training and validation problems, ``val_fraction`` of the shapes
+    (:attr:`Problem.shape`) held out: the layouts of one shape fall on one side. The split depends
+    only on the problems themselves (ordered by their JSON) and the seed, not on the order the
+    dataset lists them."""
     keys = [json.dumps(p.to_dict(), sort_keys=True) for p in problems]
-    canonical = sorted(range(len(problems)), key=keys.__getitem__)
-    perm = np.random.default_rng(seed).permutation(len(problems))
-    n_val = round(val_fraction * len(problems)) if val_fraction > 0 and len(problems) >= 2 else 0
-    n_val = min(max(n_val, 1 if val_fraction > 0 and len(problems) >= 2 else 0), len(problems) - 1)
-    val = sorted(canonical[i] for i in perm[:n_val])
-    train = sorted(canonical[i] for i in perm[n_val:])
+    by_shape: dict[Any, list[int]] = {}
+    for i in sorted(range(len(problems)), key=keys.__getitem__):
+        by_shape.setdefault(problems[i].shape, []).append(i)
+    canonical = list(by_shape.values())  # ordered by each shape's first problem
+    n = len(canonical)
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = round(val_fraction * n) if val_fraction > 0 and n >= 2 else 0
+    n_val = min(max(n_val, 1 if val_fraction > 0 and n >= 2 else 0), max(n - 1, 0))
+    val = sorted(i for j in perm[:n_val] for i in canonical[j])
+    train = sorted(i for j in perm[n_val:] for i in canonical[j])
     return train, val
 
 
@@ -703,7 +711,8 @@ def train(
 
 def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
     """Refuse a held-out set that cannot measure a model trained on ``dataset``: another GPU's,
-    empty, or sharing problems with it (its metrics would not be held out)."""
+    empty, or sharing shapes (:attr:`Problem.shape`, in any layout) with it (its metrics would
+    not be held out)."""
     if len(held_out) == 0:
         raise ValueError("held-out dataset: no timing records")
     if len(held_out.hardware_keys) != 1 or held_out.hardware != dataset.hardware:
@@ -711,13 +720,14 @@ def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
             f"held-out dataset: its timings are of {held_out.hardware_keys}, the training data's of "
             f"{dataset.hardware}; give a validation set measured on the same GPU"
         )
-    common = dataset.measured_problems() & held_out.measured_problems()
+    shapes = {p.shape for p in dataset.measured_problems()}
+    common = [p for p in held_out.measured_problems() if p.shape in shapes]
     if common:
-        example = sorted(str(p) for p in common)[0]
+        example = sorted(p.key() for p in common)[0]
         raise ValueError(
-            f"held-out dataset: it shares {plural(len(common), 'problem')} with the training data (e.g. {example}); "
-            "its metrics would not be held out: use a validation set disjoint from the training data "
-            "(diode create-validation)"
+            f"held-out dataset: {plural(len(common), 'problem')} {'has' if len(common) == 1 else 'have'} the shape "
+            f"of a training problem (op, sizes and dtype, in any layout; e.g. {example}); its metrics would not be "
+            "held out: use a validation set of other shapes (diode create-validation --train ...)"
         )
 
 
@@ -790,7 +800,7 @@ def _train(
         )
         held_out_from = (
             f"a separate held-out dataset of {plural(len(held_out_ds.measured_problems()), 'problem')} (sha256 "
-            f"{dataset_hash(held_out_ds)[:16]}), none of them a training problem, measured after training with "
+            f"{dataset_hash(held_out_ds)[:16]}), none of them of a training problem's shape, measured after training with "
             "the model in this file ("
             + (
                 "every measured choice ranked)"
@@ -801,6 +811,10 @@ def _train(
     meta: dict[str, Any] = {
         "feature_spec": FEATURE_SPEC.to_dict(),
         "training_data_hash": dataset_hash(dataset),
+        "training_shapes": _trained_shapes(
+            problems,
+            ([start.shapes] if start is not None else []) + ([forest_start[2]] if forest_start is not None else []),
+        ).to_dict(),
         "training": {
             "options": asdict(opts),
             "train_problems": len(train_ids),
@@ -844,6 +858,22 @@ def _train(
     return model, report
 
 
+def _trained_shapes(problems: list[Any], started_from: list[TrainedShapes | None]) -> TrainedShapes:
+    """The shapes of ``problems`` (every problem of the training data: the validation split's too,
+    which chose the epoch and are in the memory and ATen head) and those listed by the files the
+    training started from (``started_from``: each one's shapes, None for a file that lists none,
+    which leaves the result incomplete)."""
+    digests = {p.shape_digest() for p in problems}
+    complete = True
+    for s in started_from:
+        if s is None:
+            complete = False
+        else:
+            digests |= s.digests
+            complete = complete and s.complete
+    return TrainedShapes(frozenset(digests), complete)
+
+
 @dataclass
 class _Start:
     """What a training starts from instead of a fresh initialisation (``TrainOptions.init_from``)."""
@@ -852,6 +882,7 @@ class _Start:
     screen: EnsembleMLP | None  # None: the screen (if one is trained) starts fresh
     normalization: Normalization
     record: dict[str, Any]  # the new model's ``training.init_from`` metadata
+    shapes: TrainedShapes | None  # the shapes the file lists as its training problems'
     forest: RankingForest | None = None  # ``init_forest``: the forest the training's forest continues
 
 
@@ -922,7 +953,14 @@ def _start_of(opts: TrainOptions) -> _Start | None:
         " and ".join(networks),
         f", and its forest's {plural(forest.options.trees, 'tree')}" if forest is not None else "",
     )
-    return _Start(net=src.net, screen=screen, normalization=src.normalization, record=record, forest=forest)
+    return _Start(
+        net=src.net,
+        screen=screen,
+        normalization=src.normalization,
+        record=record,
+        shapes=src.trained_shapes,
+        forest=forest,
+    )
 
 
 def _source_record(name: str, src: DiodeModel) -> dict[str, Any]:
@@ -950,9 +988,10 @@ def _forest_to_continue(src: DiodeModel, name: str, opts: TrainOptions, option: 
     return src.forest
 
 
-def _forest_start_of(opts: TrainOptions) -> tuple[RankingForest, dict[str, Any]] | None:
-    """``opts.init_forest_from``'s ranking forest and the new model's ``training.init_forest_from``
-    record (None without it). Raises as :func:`_start_of` does for the file or name."""
+def _forest_start_of(opts: TrainOptions) -> tuple[RankingForest, dict[str, Any], TrainedShapes | None] | None:
+    """``opts.init_forest_from``'s ranking forest, the new model's ``training.init_forest_from``
+    record and the shapes the file lists as its training problems' (None without it). Raises as
+    :func:`_start_of` does for the file or name."""
     if opts.init_forest_from is None:
         return None
     from torch_diode.registry import resolve
@@ -967,7 +1006,7 @@ def _forest_start_of(opts: TrainOptions) -> tuple[RankingForest, dict[str, Any]]
         src.model_hash[:16],
         plural(forest.options.trees, "tree"),
     )
-    return forest, record
+    return forest, record, src.trained_shapes
 
 
 @dataclass

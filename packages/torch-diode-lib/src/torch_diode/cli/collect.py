@@ -469,10 +469,6 @@ def _cmd_collect_problems(args: argparse.Namespace) -> int:
     return _run(args, list(ds.problems), seed=None)
 
 
-def _shape_key(p: Problem) -> tuple[Any, ...]:
-    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
-
-
 def _cmd_create_validation(args: argparse.Namespace) -> int:
     from torch_diode.dataset import read_dataset
 
@@ -501,13 +497,13 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
             f"--seed {args.seed} is a seed the training file(s) were sampled with ({sorted(train_seeds)}); "
             f"use another seed for validation"
         )
-    taken = {_shape_key(p) for p in train_problems}
+    taken = {p.shape for p in train_problems}
     if out.exists() and out.stat().st_size > 0:  # a resumed run: what it holds must be disjoint too
         try:
             held = read_dataset(out, format=args.format, recover=True).problems
         except DatasetFormatError as e:
             raise UsageError(f"--output: {e}") from None
-        overlap = sorted((p for p in held if _shape_key(p) in taken), key=str)
+        overlap = sorted((p for p in held if p.shape in taken), key=str)
         if overlap:
             raise UsageError(
                 f"--output {out} already holds {plural(len(overlap), 'problem')} whose shapes the training file(s) hold "
@@ -516,7 +512,7 @@ def _cmd_create_validation(args: argparse.Namespace) -> int:
             )
     if args.shapeset:
         candidates = _load_shapeset(args.shapeset).problems(split="val", ops=_csv(args.ops), dtypes=_csv(args.dtypes))
-        problems = [p for p in candidates if _shape_key(p) not in taken][: args.num_shapes]
+        problems = [p for p in candidates if p.shape not in taken][: args.num_shapes]
         short = "the shape set's other 'val' entries are training shapes (or filtered out)"
     else:
         # The draws skip every shape training has, in any layout, and go on until -n are found: the

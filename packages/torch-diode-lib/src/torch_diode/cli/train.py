@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--held-out-dataset",
         nargs="+",
         metavar="F",
-        help="a validation set of the same GPU with none of the training problems (diode create-validation), "
+        help="a validation set of the same GPU with none of the training problems' shapes, in any layout (diode "
+        "create-validation), "
         "measured with the finished model; its metrics become the model's held-out metrics (the manifest's). "
         "It plays no part in training or early stopping",
     )
@@ -54,7 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--seed", type=_seed, default=0, help="seed of the split, initialisation and sampling, 0 to 2^63-1 (default: 0)"
     )
-    t.add_argument("--val-fraction", type=float, default=0.1, help="share of problems held out (default: 0.1)")
+    t.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of shapes held out, each with all its layouts (default: 0.1)",
+    )
     t.add_argument("--patience", type=int, default=20, help="epochs without improvement before stopping (default: 20)")
     t.add_argument(
         "--ema-decay", type=float, default=0.98, help="per-step decay of the averaged weights that ship (default: 0.98)"
@@ -202,11 +208,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--model", required=True, help="model file (.safetensors) or a registered model's name")
     _add_dataset_args(v)
     v.add_argument("--top-n-worst", type=int, default=10, metavar="N", help="worst predictions to list (default: 10)")
+    _add_exclude_trained_arg(v)
     v.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: the metrics, the hardware, model (sha256, architecture) and dataset keys of "
-        "validate-max-autotune's report, and candidates (its max_compile_cost)",
+        help="print one JSON object: the metrics, the hardware, model (sha256, architecture), dataset and "
+        "trained_shapes keys of validate-max-autotune's report, and candidates (its max_compile_cost)",
     )
     _add_compile_cost_arg(
         v,
@@ -259,8 +266,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"predicted log time counts G more when an operand's rows are not 16-byte aligned (default {CLIFF_GUARD:g}; "
         "0: off)",
     )
+    _add_exclude_trained_arg(a)
     a.add_argument("--output", metavar="REPORT.json", help="write the JSON report, a .md table and a .png beside it")
     a.set_defaults(func=_validate_max_autotune)
+
+
+def _add_exclude_trained_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--exclude-trained",
+        action="store_true",
+        help="leave out the dataset's problems that have the shape (op, sizes, dtype; any layout) of a problem the "
+        "model was trained on, as its file lists them (default: score them, with a warning: their figures are not "
+        "held out)",
+    )
 
 
 def _seed(raw: str) -> int:
@@ -564,16 +582,51 @@ def _check_hardware(model: Any, ds: Any) -> None:
         )
 
 
+def _held_out(model: Any, ds: Any, exclude: bool) -> tuple[Any, int]:
+    """The dataset to score and how many problems ``--exclude-trained`` left out of it; warns on
+    stderr about problems of a training problem's shape that are scored."""
+    from torch_diode._text import plural
+    from torch_diode.evaluate import trained_shapes_in
+
+    trained, block = trained_shapes_in(model, ds)
+    if exclude and not block["listed"]:
+        raise UsageError(
+            "--exclude-trained: the model file does not list the shapes it was trained on (files written before "
+            "session 83 do not, the shipped models' among them); score it on a validation set made apart from its "
+            "training data (diode create-validation --train ...), or retrain it"
+        )
+    if not trained:
+        return ds, 0
+    if exclude:
+        rest = sorted(ds.measured_problems() - set(trained), key=str)
+        if not rest:
+            raise UsageError(
+                f"--exclude-trained: each of the dataset's {plural(len(trained), 'problem')} has the shape of a problem "
+                "the model was trained on; nothing is left to score"
+            )
+        return ds.select_problems(rest), len(trained)
+    print(
+        f"warning: {plural(len(trained), 'problem')} of the dataset (e.g. {trained[0].key()}) "
+        f"{'has' if len(trained) == 1 else 'have'} the shape of a problem "
+        "the model was trained on: figures over them are not held out; --exclude-trained leaves them out",
+        file=sys.stderr,
+    )
+    return ds, 0
+
+
 def _validate_model(args: argparse.Namespace) -> int:
     from torch_diode._text import plural
-    from torch_diode.evaluate import regression_report, report_json
+    from torch_diode.evaluate import regression_report, report_json, trained_shapes_note
 
     if args.top_n_worst < 0:
         raise UsageError(f"--top-n-worst: must be >= 0, got {args.top_n_worst}")
     model = _load_model(args.model)
     ds = _load_dataset(args)
     _check_hardware(model, ds)
+    ds, excluded = _held_out(model, ds, args.exclude_trained)
     report = regression_report(model, ds, max_compile_cost=args.max_compile_cost, top_n_worst=args.top_n_worst)
+    if args.exclude_trained:
+        report["trained_shapes"]["excluded"] = excluded
     if args.json:
         print(report_json(report), end="")
         return 0
@@ -581,6 +634,7 @@ def _validate_model(args: argparse.Namespace) -> int:
     print(f"MSE (log time):  {report['mse']:.5f}")
     print(f"RMSE (log time): {report['rmse']:.5f}")
     print(f"RMSE(exp):       {report['rmse_exp']:.4f}  (typical multiplicative error of a predicted time)")
+    print(trained_shapes_note(report["trained_shapes"]), end="")
     worst = report["worst"]
     if worst:
         print(f"{plural(len(worst), 'worst prediction')}:")
@@ -606,6 +660,7 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     ds = _load_dataset(args, files)
     _check_hardware(model, ds)
+    ds, excluded = _held_out(model, ds, args.exclude_trained)
     stock = None
     if args.max_autotune_solution:
         try:
@@ -623,6 +678,8 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
     )
     if args.max_autotune_solution:
         report["max_autotune_solution"] = str(args.max_autotune_solution)
+    if args.exclude_trained:
+        report["trained_shapes"]["excluded"] = excluded
     print(markdown_table(report), end="")
     if args.output:
         for p in write_report(report, evals, args.output):

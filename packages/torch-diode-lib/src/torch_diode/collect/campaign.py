@@ -239,21 +239,21 @@ def plan_campaign(options: CampaignOptions, shapeset: str | os.PathLike[str] = D
         options.train_lognormal, seed=options.seed, sampler="log-normal", exclude=val_set, **common
     )
     train = list(dict.fromkeys(train_set + train_ln))
-    train_shapes = {_shape_key(p) for p in train}
+    train_shapes = {p.shape for p in train}
     # Validation never shares a shape (op, sizes, batch, dtype) with training, whatever the layout.
-    val_pool = [p for p in val_set if _shape_key(p) not in train_shapes]
+    val_pool = [p for p in val_set if p.shape not in train_shapes]
     val_ln: list[Problem] = []
     seed = options.seed + 1
     while len(val_ln) < options.val_lognormal:
         extra = sample_problems(
             options.val_lognormal, seed=seed, sampler="log-normal", exclude=train + val_pool + val_ln, **common
         )
-        val_ln += [p for p in extra if _shape_key(p) not in train_shapes][: options.val_lognormal - len(val_ln)]
+        val_ln += [p for p in extra if p.shape not in train_shapes][: options.val_lognormal - len(val_ln)]
         seed += 1000
     val = list(dict.fromkeys(val_pool + val_ln))
     rng.shuffle(train)
     rng.shuffle(val)
-    taken = {_shape_key(p) for p in train + val}
+    taken = {p.shape for p in train + val}
     train += _grown_problems(options, "one_misaligned", taken)
     train += _grown_problems(options, "output_misaligned", taken)
     return CampaignPlan(options=options, shapeset=str(shapeset), train=train, val=val)
@@ -286,15 +286,11 @@ def _grown_problems(options: CampaignOptions, kind: str, taken: set) -> list[Pro
             output_misaligned=kind == "output_misaligned",
         )
         for p in drawn:
-            if _shape_key(p) not in taken and len(out) < n:
-                taken.add(_shape_key(p))
+            if p.shape not in taken and len(out) < n:
+                taken.add(p.shape)
                 out.append(p)
         seed += 1000
     return out
-
-
-def _shape_key(p: Problem) -> tuple[str, int, int, int, int, str]:
-    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
 
 
 def stock_picks_from_full_space(dataset: Any, search_space: str = "DEFAULT") -> tuple[dict[Problem, Any], list[str]]:

@@ -457,7 +457,7 @@ def _count_excluded(
         return min_dim <= v <= max_dim and (sampler == "uniform" or v & (v - 1) == 0)
 
     count = 0
-    keys = excluded_shapes | {_shape_key(p) for p in excluded}
+    keys = excluded_shapes | {p.shape for p in excluded}
     for op, m, n, k, batch, dtype in keys:
         if op not in ops or dtype not in dtypes or not all(size_ok(v) for v in (m, n, k)):
             continue
@@ -470,11 +470,6 @@ def _count_excluded(
             sa, sb = strides_for(op, m, n, k, layout)
             count += Problem(op=op, m=m, n=n, k=k, batch=batch, dtype=dtype, stride_a=sa, stride_b=sb) in excluded
     return count
-
-
-def _shape_key(p: Problem) -> tuple[str, int, int, int, int, str]:
-    """A problem's shape: what is the same in every layout."""
-    return (p.op, p.m, p.n, p.k, p.batch, p.dtype)
 
 
 def sample_problems(
@@ -606,7 +601,7 @@ def sample_problems(
                 "aligned or misaligned together; use row/row, col/row or col/col"
             )
     excluded = set(exclude)
-    excluded_shapes = {_shape_key(p) for p in exclude_shapes}
+    excluded_shapes = {p.shape for p in exclude_shapes}
     fail: dict[str, Any] = dict(
         sampler=sampler, min_dim=min_dim, max_dim=max_dim, max_operand_elements=max_operand_elements
     )
