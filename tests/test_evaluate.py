@@ -437,3 +437,19 @@ def test_validate_models_report_names_what_it_measured_as_validate_max_autotunes
     capped = regression_report(model, ds, max_compile_cost=cap, top_n_worst=0)
     assert capped["candidates"] == {"max_compile_cost": cap} and capped["rows"] == 4  # the costly config left out
     assert capped["worst"] == [] and capped["dataset"] == rep["dataset"]
+
+
+def test_trained_shapes_note_says_what_the_block_means() -> None:
+    """The line under ``validate-*``'s tables for each state of the ``trained_shapes`` block; an
+    incomplete list is always said, with or without ``--exclude-trained``."""
+    from torch_diode.evaluate import trained_shapes_note
+
+    assert trained_shapes_note({"listed": True, "complete": True, "problems": 0}) == ""
+    assert "does not list the shapes" in trained_shapes_note({"listed": False})
+    one = trained_shapes_note({"listed": True, "complete": True, "problems": 1})
+    assert one.startswith("1 problem of the dataset has the shape") and one.count("\n") == 1
+    gone = trained_shapes_note({"listed": True, "complete": False, "problems": 0, "excluded": 1})
+    assert gone.startswith("1 problem of the dataset with the shape of a problem the model was trained on was left")
+    assert "lists only part of its training shapes" in gone and "these problems may" in gone
+    both = trained_shapes_note({"listed": True, "complete": False, "problems": 3})
+    assert both.startswith("3 problems of the dataset have") and "the others may" in both

@@ -582,6 +582,8 @@ def test_training_shapes_are_checked_at_load(model_file: Path, tmp_path: Path) -
     from torch_diode.records import Problem
 
     assert load_model(model_file).trained_shapes is None  # a file that lists none
+    # the digest is pinned: every file's list is of this string's sha256
+    assert Problem(op="mm", m=64, n=128, k=256, dtype="bfloat16").shape_digest() == "aa5f35b78d91"
     p = Problem(op="mm", m=64, n=128, k=256, dtype="bfloat16", stride_a=(256, 1), stride_b=(128, 1))
     flipped = Problem(op="mm", m=64, n=128, k=256, dtype="bfloat16", stride_a=(256, 1), stride_b=(1, 256))
     other = Problem(op="mm", m=64, n=128, k=256, dtype="float16", stride_a=(256, 1), stride_b=(128, 1))

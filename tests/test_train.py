@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import torch_diode
-from torch_diode.dataset import Dataset, read_dataset, write_dataset
+from torch_diode.dataset import Dataset, merge_datasets, read_dataset, write_dataset
 from torch_diode.evaluate import (
     StockPick,
     max_autotune_solution_from_dataset,
@@ -706,8 +706,7 @@ def test_a_separate_held_out_set_measures_the_finished_model(tmp_path: Path, run
         check_held_out(tr, real.select_problems(train_probs[:1]))
     # the same shape in another layout is not held out either
     p = train_probs[0]
-    flipped = dataclasses.replace(p, stride_b=(*p.stride_b[:-2], 1, p.k))  # B column-major
-    assert flipped != p and flipped.shape == p.shape
+    flipped = _other_layout(p)
     recs = [dataclasses.replace(r, problem=flipped) for r in real.select_problems([p]).records()]
     with pytest.raises(ValueError, match=rf"1 problem has the shape .*e\.g\. {re.escape(flipped.key())}\)"):
         check_held_out(tr, Dataset.from_records(recs, real.sources))
@@ -729,6 +728,14 @@ def test_a_separate_held_out_set_measures_the_finished_model(tmp_path: Path, run
     assert (
         r.returncode == 2 and "the shape of a training problem" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     )
+
+
+def _other_layout(p):
+    """``p`` with B column-major instead of row-major (the same shape, another layout)."""
+    assert p.stride_b[-1] == 1
+    flipped = dataclasses.replace(p, stride_b=(*p.stride_b[:-2], 1, p.k))
+    assert flipped != p and flipped.shape == p.shape
+    return flipped
 
 
 def test_model_files_list_their_training_shapes_and_validation_checks_them(ds, run_diode, tmp_path: Path) -> None:
@@ -763,11 +770,34 @@ def test_model_files_list_their_training_shapes_and_validation_checks_them(ds, r
     assert rep["overall"]["problems"] == 6 and rep["trained_shapes"]["excluded"] == 20
     assert "20 problems of the dataset with the shape of a problem the model was trained on were left out" in r.stdout
 
+    # by shape: a trained shape in another layout counts (one problem: singular wording)
+    flipped = _other_layout(seen[0])
+    recs = [dataclasses.replace(r, problem=flipped) for r in ds.select_problems([seen[0]]).records()]
+    mixed = write_dataset(
+        merge_datasets([Dataset.from_records(recs, ds.sources), ds.select_problems(unseen)]), tmp_path / "x.msgpack"
+    )
+    r = run_diode("validate-model", "--model", str(path), "--dataset", str(mixed), "--json", check=True, env=ENV)
+    assert r.stderr.startswith(f"warning: 1 problem of the dataset (e.g. {flipped.key()}) has the shape of a problem")
+    assert "figures over it are not held out; --exclude-trained leaves it out" in r.stderr
+    r = run_diode("validate-model", "--model", str(path), "--dataset", str(mixed), "--exclude-trained", "--json", check=True, env=ENV)  # fmt: skip
+    assert json.loads(r.stdout)["dataset"]["problems"] == len(unseen)
+
+    # the demo names them too, rather than calling them held out
+    from torch_diode.demo import evaluate_for_demo
+
+    demo = evaluate_for_demo(load_model(path), ds, name="m", dataset_path=DATA)
+    assert "26 problems (20 of a shape the model was trained on: not held out)" in demo.lines()[0]
+    demo = evaluate_for_demo(load_model(path), ds.select_problems(unseen), name="m", dataset_path=DATA)
+    assert "6 held-out problems" in demo.lines()[0]
+
     # nothing left to score, and a file that lists no shapes: refused, saying why
     only_seen = tmp_path / "seen.msgpack"
     write_dataset(ds.select_problems(seen), only_seen)
     r = run_diode("validate-model", "--model", str(path), "--dataset", str(only_seen), "--exclude-trained", env=ENV)
     assert r.returncode == 2 and "each of the dataset's 20 problems has the shape of a problem" in r.stderr
+    write_dataset(ds.select_problems(seen[:1]), tmp_path / "one.msgpack")
+    r = run_diode("validate-model", "--model", str(path), "--dataset", str(tmp_path / "one.msgpack"), "--exclude-trained", env=ENV)  # fmt: skip
+    assert r.returncode == 2 and "the dataset's only problem has the shape" in r.stderr
     model.metadata.pop("training_shapes")
     model.update_metadata({})
     unlisted = save_model(model, tmp_path / "unlisted.safetensors")
@@ -788,13 +818,31 @@ def test_a_model_started_from_another_lists_that_ones_shapes_too(ds, tmp_path: P
     assert second.trained_shapes.complete
     assert second.trained_shapes.digests == {p.shape_digest() for p in probs[:15]}
     third, _ = train(ds.select_problems(probs[15:]), dataclasses.replace(opts, init_from=None, init_forest_from=str(a)))
+    assert third.trained_shapes.complete
     assert third.trained_shapes.digests == {p.shape_digest() for p in probs[:10] + probs[15:]}
+
+    # a held-out set of the start file's shapes is refused; the split's metrics leave them out
+    with pytest.raises(ValueError, match=rf"3 problems have the shape of a problem {re.escape(str(a))}, which this"):
+        train(ds.select_problems(probs[10:15]), opts, held_out=ds.select_problems(probs[:3]))
+    overlap, _ = train(ds.select_problems(probs[:20]), dataclasses.replace(opts, val_fraction=0.5))
+    _, va = split_problems(probs[:20], 0.5, 2)  # the split train() draws (order-independent)
+    left_out = sum(i < 10 for i in va)  # validation problems of a's shapes
+    meta = overlap.metadata
+    assert meta["training"]["val_problems"] == 10 and 0 < left_out < 10
+    assert meta["held_out_metrics"]["overall"]["problems"] == 10 - left_out
+    assert f"{left_out} validation problem" in meta["training"]["held_out_metrics_are_from"]
+
     first.metadata.pop("training_shapes")
     first.update_metadata({})
     b = save_model(first, tmp_path / "b.safetensors")
     fourth, _ = train(ds.select_problems(probs[10:15]), dataclasses.replace(opts, init_from=str(b)))
     assert not fourth.trained_shapes.complete
     assert fourth.trained_shapes.digests == {p.shape_digest() for p in probs[10:15]}
+    assert "lists no training shapes" in fourth.metadata["training"]["held_out_metrics_are_from"]
+    # both starts, one listing none: the other's shapes, and incomplete
+    both, _ = train(ds.select_problems(probs[10:15]), dataclasses.replace(opts, init_from=str(b), init_forest_from=str(a)))  # fmt: skip
+    assert not both.trained_shapes.complete
+    assert both.trained_shapes.digests == {p.shape_digest() for p in probs[:15]}
 
 
 def test_split_keeps_each_shape_on_one_side() -> None:

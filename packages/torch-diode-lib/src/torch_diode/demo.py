@@ -202,13 +202,20 @@ class ModelDemo:
     def median_measured(self) -> float:
         return float(np.median([p.measured for p in self.problems]))
 
+    def problems_label(self, what: str = "problem") -> str:
+        """ "N held-out problems", or, where the model's file lists shapes of these problems among
+        its training shapes, "N problems (M of a shape the model was trained on: not held out)"."""
+        n, trained = len(self.problems), (self.report.get("trained_shapes") or {}).get("problems", 0)
+        if not trained:
+            return plural(n, f"held-out {what}")
+        return f"{plural(n, what)} ({trained:,} of a shape the model was trained on: not held out)"
+
     def lines(self) -> list[str]:
         from torch_diode.evaluate import stock_picked_here
 
         n = len(self.problems)
         lines = [
-            f"{self.name} ({self.hardware}): {plural(n, 'held-out problem')}, {plural(self.records, 'timing')} "
-            f"({self.dataset})"
+            f"{self.name} ({self.hardware}): {self.problems_label()}, {plural(self.records, 'timing')} ({self.dataset})"
         ]
         for k in TOP_KS:
             what = "top-1 pick" if k == 1 else f"top-{k} picks, the best of them"
@@ -408,7 +415,7 @@ def plot_demo(demo: ModelDemo, path: str | os.PathLike[str]) -> Path | None:
     ax2.set_ylabel("choices benchmarked")
     ax2.set_title("autotuning work per problem")
     ax2.legend(fontsize=8)
-    fig.suptitle(f"{demo.name} on {plural(n, f'held-out {demo.hardware} problem')}")
+    fig.suptitle(f"{demo.name} on {demo.problems_label(f'{demo.hardware} problem')}")
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -540,24 +540,26 @@ def trained_shapes_note(block: Mapping[str, Any] | None) -> str:
         return ""
     if not block.get("listed"):
         return "The model file does not list the shapes it was trained on: whether these problems are held out is not checked.\n"
-    excluded = block.get("excluded", 0)
-    if block["problems"]:
-        return (
-            f"{plural(block['problems'], 'problem')} of the dataset {'has' if block['problems'] == 1 else 'have'} the "
-            "shape of a problem the model was trained on (op, sizes and dtype, in any layout): these figures are not "
-            "held out (--exclude-trained scores the rest).\n"
+    n, excluded = block["problems"], block.get("excluded", 0)
+    lines = []
+    if n:
+        lines.append(
+            f"{plural(n, 'problem')} of the dataset {'has' if n == 1 else 'have'} the shape of a problem the model was "
+            "trained on (op, sizes and dtype, in any layout): these figures are not held out (--exclude-trained "
+            "scores the rest)."
         )
     if excluded:
-        return (
-            f"{plural(excluded, 'problem')} of the dataset with the shape of a problem the model was trained on were "
-            "left out (--exclude-trained).\n"
+        lines.append(
+            f"{plural(excluded, 'problem')} of the dataset with the shape of a problem the model was trained on "
+            f"{'was' if excluded == 1 else 'were'} left out (--exclude-trained)."
         )
-    if not block.get("complete", True):
-        return (
-            "None of these problems has a shape the model's file lists, but it lists only part of its training shapes "
-            "(it started from a file that lists none).\n"
+    if not block["complete"]:
+        lines.append(
+            "The model's file lists only part of its training shapes (it started from a file that lists none): "
+            + ("the others" if n else "these problems")
+            + " may have been trained on too."
         )
-    return ""
+    return "".join(line + "\n" for line in lines)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -425,6 +425,12 @@ def _split_rows(
     validation indices, both splits' rows and the GPU's constants: what training starts from."""
     problems = [g.problem for g in groups]
     train_ids, val_ids = split_problems(problems, opts.val_fraction, opts.seed)
+    if opts.val_fraction > 0 and not val_ids and len(problems) > 1:
+        log.warning(
+            "no validation split: the dataset's %s of one shape (each shape's layouts stay on one side); "
+            "nothing is held out and early stopping, if on, follows the training loss",
+            plural(len(problems), "problem is", "problems are"),
+        )
     gpu = gpu_constants(dataset.hardware)
     rows_tr = _featurize_problems(dataset, [groups[i] for i in train_ids], gpu)
     rows_va = _featurize_problems(dataset, [groups[i] for i in val_ids], gpu)
@@ -683,7 +689,8 @@ def train(
         dataset: timing records of a single hardware key.
         options: see :class:`TrainOptions`.
         on_epoch: called after each epoch with that epoch's history entry.
-        held_out: a separate validation set of the same GPU (problems none of ``dataset``'s), only
+        held_out: a separate validation set of the same GPU (no problem of a shape ``dataset`` or a
+            file the training starts from has: :func:`check_held_out`), only
             measured, after training, with the finished model: its metrics become the model's
             ``held_out_metrics`` (those of the split's validation problems, if any, are kept under
             ``training.split_metrics``). It plays no part in training or early stopping.
@@ -696,23 +703,26 @@ def train(
 
     Raises:
         ValueError: the dataset is empty or mixes hardware keys, or ``held_out`` is of another GPU,
-            empty, or shares problems with ``dataset``, or ``options.init_from``'s networks are of
+            empty, or shares shapes with ``dataset`` or a start file, or ``options.init_from``'s networks are of
             other architectures than ``options``'.
         ModelNotFoundError: ``options.init_from`` names no existing file nor registered model.
         ModelFormatError: ``options.init_from``'s file is not a readable model of this feature
             schema (or is corrupt).
     """
     opts = options or TrainOptions()
-    if held_out is not None:
+    if held_out is not None:  # again with the start files' shapes once _train has read them
         check_held_out(dataset, held_out)
     with torch_threads(opts.num_threads):
         return _train(dataset, opts, on_epoch, held_out, held_out_max_compile_cost)
 
 
-def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
+def check_held_out(
+    dataset: Dataset, held_out: Dataset, started_from: Sequence[tuple[str, TrainedShapes | None]] = ()
+) -> None:
     """Refuse a held-out set that cannot measure a model trained on ``dataset``: another GPU's,
-    empty, or sharing shapes (:attr:`Problem.shape`, in any layout) with it (its metrics would
-    not be held out)."""
+    empty, or sharing shapes (:attr:`Problem.shape`, in any layout) with it or with the shapes
+    that the files the training starts from list (``started_from``: each file's name and shapes;
+    its metrics would not be held out)."""
     if len(held_out) == 0:
         raise ValueError("held-out dataset: no timing records")
     if len(held_out.hardware_keys) != 1 or held_out.hardware != dataset.hardware:
@@ -722,12 +732,17 @@ def check_held_out(dataset: Dataset, held_out: Dataset) -> None:
         )
     shapes = {p.shape for p in dataset.measured_problems()}
     common = [p for p in held_out.measured_problems() if p.shape in shapes]
+    whose = "a training problem"
+    for name, listed in started_from:
+        if not common and listed is not None:
+            common = [p for p in held_out.measured_problems() if p in listed]
+            whose = f"a problem {name}, which this training starts from, was trained on"
     if common:
         example = sorted(p.key() for p in common)[0]
         raise ValueError(
             f"held-out dataset: {plural(len(common), 'problem')} {'has' if len(common) == 1 else 'have'} the shape "
-            f"of a training problem (op, sizes and dtype, in any layout; e.g. {example}); its metrics would not be "
-            "held out: use a validation set of other shapes (diode create-validation --train ...)"
+            f"of {whose} (op, sizes and dtype, in any layout; e.g. {example}); its metrics would not be held out: "
+            "use a validation set of other shapes (diode create-validation --train ...)"
         )
 
 
@@ -745,6 +760,11 @@ def _train(
         raise ValueError("dataset: no timing records to train on")
     start = _start_of(opts)
     forest_start = _forest_start_of(opts)  # read before training, so that a bad file fails at once
+    started_from = ([(str(opts.init_from), start.shapes)] if start is not None else []) + (
+        [(str(opts.init_forest_from), forest_start[2])] if forest_start is not None else []
+    )
+    if held_out_ds is not None:
+        check_held_out(dataset, held_out_ds, started_from)
     problems, train_ids, val_ids, rows_tr, rows_va, gpu = _split_rows(dataset, groups, opts)
     norm = start.normalization if start is not None else Normalization.fit(rows_tr.x, rows_tr.y)
     arch = opts.architecture()
@@ -777,8 +797,10 @@ def _train(
         log.info("ranking forest fit in %.1f s", time.perf_counter() - t_forest)
     hopts = opts.aten_head_options()
     held_out: dict[str, Any] = {}
-    if val_ids:
-        val_ds = dataset.select_problems(problems[i] for i in val_ids)
+    inherited = _trained_shapes([], [s for _, s in started_from])  # what the start files list
+    scored = [problems[i] for i in val_ids if problems[i] not in inherited]
+    if scored:
+        val_ds = dataset.select_problems(scored)
         # The held-out problems are measured against a memory and a head that have not seen them.
         if memory is not None:
             model.memory = memory.select(range(len(train_ids)))
@@ -792,6 +814,17 @@ def _train(
         "with a neighbour memory and an ATen head, those built from the training problems of the split "
         "only (the memory and head in this file also have the validation problems; the network and the "
         "ranking forest were trained on the training problems of the split only)"
+        + (
+            f"; {plural(len(val_ids) - len(scored), 'validation problem')} of a shape that a file this training "
+            "started from was trained on left out"
+            if len(scored) < len(val_ids)
+            else ""
+        )
+        + (
+            "; a file this training started from lists no training shapes: they were not checked against its"
+            if not inherited.complete
+            else ""
+        )
     )
     if held_out_ds is not None:
         split_metrics = held_out
@@ -800,8 +833,10 @@ def _train(
         )
         held_out_from = (
             f"a separate held-out dataset of {plural(len(held_out_ds.measured_problems()), 'problem')} (sha256 "
-            f"{dataset_hash(held_out_ds)[:16]}), none of them of a training problem's shape, measured after training with "
-            "the model in this file ("
+            f"{dataset_hash(held_out_ds)[:16]}), none of them of a training problem's shape"
+            + (" or of one the files this training started from list" if started_from else "")
+            + (" (a file it started from lists none: not checked against that one's)" if not inherited.complete else "")
+            + ", measured after training with the model in this file ("
             + (
                 "every measured choice ranked)"
                 if held_out_max_compile_cost is None
@@ -811,10 +846,7 @@ def _train(
     meta: dict[str, Any] = {
         "feature_spec": FEATURE_SPEC.to_dict(),
         "training_data_hash": dataset_hash(dataset),
-        "training_shapes": _trained_shapes(
-            problems,
-            ([start.shapes] if start is not None else []) + ([forest_start[2]] if forest_start is not None else []),
-        ).to_dict(),
+        "training_shapes": _trained_shapes(problems, [inherited]).to_dict(),
         "training": {
             "options": asdict(opts),
             "train_problems": len(train_ids),

@@ -600,15 +600,19 @@ def _held_out(model: Any, ds: Any, exclude: bool) -> tuple[Any, int]:
     if exclude:
         rest = sorted(ds.measured_problems() - set(trained), key=str)
         if not rest:
+            every = (
+                "the dataset's only problem has"
+                if len(trained) == 1
+                else f"each of the dataset's {len(trained):,} problems has"
+            )
             raise UsageError(
-                f"--exclude-trained: each of the dataset's {plural(len(trained), 'problem')} has the shape of a problem "
-                "the model was trained on; nothing is left to score"
+                f"--exclude-trained: {every} the shape of a problem the model was trained on; nothing is left to score"
             )
         return ds.select_problems(rest), len(trained)
+    has, it = ("has", "it") if len(trained) == 1 else ("have", "them")
     print(
-        f"warning: {plural(len(trained), 'problem')} of the dataset (e.g. {trained[0].key()}) "
-        f"{'has' if len(trained) == 1 else 'have'} the shape of a problem "
-        "the model was trained on: figures over them are not held out; --exclude-trained leaves them out",
+        f"warning: {plural(len(trained), 'problem')} of the dataset (e.g. {trained[0].key()}) {has} the shape of a "
+        f"problem the model was trained on: figures over {it} are not held out; --exclude-trained leaves {it} out",
         file=sys.stderr,
     )
     return ds, 0
@@ -649,7 +653,14 @@ def _validate_model(args: argparse.Namespace) -> int:
 
 
 def _validate_max_autotune(args: argparse.Namespace) -> int:
-    from torch_diode.evaluate import evaluate_model, markdown_table, read_max_autotune_solution, write_report
+    from torch_diode._text import plural
+    from torch_diode.evaluate import (
+        evaluate_model,
+        markdown_table,
+        picks_of_other_problems,
+        read_max_autotune_solution,
+        write_report,
+    )
 
     files = _dataset_files(args)
     if args.output:
@@ -660,6 +671,7 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     ds = _load_dataset(args, files)
     _check_hardware(model, ds)
+    whole = ds
     ds, excluded = _held_out(model, ds, args.exclude_trained)
     stock = None
     if args.max_autotune_solution:
@@ -667,6 +679,13 @@ def _validate_max_autotune(args: argparse.Namespace) -> int:
             stock = read_max_autotune_solution(args.max_autotune_solution, hardware=ds.hardware)
         except ValueError as e:
             raise UsageError(str(e)) from None
+        if excluded and picks_of_other_problems(ds, stock) and not picks_of_other_problems(whole, stock):
+            raise UsageError(
+                f"--max-autotune-solution {args.max_autotune_solution}: it has no pick for any of the "
+                f"{plural(len(ds.measured_problems()), 'problem')} that --exclude-trained leaves (its picks are of "
+                "problems of the model's training shapes); pass stock's picks of the others, or leave out "
+                "--exclude-trained"
+            )
     report, evals = evaluate_model(
         model,
         ds,
