@@ -821,7 +821,8 @@ def _train(
             else ""
         )
         + (
-            "; a file this training started from lists no training shapes: they were not checked against its"
+            "; a file this training started from lists no training shapes, so the validation problems were not "
+            "checked against its"
             if not inherited.complete
             else ""
         )
